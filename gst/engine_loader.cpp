@@ -1,0 +1,81 @@
+#include "engine_loader.h"
+
+#include <gmodule.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace h3gst {
+namespace {
+
+std::mutex g_mutex;
+const EngineModule* g_module = nullptr;
+std::string g_path;
+
+std::vector<std::string> candidates(const std::string& plugin_dir) {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("H3_ENGINE_MODULE"); env && *env) {
+    out.emplace_back(env);
+    return out;  // an explicit choice is not second-guessed
+  }
+  if (!plugin_dir.empty()) {
+    for (const char* sub : {"gst-h3", "gst-engine"}) {
+      gchar* p = g_build_filename(plugin_dir.c_str(), "..", sub, kEngineModuleFile, nullptr);
+      out.emplace_back(p);
+      g_free(p);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const EngineModule* load_engine_module(const std::string& plugin_dir, std::string* error,
+                                       std::string* loaded_from) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_module) {
+    if (loaded_from) *loaded_from = g_path;
+    return g_module;
+  }
+  std::string tried;
+  for (const std::string& path : candidates(plugin_dir)) {
+    if (!tried.empty()) tried += "; ";
+    if (!g_file_test(path.c_str(), G_FILE_TEST_IS_REGULAR)) {
+      tried += path + ": no such file";
+      continue;
+    }
+    // Local binding: LibTorch's symbols stay out of the global namespace.
+    GModule* m = g_module_open(path.c_str(), G_MODULE_BIND_LOCAL);
+    if (!m) {
+      tried += path + ": " + g_module_error();
+      continue;
+    }
+    gpointer sym = nullptr;
+    if (!g_module_symbol(m, kEngineModuleSymbol, &sym) || !sym) {
+      tried += path + ": no " + std::string(kEngineModuleSymbol) + " symbol";
+      g_module_close(m);
+      continue;
+    }
+    const EngineModule* mod = reinterpret_cast<const EngineModule* (*)()>(sym)();
+    if (!mod || mod->abi != kEngineModuleAbi) {
+      tried += path + ": built for another version of the plugin (ABI " +
+               std::to_string(mod ? mod->abi : -1) + ", expected " + std::to_string(kEngineModuleAbi) + ")";
+      g_module_close(m);
+      continue;
+    }
+    g_module_make_resident(m);
+    g_module = mod;
+    g_path = path;
+    if (loaded_from) *loaded_from = g_path;
+    return g_module;
+  }
+  if (error) {
+    *error = "could not load the gst-h3 engine module (" + std::string(kEngineModuleFile) + "); tried: " +
+             (tried.empty() ? std::string("nothing (the plugin's folder is unknown)") : tried) +
+             ". Reinstall gst-h3, or set H3_ENGINE_MODULE to the module's path";
+  }
+  return nullptr;
+}
+
+}  // namespace h3gst

@@ -1,0 +1,19 @@
+// Finds and opens the engine module (see engine_module.h) once per process.
+#pragma once
+
+#include <string>
+
+#include "engine_module.h"
+
+namespace h3gst {
+
+// Looks for the module, in order:
+//   $H3_ENGINE_MODULE (a file),
+//   <plugin_dir>/../gst-h3/libgsth3-engine.so   (installed: libdir/gstreamer-1.0 -> libdir/gst-h3),
+//   <plugin_dir>/../gst-engine/libgsth3-engine.so (the build tree).
+// The module stays resident once loaded (LibTorch cannot be unloaded safely).
+// Returns nullptr with `error` saying what was tried and what to do.
+const EngineModule* load_engine_module(const std::string& plugin_dir, std::string* error,
+                                       std::string* loaded_from = nullptr);
+
+}  // namespace h3gst

@@ -1,0 +1,212 @@
+// FrameQueue: the bounded chunk queue between the engine and create().
+#include "frame_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using h3gst::Frame;
+using h3gst::FrameChunk;
+using h3gst::FrameQueue;
+using PopResult = FrameQueue::PopResult;
+
+// A chunk of `count` 2x1 frames whose bytes all equal the frame's clip index.
+FrameChunk make_chunk(int64_t index, int64_t first_frame, int64_t count, bool final = false) {
+  FrameChunk c;
+  c.index = index;
+  c.first_frame = first_frame;
+  c.count = count;
+  c.width = 2;
+  c.height = 1;
+  c.final = final;
+  auto* px = new uint8_t[static_cast<size_t>(count) * c.frame_bytes()];
+  for (int64_t f = 0; f < count; ++f) {
+    std::memset(px + f * c.frame_bytes(), static_cast<int>(first_frame + f), c.frame_bytes());
+  }
+  c.pixels = std::shared_ptr<const uint8_t>(px, std::default_delete<const uint8_t[]>());
+  return c;
+}
+
+// Waits (bounded) until `pred` holds; the bound only guards against a hang.
+template <typename Pred>
+bool eventually(Pred pred) {
+  for (int i = 0; i < 2000 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return pred();
+}
+
+TEST(FrameQueue, PopsFramesInOrderWithTheirPixelsThenEnd) {
+  FrameQueue q(4);
+  ASSERT_TRUE(q.push(make_chunk(0, 0, 3)));
+  ASSERT_TRUE(q.push(make_chunk(1, 3, 2, true)));
+  q.finish();
+  EXPECT_EQ(q.queued_frames(), 5);
+  for (int64_t i = 0; i < 5; ++i) {
+    Frame f;
+    ASSERT_EQ(q.pop(&f), PopResult::kFrame);
+    EXPECT_EQ(f.index, i);
+    EXPECT_EQ(f.width, 2);
+    EXPECT_EQ(f.data[0], i);
+    EXPECT_EQ(f.data[5], i);
+    EXPECT_EQ(f.chunk_start, i == 0 || i == 3);
+  }
+  Frame f;
+  EXPECT_EQ(q.pop(&f), PopResult::kEnd);
+  EXPECT_EQ(q.pop(&f), PopResult::kEnd);  // stays at the end
+}
+
+TEST(FrameQueue, AFrameKeepsItsChunkAliveAfterTheQueueDropsIt) {
+  FrameQueue q(1);
+  ASSERT_TRUE(q.push(make_chunk(0, 7, 1)));
+  Frame f;
+  ASSERT_EQ(q.pop(&f), PopResult::kFrame);
+  q.abort();
+  EXPECT_EQ(f.data[0], 7);
+  EXPECT_EQ(f.keep.use_count(), 1);
+}
+
+TEST(FrameQueue, ProducerBlocksWhileFullUntilAWholeChunkIsConsumed) {
+  FrameQueue q(2);
+  ASSERT_TRUE(q.push(make_chunk(0, 0, 2)));
+  ASSERT_TRUE(q.push(make_chunk(1, 2, 2)));
+  std::atomic<bool> pushed{false};
+  std::thread producer([&] {
+    EXPECT_TRUE(q.push(make_chunk(2, 4, 2)));
+    pushed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(pushed.load());
+  Frame f;
+  ASSERT_EQ(q.pop(&f), PopResult::kFrame);  // half of chunk 0: still two chunks waiting
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(pushed.load());
+  ASSERT_EQ(q.pop(&f), PopResult::kFrame);  // chunk 0 done: room for one
+  EXPECT_TRUE(eventually([&] { return pushed.load(); }));
+  producer.join();
+  EXPECT_EQ(q.queued_chunks(), 2u);
+  EXPECT_EQ(q.high_water_chunks(), 2u);
+}
+
+TEST(FrameQueue, ConsumerBlocksWhileEmptyUntilAChunkArrives) {
+  FrameQueue q(2);
+  std::atomic<int64_t> got{-1};
+  std::thread consumer([&] {
+    Frame f;
+    EXPECT_EQ(q.pop(&f), PopResult::kFrame);
+    got = f.index;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(got.load(), -1);
+  ASSERT_TRUE(q.push(make_chunk(0, 0, 1)));
+  consumer.join();
+  EXPECT_EQ(got.load(), 0);
+}
+
+TEST(FrameQueue, FlushingWakesTheConsumerAndKeepsTheFrames) {
+  FrameQueue q(2);
+  std::atomic<bool> woke{false};
+  std::thread consumer([&] {
+    Frame f;
+    EXPECT_EQ(q.pop(&f), PopResult::kFlushing);
+    woke = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  q.set_flushing(true);
+  consumer.join();
+  EXPECT_TRUE(woke.load());
+  // While flushing, a producer still queues (it is not cancelled) and pop refuses.
+  ASSERT_TRUE(q.push(make_chunk(0, 0, 1)));
+  Frame f;
+  EXPECT_EQ(q.pop(&f), PopResult::kFlushing);
+  q.set_flushing(false);
+  ASSERT_EQ(q.pop(&f), PopResult::kFrame);
+  EXPECT_EQ(f.index, 0);
+}
+
+TEST(FrameQueue, AbortWakesABlockedProducerAndConsumerAndDropsEverything) {
+  FrameQueue q(1);
+  ASSERT_TRUE(q.push(make_chunk(0, 0, 3)));
+  std::atomic<int> results{0};
+  std::thread producer([&] {
+    EXPECT_FALSE(q.push(make_chunk(1, 3, 3)));
+    ++results;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  q.abort();
+  producer.join();
+  EXPECT_EQ(results.load(), 1);
+  EXPECT_EQ(q.queued_frames(), 0);
+  Frame f;
+  EXPECT_EQ(q.pop(&f), PopResult::kFlushing);
+  EXPECT_FALSE(q.push(make_chunk(2, 6, 1)));
+  q.reset();
+  EXPECT_TRUE(q.push(make_chunk(0, 0, 1)));
+  EXPECT_EQ(q.pop(&f), PopResult::kFrame);
+}
+
+TEST(FrameQueue, FailureComesAfterTheQueuedFramesWithItsCodeAndMessage) {
+  FrameQueue q(2);
+  ASSERT_TRUE(q.push(make_chunk(0, 0, 1)));
+  q.fail(3, "rank 1 failed: out of memory");
+  EXPECT_FALSE(q.push(make_chunk(1, 1, 1)));
+  Frame f;
+  EXPECT_EQ(q.pop(&f), PopResult::kFrame);
+  int code = 0;
+  std::string message;
+  EXPECT_EQ(q.pop(&f, &code, &message), PopResult::kError);
+  EXPECT_EQ(code, 3);
+  EXPECT_EQ(message, "rank 1 failed: out of memory");
+  q.finish();  // a later finish does not turn the error into an end
+  EXPECT_EQ(q.pop(&f), PopResult::kError);
+}
+
+TEST(FrameQueue, PushAfterFinishIsRefusedAndEmptyChunksAreIgnored) {
+  FrameQueue q(1);
+  EXPECT_TRUE(q.push(make_chunk(0, 0, 0)));
+  EXPECT_EQ(q.queued_chunks(), 0u);
+  q.finish();
+  EXPECT_FALSE(q.push(make_chunk(0, 0, 1)));
+  Frame f;
+  EXPECT_EQ(q.pop(&f), PopResult::kEnd);
+}
+
+TEST(FrameQueue, ASlowConsumerNeverSeesMoreThanTheBoundAndLosesNoFrame) {
+  constexpr int kChunks = 40, kPerChunk = 3;
+  FrameQueue q(2);
+  std::thread producer([&] {
+    for (int c = 0; c < kChunks; ++c) ASSERT_TRUE(q.push(make_chunk(c, c * kPerChunk, kPerChunk)));
+    q.finish();
+  });
+  std::vector<int64_t> seen;
+  for (;;) {
+    Frame f;
+    const PopResult r = q.pop(&f);
+    if (r == PopResult::kEnd) break;
+    ASSERT_EQ(r, PopResult::kFrame);
+    EXPECT_LE(q.queued_chunks(), 2u);
+    EXPECT_EQ(f.data[0], static_cast<uint8_t>(f.index));
+    seen.push_back(f.index);
+    if (seen.size() % 7 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  producer.join();
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kChunks * kPerChunk));
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], static_cast<int64_t>(i));
+  EXPECT_EQ(q.high_water_chunks(), 2u);
+}
+
+TEST(FrameQueue, RaisingTheBoundReleasesABlockedProducer) {
+  FrameQueue q(1);
+  ASSERT_TRUE(q.push(make_chunk(0, 0, 1)));
+  std::thread producer([&] { EXPECT_TRUE(q.push(make_chunk(1, 1, 1))); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  q.set_max_chunks(2);
+  producer.join();
+  EXPECT_EQ(q.queued_chunks(), 2u);
+}
+
+}  // namespace
