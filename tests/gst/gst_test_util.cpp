@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 
 namespace {
@@ -76,6 +77,92 @@ bool library_mapped(const char* needle) {
     if (line.find(needle) != std::string::npos) return true;
   }
   return false;
+}
+
+}  // namespace h3test
+
+namespace h3test {
+
+BusRecorder::BusRecorder(GstElement* pipeline) : bus_(gst_element_get_bus(pipeline)) {
+  gst_bus_set_sync_handler(bus_, &BusRecorder::on_message, this, nullptr);
+}
+
+BusRecorder::~BusRecorder() {
+  gst_bus_set_sync_handler(bus_, nullptr, nullptr, nullptr);
+  gst_object_unref(bus_);
+}
+
+GstBusSyncReply BusRecorder::on_message(GstBus*, GstMessage* m, gpointer data) {
+  auto* self = static_cast<BusRecorder*>(data);
+  {
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    switch (GST_MESSAGE_TYPE(m)) {
+      case GST_MESSAGE_EOS: self->eos_ = true; break;
+      case GST_MESSAGE_ERROR: {
+        GError* err = nullptr;
+        gst_message_parse_error(m, &err, nullptr);
+        if (!self->error_) self->error_message_ = err->message ? err->message : "";
+        self->error_ = true;
+        g_error_free(err);
+        break;
+      }
+      case GST_MESSAGE_ELEMENT: {
+        const GstStructure* s = gst_message_get_structure(m);
+        if (s && gst_structure_has_name(s, "h3-progress")) {
+          Progress p;
+          const gchar* phase = gst_structure_get_string(s, "phase");
+          p.phase = phase ? phase : "";
+          gst_structure_get_int(s, "step", &p.step);
+          gst_structure_get_int(s, "total-steps", &p.total_steps);
+          gst_structure_get_int(s, "chunk", &p.chunk);
+          gst_structure_get_int(s, "total-chunks", &p.total_chunks);
+          gst_structure_get_int(s, "frames", &p.frames);
+          gst_structure_get_int(s, "total-frames", &p.total_frames);
+          p.at_us = g_get_monotonic_time();
+          self->progress_.push_back(p);
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+  self->cond_.notify_all();
+  gst_message_unref(m);
+  return GST_BUS_DROP;
+}
+
+bool BusRecorder::wait(const std::function<bool(const BusRecorder&)>& pred, double timeout_s) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return cond_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return pred(*this); });
+}
+
+bool BusRecorder::wait_for_phase(const std::string& phase, int min_chunk, double timeout_s) {
+  bool found = false;
+  wait(
+      [&](const BusRecorder& r) {
+        for (const auto& p : r.progress_)
+          if (p.phase == phase && p.chunk >= min_chunk) found = true;
+        return found || r.error_ || r.eos_;
+      },
+      timeout_s);
+  return found;
+}
+
+bool BusRecorder::wait_for_end(double timeout_s) {
+  return wait([](const BusRecorder& r) { return r.eos_ || r.error_; }, timeout_s);
+}
+
+gint64 BusRecorder::first_time(const std::string& phase) const {
+  for (const auto& p : progress_)
+    if (p.phase == phase) return p.at_us;
+  return -1;
+}
+
+void BusRecorder::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  progress_.clear();
+  eos_ = error_ = false;
+  error_message_.clear();
 }
 
 }  // namespace h3test

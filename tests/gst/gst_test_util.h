@@ -33,3 +33,48 @@ GstElement* by_name(GstElement* bin, const char* name);
 bool library_mapped(const char* needle);
 
 }  // namespace h3test
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+
+namespace h3test {
+
+// Records a pipeline's bus messages from the posting thread (a sync handler),
+// with the monotonic time each was posted, so tests can order them against
+// buffer arrivals and wait for a given phase.
+class BusRecorder {
+ public:
+  struct Progress {
+    std::string phase;
+    int step = 0, total_steps = 0, chunk = 0, total_chunks = 0, frames = 0, total_frames = 0;
+    gint64 at_us = 0;
+  };
+  explicit BusRecorder(GstElement* pipeline);
+  ~BusRecorder();
+
+  // Waits until `pred` holds (checked under the lock after every message) or
+  // `timeout_s` passes; returns whether it holds.
+  bool wait(const std::function<bool(const BusRecorder&)>& pred, double timeout_s);
+  bool wait_for_phase(const std::string& phase, int min_chunk, double timeout_s);
+  bool wait_for_end(double timeout_s);
+
+  // Under the lock (from a predicate) or after the pipeline stopped.
+  const std::vector<Progress>& progress() const { return progress_; }
+  bool eos() const { return eos_; }
+  bool error() const { return error_; }
+  const std::string& error_message() const { return error_message_; }
+  gint64 first_time(const std::string& phase) const;  // -1 when never seen
+  void clear();
+
+ private:
+  static GstBusSyncReply on_message(GstBus* bus, GstMessage* m, gpointer self);
+  GstBus* bus_;
+  mutable std::mutex mutex_;
+  std::condition_variable cond_;
+  std::vector<Progress> progress_;
+  bool eos_ = false, error_ = false;
+  std::string error_message_;
+};
+
+}  // namespace h3test

@@ -1,0 +1,49 @@
+#!/bin/bash
+# RTP over loopback: h3videosrc (live) -> H.264 -> RTP -> udpsink, and a
+# receiver udpsrc -> depay -> decode that stops by itself after the expected
+# number of frames. Both run under a timeout.
+# Usage: bash pipelines/rtp.sh BUILD_DIR [FRAMES]
+# PORT (default 5004); H3_PROPS for more element properties; TIMEOUT_S (default 120)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=pipelines/env.sh
+. "$here/env.sh"
+h3_pipeline_env "${1:-build}"
+frames=${2:-25}
+port=${PORT:-5004}
+limit=${TIMEOUT_S:-120}
+props=${H3_PROPS:-}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+caps="application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload=96"
+# The receiver first; identity counts decoded frames and ends the stream after the last one.
+timeout "$limit" gst-launch-1.0 -v udpsrc address=127.0.0.1 port="$port" caps="$caps" ! \
+  rtpjitterbuffer latency=200 ! rtph264depay ! h264parse ! avdec_h264 ! \
+  identity name=count eos-after="$frames" silent=false ! fakesink sync=false > "$log" 2>&1 &
+receiver=$!
+sleep 1
+
+set +e
+# shellcheck disable=SC2086
+eval timeout "$limit" gst-launch-1.0 -q h3videosrc is-live=true num-frames="$frames" $props ! \
+  videoconvert ! video/x-raw,format=I420 ! x264enc tune=zerolatency key-int-max=10 ! \
+  rtph264pay config-interval=1 pt=96 ! udpsink host=127.0.0.1 port="$port"
+sender_rc=$?
+# A failed sender sends nothing more: do not wait for the receiver's timeout.
+[ "$sender_rc" -eq 0 ] || kill "$receiver" 2>/dev/null
+wait "$receiver"
+receiver_rc=$?
+set -e
+# identity reports each buffer but the one it ends the stream on.
+got=$(grep -c 'count: last-message = chain' "$log" || true)
+echo "rtp: sender rc $sender_rc, receiver rc $receiver_rc; the receiver decoded $((got + (receiver_rc == 0))) of $frames frames"
+if [ "$sender_rc" -ne 0 ]; then
+  echo "rtp: the sender failed (rc $sender_rc)" >&2
+  exit 1
+fi
+if [ "$receiver_rc" -ne 0 ]; then
+  echo "rtp: the receiver did not get all $frames frames (rc $receiver_rc; 124 = timed out)" >&2
+  tail -20 "$log" >&2
+  exit 1
+fi

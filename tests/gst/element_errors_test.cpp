@@ -1,0 +1,83 @@
+// Bad settings that only the engine can judge: each is an error on the bus
+// with a message that says what to fix, never a crash or a hang.
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "clip_params.h"
+#include "gst_test_util.h"
+
+namespace {
+
+h3test::RunResult run(const std::string& props) {
+  const std::string l = "h3videosrc num-frames=" + std::to_string(h3test::kFrames) +
+                        " width=" + std::to_string(h3test::kWidth) +
+                        " height=" + std::to_string(h3test::kHeight) + " " + props + " ! fakesink";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(l.c_str(), &err);
+  EXPECT_EQ(err, nullptr);
+  if (err) g_error_free(err);
+  h3test::RunResult r = h3test::run_to_end(p, 300);
+  gst_object_unref(p);
+  return r;
+}
+
+std::string temp_path(const char* name) {
+  gchar* dir = g_dir_make_tmp("h3gst-XXXXXX", nullptr);
+  std::string p = std::string(dir) + "/" + name;
+  g_free(dir);
+  return p;
+}
+
+TEST(H3VideoSrcErrors, AMissingModelFolderIsResourceNotFoundNamingIt) {
+  const h3test::RunResult r = run("model=/nonexistent/h3-model");
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_NOT_FOUND);
+  EXPECT_NE(r.message.find("/nonexistent/h3-model"), std::string::npos) << r.message;
+}
+
+TEST(H3VideoSrcErrors, AFolderWithoutAModelIsAnError) {
+  gchar* dir = g_dir_make_tmp("h3gst-empty-XXXXXX", nullptr);
+  const h3test::RunResult r = run(std::string("model=") + dir);
+  EXPECT_TRUE(r.error);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_NE(r.message.find(dir), std::string::npos) << r.message;
+  g_rmdir(dir);
+  g_free(dir);
+}
+
+TEST(H3VideoSrcErrors, UnreadableEmbeddingsAreAnErrorNamingTheFile) {
+  const std::string path = temp_path("garbage.safetensors");
+  std::ofstream(path) << "this is not a safetensors file";
+  const h3test::RunResult r = run("prompt-embeds=" + path);
+  EXPECT_TRUE(r.error);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.message.find("garbage.safetensors"), std::string::npos) << r.message;
+}
+
+TEST(H3VideoSrcErrors, OneDenoisingStepIsRefusedAsASetting) {
+  const h3test::RunResult r = run("steps=1");
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
+  EXPECT_NE(r.message.find("step"), std::string::npos) << r.message;
+}
+
+TEST(H3VideoSrcErrors, MoreRanksThanDevicesIsAnError) {
+  // More CUDA ranks than this machine has GPUs (none, on a CPU build).
+  const h3test::RunResult r = run("device=cuda ranks=64");
+  EXPECT_TRUE(r.error);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_FALSE(r.message.empty());
+}
+
+TEST(H3VideoSrcErrors, TensorParallelSizeThatDoesNotDivideTheRanksIsAnError) {
+  const h3test::RunResult r = run("ranks=2 tp-size=3");
+  EXPECT_TRUE(r.error);
+  EXPECT_FALSE(r.timed_out);
+}
+
+}  // namespace

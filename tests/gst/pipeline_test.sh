@@ -1,0 +1,56 @@
+#!/bin/bash
+# Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
+# on a small clip of the tiny default model and checks what came out.
+# Usage: pipeline_test.sh mp4|fmp4|rtp|app|inspect BUILD_DIR SOURCE_DIR
+set -euo pipefail
+what=$1
+build=$2
+src=$3
+frames=22 width=80 height=48
+export H3_PROPS="num-frames=$frames width=$width height=$height"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+case "$what" in
+  mp4)
+    bash "$src/pipelines/mp4.sh" "$build" "$out/clip.mp4"
+    bash "$src/pipelines/check-mp4.sh" "$out/clip.mp4" "$frames" "$width" "$height"
+    # Duration: 22 frames at 24/1.
+    dur=$(ffprobe -v error -show_entries format=duration -of default=nw=1:nk=1 "$out/clip.mp4")
+    python3 -c "import sys; d=float('$dur'); sys.exit(0 if abs(d - $frames/24) < 0.05 else 1)" ||
+      { echo "duration $dur s, expected $(python3 -c "print($frames/24)") s" >&2; exit 1; }
+    # The prompt went into the file's tags (title / comment).
+    ffprobe -v error -show_entries format_tags=title -of default=nw=1:nk=1 "$out/clip.mp4" | grep -q 'paper boat' ||
+      { echo "the MP4 has no title tag with the prompt" >&2; exit 1; }
+    ;;
+  fmp4)
+    FRAGMENT_MS=300 bash "$src/pipelines/fmp4.sh" "$build" "$out/frag.mp4"
+    bash "$src/pipelines/check-mp4.sh" "$out/frag.mp4" "$frames" "$width" "$height"
+    ;;
+  rtp)
+    PORT=${PORT:-5004} bash "$src/pipelines/rtp.sh" "$build" "$frames"
+    ;;
+  app)
+    # shellcheck source=pipelines/env.sh
+    . "$src/pipelines/env.sh"
+    h3_pipeline_env "$build"
+    "$build/pipelines/h3-gst-app" --frames "$frames" --format I420 | tee "$out/app.txt"
+    grep -qx "frames: $frames" "$out/app.txt" || { echo "the app did not count $frames frames" >&2; exit 1; }
+    grep -q '^first frame at: [0-9]' "$out/app.txt"
+    grep -q '^last frame at: [0-9]' "$out/app.txt"
+    ;;
+  inspect)
+    # shellcheck source=pipelines/env.sh
+    . "$src/pipelines/env.sh"
+    h3_pipeline_env "$build"
+    gst-inspect-1.0 h3videosrc > "$out/inspect.txt"
+    for p in model prompt prompt-embeds seed steps width height num-frames framerate ranks tp-size device \
+             queue-chunks is-live timeout; do
+      grep -q "^  $p " "$out/inspect.txt" || { echo "gst-inspect does not show $p" >&2; exit 1; }
+    done
+    n=$(grep -c 'changeable only in NULL or READY state' "$out/inspect.txt")
+    [ "$n" -ge 15 ] || { echo "only $n properties say when they may change" >&2; exit 1; }
+    ;;
+  *) echo "unknown pipeline test $what" >&2; exit 2 ;;
+esac
+echo "pipeline test $what: ok"
