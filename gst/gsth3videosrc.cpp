@@ -384,7 +384,11 @@ static void gst_h3_video_src_set_property(GObject* object, guint prop_id, const 
     case PROP_TP_SIZE: s.tp = g_value_get_int(value); break;
     case PROP_DEVICE: s.device = string_or_empty(value); break;
     case PROP_QUEUE_CHUNKS: s.queue_chunks = g_value_get_int(value); break;
-    case PROP_IS_LIVE: s.live = g_value_get_boolean(value); break;
+    case PROP_IS_LIVE:
+      s.live = g_value_get_boolean(value);
+      // GstBaseSrc decides NO_PREROLL before start() runs: tell it now.
+      gst_base_src_set_live(GST_BASE_SRC(self), s.live);
+      break;
     case PROP_TIMEOUT: s.timeout_s = g_value_get_uint(value); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
@@ -700,7 +704,6 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
     std::lock_guard<std::mutex> lock(p->prop_lock);
     p->started = true;  // from here until stop(), property changes are refused
   }
-  gst_base_src_set_live(bsrc, s.live);
   p->plugin_dir = plugin_dir_of(self);
   p->queue.reset();
   p->queue.set_max_chunks(static_cast<size_t>(s.queue_chunks));
