@@ -1,6 +1,8 @@
 // The engine module (libgsth3-engine.so): h3::Engine behind the plain C++
 // boundary of gst/engine_module.h. Every exception becomes a Failure here; the
 // plugin never sees LibTorch or h3 types.
+#include "engine_module.h"
+
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -13,7 +15,6 @@
 #include "engine/engine.h"
 #include "engine/progress.h"
 #include "engine/request.h"
-#include "engine_module.h"
 #include "vae/chunk_sink.h"
 
 namespace {
@@ -86,8 +87,8 @@ class QueueSink : public h3::ChunkSink {
   void on_chunk(const h3::Chunk& c) override {
     const at::Tensor t = c.frames.to(at::kCPU).contiguous();
     if (t.scalar_type() != at::kByte || t.dim() != 4 || t.size(3) != 3) {
-      throw h3::Error(h3::ErrorKind::kInternal, "chunk " + std::to_string(c.index) +
-                                                    " is not uint8 [n, H, W, 3] RGB frames");
+      throw h3::Error(h3::ErrorKind::kInternal,
+                      "chunk " + std::to_string(c.index) + " is not uint8 [n, H, W, 3] RGB frames");
     }
     h3gst::FrameChunk fc;
     fc.index = c.index;
@@ -111,7 +112,8 @@ class QueueSink : public h3::ChunkSink {
 
 class Handle : public h3gst::EngineHandle {
  public:
-  Handle(std::unique_ptr<h3::Engine> engine, std::string dir) : engine_(std::move(engine)), dir_(std::move(dir)) {}
+  Handle(std::unique_ptr<h3::Engine> engine, std::string dir)
+      : engine_(std::move(engine)), dir_(std::move(dir)) {}
 
   const std::string& model_dir() const override { return dir_; }
 
