@@ -1,7 +1,7 @@
 #!/bin/bash
 # Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
 # on a small clip of the tiny default model and checks what came out.
-# Usage: pipeline_test.sh mp4|fmp4|rtp|app|inspect BUILD_DIR SOURCE_DIR
+# Usage: pipeline_test.sh mp4|fmp4|rtp|app|inspect|linkage BUILD_DIR SOURCE_DIR
 set -euo pipefail
 what=$1
 build=$2
@@ -50,6 +50,18 @@ case "$what" in
     done
     n=$(grep -c 'changeable only in NULL or READY state' "$out/inspect.txt")
     [ "$n" -ge 15 ] || { echo "only $n properties say when they may change" >&2; exit 1; }
+    ;;
+  linkage)
+    # The plugin GStreamer scans must not pull LibTorch in; the engine module must
+    # really link it (Meson drops TorchConfig's --no-as-needed entries silently).
+    if readelf -d "$build/gst/libgsth3.so" | grep -E 'NEEDED.*(torch|c10)'; then
+      echo "libgsth3.so links LibTorch" >&2; exit 1
+    fi
+    module="$build/gst-engine/libgsth3-engine.so"
+    if [ -f "$module" ]; then
+      readelf -d "$module" | grep -q 'NEEDED.*libtorch_cpu' || { echo "the engine module does not link libtorch_cpu" >&2; exit 1; }
+      readelf --dyn-syms -W "$module" | grep -q ' h3gst_engine_module$' || { echo "the engine module does not export h3gst_engine_module" >&2; exit 1; }
+    fi
     ;;
   *) echo "unknown pipeline test $what" >&2; exit 2 ;;
 esac
