@@ -526,19 +526,24 @@ static void run_generation(GstH3VideoSrc* self) {
     p->generating = true;
   }
   const h3gst::ClipRequest req = make_request(p->active);
+  // A chunk's decode time runs from the previous chunk's hand-over (or from the
+  // start of decoding) to its own; denoising is not part of it.
   Clock::time_point last = Clock::now();
-  bool decoding = false;
+  bool timing = false;
   auto on_progress = [&](const h3gst::ProgressInfo& pr) {
-    if (!decoding && pr.phase == "decoding") {
-      decoding = true;
+    if (!timing && pr.phase == "decoding") {
+      timing = true;
       last = Clock::now();
     }
     post_h3_progress(self, pr);
   };
   auto on_chunk = [&](h3gst::FrameChunk&& chunk) {
     const auto now = Clock::now();
-    note_chunk_time(self, static_cast<GstClockTime>(
-                              std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count()));
+    if (timing) {
+      note_chunk_time(self, static_cast<GstClockTime>(
+                                std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count()));
+    }
+    timing = true;
     GST_LOG_OBJECT(self, "chunk %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " frames from %" G_GINT64_FORMAT,
                    chunk.index, chunk.count, chunk.first_frame);
     const bool ok = p->queue.push(std::move(chunk));
