@@ -153,6 +153,10 @@ struct H3VideoSrcPrivate {
   h3gst::Frame pending;  // popped, but the buffer allocation was interrupted
   bool have_pending = false;
   bool tags_sent = false;
+  // Live: the running time the first frame was taken at, and whether the
+  // "slower than real time" warning went out already.
+  GstClockTime first_running = GST_CLOCK_TIME_NONE;
+  bool warned_late = false;
 
   // Live latency: the slowest chunk's decode time seen so far (GST_OBJECT_LOCK).
   GstClockTime chunk_time = GST_CLOCK_TIME_NONE;
@@ -717,6 +721,8 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
   p->have_pending = false;
   p->pending = h3gst::Frame();
   p->tags_sent = false;
+  p->first_running = GST_CLOCK_TIME_NONE;
+  p->warned_late = false;
   GST_OBJECT_LOCK(self);
   p->have_plan = false;
   p->chunk_time = GST_CLOCK_TIME_NONE;
@@ -997,6 +1003,19 @@ static GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d) {
                                static_cast<guint64>(fps_n));
 }
 
+// What the element needs as live latency: one frame, or the slowest chunk's
+// decode time seen so far plus 5 %, whichever is more.
+static GstClockTime live_latency(GstH3VideoSrc* self) {
+  H3VideoSrcPrivate* p = self->priv;
+  gint fn, fd;
+  current_rate(self, &fn, &fd);
+  GstClockTime est = fn > 0 ? frame_time(1, fn, fd) : 0;
+  GST_OBJECT_LOCK(self);
+  if (GST_CLOCK_TIME_IS_VALID(p->chunk_time)) est = MAX(est, p->chunk_time + p->chunk_time / 20);
+  GST_OBJECT_UNLOCK(self);
+  return est;
+}
+
 static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   H3VideoSrcPrivate* p = self->priv;
@@ -1036,13 +1055,7 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
       gboolean live;
       GstClockTime min, max;
       gst_query_parse_latency(query, &live, &min, &max);
-      gint fn, fd;
-      current_rate(self, &fn, &fd);
-      GstClockTime est = fn > 0 ? frame_time(1, fn, fd) : 0;
-      GST_OBJECT_LOCK(self);
-      if (GST_CLOCK_TIME_IS_VALID(p->chunk_time)) est = MAX(est, p->chunk_time + p->chunk_time / 20);
-      GST_OBJECT_UNLOCK(self);
-      min = MAX(min, est);
+      min = MAX(min, live_latency(self));
       // The queue can hold queue-chunks more chunks: that much more waiting is fine.
       if (GST_CLOCK_TIME_IS_VALID(max)) max = MAX(max, min);
       gst_query_set_latency(query, TRUE, min, max);
@@ -1122,6 +1135,39 @@ static bool write_frame(H3VideoSrcPrivate* p, const h3gst::Frame& f, GstBuffer* 
   return true;
 }
 
+// Live only, at each chunk's first frame: a chunk that comes after its frames
+// were due (generation slower than real time) is reported with a QoS message,
+// and once per stream with a warning. Frames are sent late, never dropped.
+static void check_lateness(GstH3VideoSrc* self, int64_t n, GstClockTime pts, GstClockTime duration) {
+  H3VideoSrcPrivate* p = self->priv;
+  GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
+  if (!clock) return;
+  const GstClockTime now = gst_clock_get_time(clock) - gst_element_get_base_time(GST_ELEMENT(self));
+  gst_object_unref(clock);
+  if (!GST_CLOCK_TIME_IS_VALID(p->first_running)) {
+    p->first_running = now - pts;
+    return;
+  }
+  const GstClockTime due = p->first_running + pts + live_latency(self);
+  if (now <= due) return;
+  const GstClockTime late = now - due;
+  GstMessage* m = gst_message_new_qos(GST_OBJECT(self), TRUE, now, pts, pts, duration);
+  gst_message_set_qos_values(m, static_cast<gint64>(late), 1.0, 1000000);
+  gst_message_set_qos_stats(m, GST_FORMAT_BUFFERS, static_cast<guint64>(n), 0);
+  gst_element_post_message(GST_ELEMENT(self), m);
+  if (!p->warned_late) {
+    p->warned_late = true;
+    GST_ELEMENT_WARNING_WITH_DETAILS(
+        self, STREAM, FAILED,
+        ("Generation is slower than real time: frame %" G_GINT64_FORMAT " came %" G_GUINT64_FORMAT
+         " ms after it was due. Frames are sent late, none is dropped; lower num-frames, width/height or "
+         "steps, add ranks, or use is-live=false",
+         n, static_cast<guint64>(late / GST_MSECOND)),
+        (nullptr),
+        ("frame", G_TYPE_INT64, n, "lateness", G_TYPE_UINT64, static_cast<guint64>(late), nullptr));
+  }
+}
+
 // After a flush: the old request was cancelled; generate the clip again.
 static void restart_generation(GstH3VideoSrc* self) {
   H3VideoSrcPrivate* p = self->priv;
@@ -1133,6 +1179,7 @@ static void restart_generation(GstH3VideoSrc* self) {
   p->have_pending = false;
   p->pending = h3gst::Frame();
   p->tags_sent = false;
+  p->first_running = GST_CLOCK_TIME_NONE;
   p->worker = std::thread(run_generation, self);
 }
 
@@ -1211,6 +1258,8 @@ static GstFlowReturn gst_h3_video_src_create(GstPushSrc* psrc, GstBuffer** outbu
     p->tags_sent = true;
   }
   if (f.chunk_start) send_chunk_event(self, f, plan.num_frames);
+  if (f.chunk_start && gst_base_src_is_live(bsrc))
+    check_lateness(self, n, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
 
   ++p->frame_n;
   GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, n,
