@@ -730,12 +730,15 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
   GST_OBJECT_UNLOCK(self);
 
   post_progress(self, GST_PROGRESS_TYPE_START, "opening the H3 engine");
+  if (p->worker.joinable()) p->worker.join();  // a finished worker of an earlier, failed start
   p->worker = std::thread(worker_main, self);
   return TRUE;
 }
 
-static gboolean gst_h3_video_src_stop(GstBaseSrc* bsrc) {
-  GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
+// Stops the worker and forgets the request. Idempotent: GstBaseSrc calls stop()
+// only for a start that completed, so a failed async start is cleaned up here
+// from PAUSED -> READY too.
+static void stop_running(GstH3VideoSrc* self) {
   H3VideoSrcPrivate* p = self->priv;
   cancel_and_join(self);
   p->queue.reset();
@@ -750,12 +753,17 @@ static gboolean gst_h3_video_src_stop(GstBaseSrc* bsrc) {
   GST_OBJECT_UNLOCK(self);
   std::lock_guard<std::mutex> lock(p->prop_lock);
   p->started = false;
+}
+
+static gboolean gst_h3_video_src_stop(GstBaseSrc* bsrc) {
+  stop_running(GST_H3_VIDEO_SRC(bsrc));
   return TRUE;
 }
 
 static GstStateChangeReturn gst_h3_video_src_change_state(GstElement* element, GstStateChange transition) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(element);
   GstStateChangeReturn ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) stop_running(self);
   if (transition == GST_STATE_CHANGE_READY_TO_NULL) {
     // The engine was kept for a restart from READY; NULL releases it (joins its rank threads).
     self->priv->engine.reset();

@@ -177,6 +177,24 @@ TEST(H3VideoSrcElement, APropertyChangedOutsideNullOrReadyIsRefusedWithAWarning)
   gst_object_unref(p);
 }
 
+TEST(H3VideoSrcElement, AFailedStartCanBeRetriedFromReady) {
+  GstElement* p = parse("h3videosrc ! fakesink");
+  ASSERT_NE(p, nullptr);
+  GstBus* bus = gst_element_get_bus(p);
+  for (int i = 0; i < 3; ++i) {
+    gst_element_set_state(p, GST_STATE_PAUSED);
+    const h3test::RunResult r = h3test::wait_for_end(bus, 60);
+    EXPECT_TRUE(r.error) << i;
+    EXPECT_EQ(r.domain, GST_LIBRARY_ERROR) << i;
+    EXPECT_EQ(gst_element_set_state(p, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS) << i;
+    gst_bus_set_flushing(bus, TRUE);
+    gst_bus_set_flushing(bus, FALSE);
+  }
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(bus);
+  gst_object_unref(p);
+}
+
 TEST(H3VideoSrcElement, IsNotSeekableAndRefusesSeeks) {
   GstElement* src = gst_element_factory_make("h3videosrc", nullptr);
   ASSERT_NE(src, nullptr);
