@@ -36,24 +36,10 @@
 #include <string>
 #include <thread>
 
-#include "engine_loader.h"
-#include "engine_module.h"
-#include "frame_queue.h"
+#include "h3videosrc_private.h"
 
-GST_DEBUG_CATEGORY_STATIC(gst_h3_video_src_debug);
+GST_DEBUG_CATEGORY(gst_h3_video_src_debug);
 #define GST_CAT_DEFAULT gst_h3_video_src_debug
-
-#define DEFAULT_PROMPT "a paper boat drifting on a calm lake at sunset"
-#define DEFAULT_SEED 0
-#define DEFAULT_STEPS -1
-#define DEFAULT_SIZE -1
-#define DEFAULT_NUM_FRAMES -1
-#define DEFAULT_RANKS 1
-#define DEFAULT_TP_SIZE 0
-#define DEFAULT_DEVICE "cpu"
-#define DEFAULT_QUEUE_CHUNKS 2
-#define DEFAULT_IS_LIVE FALSE
-#define DEFAULT_TIMEOUT 120
 
 #define MAX_SIZE 16384
 #define MAX_FRAMES 100000
@@ -83,91 +69,6 @@ enum {
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(H3_FORMATS)));
-
-namespace {
-
-// Property values. The element copies them once, in start(); the streaming and
-// engine threads only ever see that copy.
-struct Settings {
-  std::string model;
-  std::string prompt = DEFAULT_PROMPT;
-  std::string embeds;
-  guint64 seed = DEFAULT_SEED;
-  gint steps = DEFAULT_STEPS;
-  gint width = DEFAULT_SIZE, height = DEFAULT_SIZE;
-  gint num_frames = DEFAULT_NUM_FRAMES;
-  gint fps_n = 0, fps_d = 1;  // 0/1: the model's rate
-  gint ranks = DEFAULT_RANKS, tp = DEFAULT_TP_SIZE;
-  std::string device = DEFAULT_DEVICE;
-  gint queue_chunks = DEFAULT_QUEUE_CHUNKS;
-  gboolean live = DEFAULT_IS_LIVE;
-  guint timeout_s = DEFAULT_TIMEOUT;
-};
-
-bool same_engine(const h3gst::EngineSettings& a, const h3gst::EngineSettings& b) {
-  return a.model_dir == b.model_dir && a.ranks == b.ranks && a.tp == b.tp && a.device == b.device &&
-         a.timeout_ms == b.timeout_ms;
-}
-
-using Clock = std::chrono::steady_clock;
-
-}  // namespace
-
-/* *INDENT-OFF* */
-struct H3VideoSrcPrivate {
-  // Guards `props` (any thread) and `started`.
-  std::mutex prop_lock;
-  Settings props;
-  bool started = false;
-
-  // Copied in start(); read-only while started.
-  Settings active;
-  std::string plugin_dir;
-
-  // The engine stays open across PAUSED -> READY -> PAUSED when its settings do
-  // not change, and is released in READY -> NULL.
-  std::unique_ptr<h3gst::EngineHandle> engine;
-  h3gst::EngineSettings engine_settings;
-
-  // Guards the hand-over between the worker thread and stop()/flushes: the
-  // worker completes the async start and begins generating only while
-  // `stopping` is false, and stop() cancels the engine only while `generating`.
-  std::mutex run_lock;
-  bool stopping = false;
-  bool generating = false;
-  std::thread worker;
-
-  h3gst::FrameQueue queue{DEFAULT_QUEUE_CHUNKS};
-  std::atomic<bool> restart_pending{false};
-
-  // Known once the async start has planned the request (guarded by GST_OBJECT_LOCK).
-  bool have_plan = false;
-  h3gst::ClipInfo plan;
-  gint fps_n = 24, fps_d = 1;
-
-  // Streaming thread only.
-  GstVideoInfo info;
-  GstVideoInfo src_info;
-  GstVideoConverter* converter = nullptr;
-  int64_t frame_n = 0;
-  h3gst::Frame pending;  // popped, but the buffer allocation was interrupted
-  bool have_pending = false;
-  bool tags_sent = false;
-  // Live: the running time the first frame was taken at, and whether the
-  // "slower than real time" warning went out already.
-  GstClockTime first_running = GST_CLOCK_TIME_NONE;
-  bool warned_late = false;
-
-  // Live latency: the slowest chunk's decode time seen so far (GST_OBJECT_LOCK).
-  GstClockTime chunk_time = GST_CLOCK_TIME_NONE;
-  GstClockTime reported_latency = GST_CLOCK_TIME_NONE;
-};
-/* *INDENT-ON* */
-
-struct _GstH3VideoSrc {
-  GstPushSrc parent;
-  H3VideoSrcPrivate* priv;
-};
 
 #define gst_h3_video_src_parent_class parent_class
 G_DEFINE_TYPE(GstH3VideoSrc, gst_h3_video_src, GST_TYPE_PUSH_SRC);
@@ -370,7 +271,7 @@ static void gst_h3_video_src_set_property(GObject* object, guint prop_id, const 
         ("set while the element is PAUSED or PLAYING"));
     return;
   }
-  Settings& s = p->props;
+  h3src::Settings& s = p->props;
   switch (prop_id) {
     case PROP_MODEL: s.model = string_or_empty(value); break;
     case PROP_PROMPT: s.prompt = string_or_empty(value); break;
@@ -405,7 +306,7 @@ static void set_string_or_null(GValue* value, const std::string& s) {
 static void gst_h3_video_src_get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(object);
   std::lock_guard<std::mutex> lock(self->priv->prop_lock);
-  const Settings& s = self->priv->props;
+  const h3src::Settings& s = self->priv->props;
   switch (prop_id) {
     case PROP_MODEL: set_string_or_null(value, s.model); break;
     case PROP_PROMPT: g_value_set_string(value, s.prompt.c_str()); break;
@@ -424,232 +325,6 @@ static void gst_h3_video_src_get_property(GObject* object, guint prop_id, GValue
     case PROP_TIMEOUT: g_value_set_uint(value, s.timeout_s); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
   }
-}
-
-// ---------------------------------------------------------------------------
-// Errors and messages
-// ---------------------------------------------------------------------------
-
-// Posts an engine failure with the domain and code that tell an application
-// what kind of fix is needed. `what` says what was being done.
-static void post_failure(GstH3VideoSrc* self, const h3gst::Failure& f, const char* what) {
-  const gchar* msg = f.message.c_str();
-  switch (f.kind) {
-    case h3gst::FailureKind::kNotFound:
-      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("%s: %s", what, msg), ("engine error kind: not found"));
-      break;
-    case h3gst::FailureKind::kFormat:
-    case h3gst::FailureKind::kMismatch:
-      GST_ELEMENT_ERROR(self, RESOURCE, READ, ("%s: %s", what, msg),
-                        ("engine error kind: %s", h3gst::to_string(f.kind)));
-      break;
-    case h3gst::FailureKind::kInvalidArgument:
-      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("%s: %s", what, msg),
-                        ("engine error kind: invalid argument"));
-      break;
-    case h3gst::FailureKind::kDistributed:
-      GST_ELEMENT_ERROR(self, LIBRARY, FAILED, ("%s: %s", what, msg), ("engine error kind: distributed"));
-      break;
-    default:
-      GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s: %s", what, msg),
-                        ("engine error kind: %s", h3gst::to_string(f.kind)));
-      break;
-  }
-}
-
-static void post_progress(GstH3VideoSrc* self, GstProgressType type, const gchar* text, gint percent = -1) {
-  GstMessage* m = gst_message_new_progress(GST_OBJECT(self), type, "open", text);
-  if (percent >= 0) {
-    gst_structure_set(gst_message_writable_structure(m), "percent", G_TYPE_INT, percent, nullptr);
-  }
-  gst_element_post_message(GST_ELEMENT(self), m);
-}
-
-static void post_h3_progress(GstH3VideoSrc* self, const h3gst::ProgressInfo& pr) {
-  GstStructure* s = gst_structure_new(
-      "h3-progress", "phase", G_TYPE_STRING, pr.phase.c_str(), "step", G_TYPE_INT, static_cast<gint>(pr.step),
-      "total-steps", G_TYPE_INT, static_cast<gint>(pr.total_steps), "chunk", G_TYPE_INT,
-      static_cast<gint>(pr.chunk), "total-chunks", G_TYPE_INT, static_cast<gint>(pr.total_chunks), "frames",
-      G_TYPE_INT, static_cast<gint>(pr.frames), "total-frames", G_TYPE_INT,
-      static_cast<gint>(pr.total_frames), "elapsed", G_TYPE_DOUBLE, pr.elapsed_s, nullptr);
-  gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
-}
-
-// ---------------------------------------------------------------------------
-// The worker: opens the engine (async start), then runs the request, feeding
-// the frame queue from the engine's ChunkSink.
-// ---------------------------------------------------------------------------
-
-static h3gst::ClipRequest make_request(const Settings& s) {
-  h3gst::ClipRequest r;
-  r.prompt = s.prompt;
-  r.embeds_path = s.embeds;
-  // The element's -1 is the engine's 0 ("the model's default"); an explicit 0
-  // was refused in start().
-  r.width = std::max(0, s.width);
-  r.height = std::max(0, s.height);
-  r.num_frames = std::max(0, s.num_frames);
-  r.steps = std::max(0, s.steps);
-  r.seed = s.seed;
-  return r;
-}
-
-// Completes the async start unless a stop has begun; true when completed.
-static bool complete_start(GstH3VideoSrc* self, GstFlowReturn ret) {
-  H3VideoSrcPrivate* p = self->priv;
-  std::lock_guard<std::mutex> lock(p->run_lock);
-  if (p->stopping) return false;
-  gst_base_src_start_complete(GST_BASE_SRC(self), ret);
-  return true;
-}
-
-static void note_chunk_time(GstH3VideoSrc* self, GstClockTime t) {
-  H3VideoSrcPrivate* p = self->priv;
-  bool post = false;
-  GST_OBJECT_LOCK(self);
-  if (!GST_CLOCK_TIME_IS_VALID(p->chunk_time) || t > p->chunk_time) p->chunk_time = t;
-  // Like a re-measured processing deadline: tell the pipeline when the estimate
-  // moved by more than a quarter.
-  const GstClockTime est = p->chunk_time;
-  if (p->active.live &&
-      (!GST_CLOCK_TIME_IS_VALID(p->reported_latency) || est > p->reported_latency * 5 / 4)) {
-    p->reported_latency = est;
-    post = true;
-  }
-  GST_OBJECT_UNLOCK(self);
-  if (post) gst_element_post_message(GST_ELEMENT(self), gst_message_new_latency(GST_OBJECT(self)));
-}
-
-// Runs the request; the queue ends with finish() or fail(), or was aborted.
-static void run_generation(GstH3VideoSrc* self) {
-  H3VideoSrcPrivate* p = self->priv;
-  {
-    std::lock_guard<std::mutex> lock(p->run_lock);
-    if (p->stopping) return;
-    p->engine->reset_cancel();
-    p->generating = true;
-  }
-  const h3gst::ClipRequest req = make_request(p->active);
-  // A chunk's decode time runs from the previous chunk's hand-over (or from the
-  // start of decoding) to its own; denoising is not part of it.
-  Clock::time_point last = Clock::now();
-  bool timing = false;
-  auto on_progress = [&](const h3gst::ProgressInfo& pr) {
-    if (!timing && pr.phase == "decoding") {
-      timing = true;
-      last = Clock::now();
-    }
-    post_h3_progress(self, pr);
-  };
-  auto on_chunk = [&](h3gst::FrameChunk&& chunk) {
-    const auto now = Clock::now();
-    if (timing) {
-      note_chunk_time(self, static_cast<GstClockTime>(
-                                std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count()));
-    }
-    timing = true;
-    GST_LOG_OBJECT(self, "chunk %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " frames from %" G_GINT64_FORMAT,
-                   chunk.index, chunk.count, chunk.first_frame);
-    const bool ok = p->queue.push(std::move(chunk));
-    last = Clock::now();  // time spent waiting for downstream is not decode time
-    return ok;
-  };
-  h3gst::Failure f;
-  const bool ok = p->engine->generate(req, on_chunk, on_progress, &f);
-  {
-    std::lock_guard<std::mutex> lock(p->run_lock);
-    p->generating = false;
-  }
-  if (ok) {
-    p->queue.finish();
-  } else if (f.kind == h3gst::FailureKind::kCancelled) {
-    GST_DEBUG_OBJECT(self, "request cancelled");
-    p->queue.abort();
-  } else {
-    GST_DEBUG_OBJECT(self, "request failed: %s", f.message.c_str());
-    p->queue.fail(static_cast<int>(f.kind), f.message);
-  }
-}
-
-static void fail_start(GstH3VideoSrc* self, const h3gst::Failure& f, const char* what) {
-  post_failure(self, f, what);
-  post_progress(self, GST_PROGRESS_TYPE_ERROR, what);
-  complete_start(self, GST_FLOW_ERROR);
-}
-
-static void worker_main(GstH3VideoSrc* self) {
-  H3VideoSrcPrivate* p = self->priv;
-  const Settings& s = p->active;
-
-  std::string error, module_path;
-  const h3gst::EngineModule* mod = h3gst::load_engine_module(p->plugin_dir, &error, &module_path);
-  if (!mod) {
-    GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("Could not load the H3 engine: %s", error.c_str()), (nullptr));
-    post_progress(self, GST_PROGRESS_TYPE_ERROR, "could not load the H3 engine");
-    complete_start(self, GST_FLOW_ERROR);
-    return;
-  }
-  GST_DEBUG_OBJECT(self, "engine module %s", module_path.c_str());
-
-  h3gst::EngineSettings es;
-  es.model_dir = s.model.empty() ? mod->default_model_dir() : s.model;
-  es.ranks = s.ranks;
-  es.tp = s.tp;
-  es.device = s.device;
-  es.timeout_ms = static_cast<int64_t>(s.timeout_s) * 1000;
-
-  if (!p->engine || !same_engine(es, p->engine_settings)) {
-    p->engine.reset();
-    gchar* text =
-        g_strdup_printf("loading %s on %d %s rank(s)", es.model_dir.c_str(), es.ranks, es.device.c_str());
-    post_progress(self, GST_PROGRESS_TYPE_CONTINUE, text, 0);
-    g_free(text);
-    h3gst::Failure f;
-    auto on_load = [self](const h3gst::ProgressInfo& pr) { post_h3_progress(self, pr); };
-    h3gst::EngineHandle* h = mod->open(es, on_load, &f);
-    if (!h) {
-      fail_start(self, f, "Could not open the H3 model");
-      return;
-    }
-    p->engine.reset(h);
-    p->engine_settings = es;
-  }
-
-  h3gst::ClipInfo plan;
-  h3gst::Failure f;
-  if (!p->engine->plan(make_request(s), &plan, &f)) {
-    fail_start(self, f, "The requested clip is not possible");
-    return;
-  }
-  GST_OBJECT_LOCK(self);
-  p->plan = plan;
-  p->have_plan = true;
-  p->fps_n = s.fps_n > 0 ? s.fps_n : plan.fps_n;
-  p->fps_d = s.fps_n > 0 ? s.fps_d : plan.fps_d;
-  GST_OBJECT_UNLOCK(self);
-  GST_INFO_OBJECT(self,
-                  "clip: %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                  " frames in %" G_GINT64_FORMAT " chunks, %" G_GINT64_FORMAT " steps",
-                  plan.width, plan.height, plan.num_frames, plan.total_chunks, plan.steps);
-  post_progress(self, GST_PROGRESS_TYPE_COMPLETE, "model ready");
-
-  if (!complete_start(self, GST_FLOW_OK)) return;
-  run_generation(self);
-}
-
-// Cancels a running request and waits for the worker. Prompt: the engine stops
-// at its next step or chunk boundary, and the queue releases a blocked sink.
-static void cancel_and_join(GstH3VideoSrc* self) {
-  H3VideoSrcPrivate* p = self->priv;
-  {
-    std::lock_guard<std::mutex> lock(p->run_lock);
-    p->stopping = true;
-    if (p->generating) p->engine->cancel();
-  }
-  p->queue.abort();
-  if (p->worker.joinable()) p->worker.join();
-  std::lock_guard<std::mutex> lock(p->run_lock);
-  p->stopping = false;
 }
 
 // ---------------------------------------------------------------------------
@@ -678,7 +353,7 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
     std::lock_guard<std::mutex> lock(p->prop_lock);
     p->active = p->props;
   }
-  const Settings& s = p->active;
+  const h3src::Settings& s = p->active;
 
   // The engine reads 0 as "the model's default"; the element spells that -1, so
   // an explicit 0 is a mistake to report, not a default to apply.
@@ -729,9 +404,8 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
   p->reported_latency = GST_CLOCK_TIME_NONE;
   GST_OBJECT_UNLOCK(self);
 
-  post_progress(self, GST_PROGRESS_TYPE_START, "opening the H3 engine");
-  if (p->worker.joinable()) p->worker.join();  // a finished worker of an earlier, failed start
-  p->worker = std::thread(worker_main, self);
+  h3src::post_progress(self, GST_PROGRESS_TYPE_START, "opening the H3 engine");
+  h3src::start_worker(self);
   return TRUE;
 }
 
@@ -740,7 +414,7 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
 // from PAUSED -> READY too.
 static void stop_running(GstH3VideoSrc* self) {
   H3VideoSrcPrivate* p = self->priv;
-  cancel_and_join(self);
+  h3src::cancel_and_join(self);
   p->queue.reset();
   p->have_pending = false;
   p->pending = h3gst::Frame();
@@ -791,20 +465,6 @@ static gboolean gst_h3_video_src_is_seekable(GstBaseSrc*) {
   return FALSE;
 }
 
-// A flush throws away what was generated: the running request is cancelled and
-// the next create() generates the clip again from the first frame.
-static void handle_flush_start(GstH3VideoSrc* self) {
-  H3VideoSrcPrivate* p = self->priv;
-  std::lock_guard<std::mutex> lock(p->run_lock);
-  GST_OBJECT_LOCK(self);
-  const bool have_plan = p->have_plan;
-  GST_OBJECT_UNLOCK(self);
-  if (!have_plan) return;  // still starting: nothing generated yet
-  p->restart_pending = true;
-  if (p->generating) p->engine->cancel();
-  p->queue.abort();
-}
-
 static gboolean gst_h3_video_src_send_event(GstElement* element, GstEvent* event) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(element);
   switch (GST_EVENT_TYPE(event)) {
@@ -812,7 +472,7 @@ static gboolean gst_h3_video_src_send_event(GstElement* element, GstEvent* event
       GST_DEBUG_OBJECT(self, "refusing a seek: a generated clip is not seekable");
       gst_event_unref(event);
       return FALSE;
-    case GST_EVENT_FLUSH_START: handle_flush_start(self); break;
+    case GST_EVENT_FLUSH_START: h3src::handle_flush_start(self); break;
     default: break;
   }
   return GST_ELEMENT_CLASS(parent_class)->send_event(element, event);
@@ -824,7 +484,7 @@ static gboolean gst_h3_video_src_event(GstBaseSrc* bsrc, GstEvent* event) {
     case GST_EVENT_SEEK:
       GST_DEBUG_OBJECT(self, "refusing a seek: a generated clip is not seekable");
       return FALSE;
-    case GST_EVENT_FLUSH_START: handle_flush_start(self); break;
+    case GST_EVENT_FLUSH_START: h3src::handle_flush_start(self); break;
     default: break;
   }
   return GST_BASE_SRC_CLASS(parent_class)->event(bsrc, event);
@@ -1091,7 +751,7 @@ static void gst_h3_video_src_get_times(GstBaseSrc* bsrc, GstBuffer* buffer, GstC
 // ---------------------------------------------------------------------------
 
 static void send_tags(GstH3VideoSrc* self) {
-  const Settings& s = self->priv->active;
+  const h3src::Settings& s = self->priv->active;
   GstTagList* tags = gst_tag_list_new_empty();
   std::string title = s.prompt;
   if (!s.embeds.empty()) {
@@ -1176,27 +836,12 @@ static void check_lateness(GstH3VideoSrc* self, int64_t n, GstClockTime pts, Gst
   }
 }
 
-// After a flush: the old request was cancelled; generate the clip again.
-static void restart_generation(GstH3VideoSrc* self) {
-  H3VideoSrcPrivate* p = self->priv;
-  GST_DEBUG_OBJECT(self, "restarting the request after a flush");
-  if (p->worker.joinable()) p->worker.join();
-  p->restart_pending = false;
-  p->queue.reset();
-  p->frame_n = 0;
-  p->have_pending = false;
-  p->pending = h3gst::Frame();
-  p->tags_sent = false;
-  p->first_running = GST_CLOCK_TIME_NONE;
-  p->worker = std::thread(run_generation, self);
-}
-
 static GstFlowReturn gst_h3_video_src_create(GstPushSrc* psrc, GstBuffer** outbuf) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(psrc);
   GstBaseSrc* bsrc = GST_BASE_SRC(psrc);
   H3VideoSrcPrivate* p = self->priv;
 
-  if (p->restart_pending) restart_generation(self);
+  if (p->restart_pending) h3src::restart_generation(self);
 
   GST_OBJECT_LOCK(self);
   const h3gst::ClipInfo plan = p->plan;
@@ -1225,7 +870,7 @@ static GstFlowReturn gst_h3_video_src_create(GstPushSrc* psrc, GstBuffer** outbu
         return GST_FLOW_ERROR;
       case h3gst::FrameQueue::PopResult::kError: {
         h3gst::Failure failure{static_cast<h3gst::FailureKind>(code), message};
-        post_failure(self, failure, "Generation failed");
+        h3src::post_failure(self, failure, "Generation failed");
         return GST_FLOW_ERROR;
       }
     }
