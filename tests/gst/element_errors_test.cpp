@@ -1,5 +1,6 @@
 // Bad settings that only the engine can judge: each is an error on the bus
 // with a message that says what to fix, never a crash or a hang.
+#include <glib/gstdio.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 
