@@ -122,11 +122,13 @@ static void run_generation(GstH3VideoSrc* self) {
   // start of decoding) to its own; denoising is not part of it.
   Clock::time_point last = Clock::now();
   bool timing = false;
+  h3gst::ProgressInfo latest;
   auto on_progress = [&](const h3gst::ProgressInfo& pr) {
     if (!timing && pr.phase == "decoding") {
       timing = true;
       last = Clock::now();
     }
+    latest = pr;
     post_h3_progress(self, pr);
   };
   auto on_chunk = [&](h3gst::FrameChunk&& chunk) {
@@ -150,6 +152,11 @@ static void run_generation(GstH3VideoSrc* self) {
   }
   if (ok) {
     p->queue.finish();
+    // Applications wait for phase=done to know decoding is over: make sure it comes.
+    if (latest.phase != "done") {
+      latest.phase = "done";
+      post_h3_progress(self, latest);
+    }
   } else if (f.kind == h3gst::FailureKind::kCancelled) {
     GST_DEBUG_OBJECT(self, "request cancelled");
     p->queue.abort();
