@@ -5,7 +5,6 @@
 
 #include <ATen/ATen.h>
 
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -79,13 +78,14 @@ h3::ProgressFn wrap(const h3gst::ProgressCallback& cb) {
   return [cb](const h3::Progress& p) { cb(to_info(p)); };
 }
 
-// Copies each chunk out of the engine's tensor (the engine may reuse its
-// storage once on_chunk returns) and hands it to the element's queue.
+// Hands each chunk to the element's queue without copying: the decoder gives
+// every chunk fresh tensors and drops its own references when on_chunk returns
+// (core/vae/chunk_sink.h), so the queue keeps the tensor alive instead.
 class QueueSink : public h3::ChunkSink {
  public:
   explicit QueueSink(const h3gst::ChunkCallback& cb) : cb_(cb) {}
   void on_chunk(const h3::Chunk& c) override {
-    const at::Tensor t = c.frames.to(at::kCPU).contiguous();
+    at::Tensor t = c.frames.to(at::kCPU).contiguous();
     if (t.scalar_type() != at::kByte || t.dim() != 4 || t.size(3) != 3) {
       throw h3::Error(h3::ErrorKind::kInternal,
                       "chunk " + std::to_string(c.index) + " is not uint8 [n, H, W, 3] RGB frames");
@@ -97,17 +97,21 @@ class QueueSink : public h3::ChunkSink {
     fc.height = t.size(1);
     fc.width = t.size(2);
     fc.final = c.final;
-    const size_t bytes = static_cast<size_t>(t.numel());
-    auto* px = new uint8_t[bytes];
-    std::memcpy(px, t.data_ptr<uint8_t>(), bytes);
-    fc.pixels = std::shared_ptr<const uint8_t>(px, std::default_delete<const uint8_t[]>());
+    const uint8_t* data = t.data_ptr<uint8_t>();
+    fc.pixels =
+        std::shared_ptr<const uint8_t>(data, [keep = std::move(t)](const uint8_t*) mutable { keep.reset(); });
     if (!cb_(std::move(fc))) {
+      stopped_ = true;
       throw h3::Error(h3::ErrorKind::kCancelled, "the GStreamer element stopped taking frames");
     }
   }
+  // The consumer went away: whatever error the engine reports for the sink's
+  // exception, the request was cancelled.
+  bool stopped() const { return stopped_; }
 
  private:
   const h3gst::ChunkCallback& cb_;
+  bool stopped_ = false;
 };
 
 class Handle : public h3gst::EngineHandle {
@@ -139,12 +143,13 @@ class Handle : public h3gst::EngineHandle {
 
   bool generate(const h3gst::ClipRequest& req, const h3gst::ChunkCallback& on_chunk,
                 const h3gst::ProgressCallback& on_progress, h3gst::Failure* failure) override {
+    QueueSink sink(on_chunk);
     try {
-      QueueSink sink(on_chunk);
       engine_->generate(to_request(req), sink, wrap(on_progress), cancel_);
       return true;
     } catch (...) {
       describe_current_exception(failure);
+      if (sink.stopped()) failure->kind = h3gst::FailureKind::kCancelled;
       return false;
     }
   }
