@@ -39,17 +39,17 @@ void gated_residual_(at::Tensor& h, const at::Tensor& branch, const at::Tensor& 
   }
 }
 
-// Query-blocked softmax(q k^T / sqrt(D)) v: the score block stays under a fixed number of
-// elements whatever the sequence length.
-at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+}  // namespace
+
+at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             int64_t max_score_elements) {
   const int64_t s = q.size(0), heads = q.size(1), d = q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   auto qh = q.transpose(0, 1).contiguous();     // [heads, S, D]
   auto kt = k.permute({1, 2, 0}).contiguous();  // [heads, D, S]
   auto vh = v.transpose(0, 1).contiguous();     // [heads, S, D]
   auto out = at::empty({s, heads, d}, q.options());
-  constexpr int64_t kScoreBudget = int64_t(1) << 24;  // elements per score block (64 MiB in fp32)
-  const int64_t block = std::max<int64_t>(16, kScoreBudget / std::max<int64_t>(1, heads * s));
+  const int64_t block = std::max<int64_t>(16, max_score_elements / std::max<int64_t>(1, heads * s));
   for (int64_t i0 = 0; i0 < s; i0 += block) {
     const int64_t b = std::min(block, s - i0);
     auto scores = at::bmm(qh.narrow(1, i0, b), kt);  // [heads, b, S]
@@ -62,8 +62,6 @@ at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at:
   }
   return out.view({s, heads * d});
 }
-
-}  // namespace
 
 std::vector<Segment> segments_of(const at::Tensor& index) {
   auto idx = index.to(at::kCPU, at::kLong).contiguous();

@@ -46,8 +46,13 @@ RopeTable rope_table(const at::Tensor& positions, int64_t freqs_per_axis, double
 void apply_rope_(at::Tensor& x, const RopeTable& rope);
 
 // Full non-causal attention of q, k, v [S, heads, D] -> [S, heads * D]. Uses the LibTorch's
-// fused scaled-dot-product attention when it has one; otherwise query blocks of bounded size.
+// fused scaled-dot-product attention when it has one; otherwise blocked_attention.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// softmax(q k^T / sqrt(D)) v over blocks of queries whose score block [heads, block, S] holds at
+// most `max_score_elements` elements (at least 16 queries per block): memory bounded on CPU.
+constexpr int64_t kDefaultScoreElements = int64_t(1) << 24;  // 64 MiB of fp32 scores
+at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             int64_t max_score_elements = kDefaultScoreElements);
 
 // Self-attention sublayer on normalised input a [S, H]: q/k/v projections of this rank's heads,
 // per-head q/k RMSNorm, RoPE when `rope` is non-null, attention, out projection, all_reduce.
