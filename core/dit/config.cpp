@@ -122,6 +122,29 @@ DitConfig DitConfig::parse(const std::string& text, const std::string& origin) {
   return c;
 }
 
+std::string DitConfig::to_json() const {
+  json j = {{"_class_name", "MiniMaxH3Transformer3DModel"},
+            {"num_attention_heads", num_heads},
+            {"attention_head_dim", head_dim},
+            {"hidden_size", hidden_size},
+            {"num_layers", num_layers},
+            {"num_refiner_layers", num_refiner_layers},
+            {"ffn_dim", ffn_dim},
+            {"in_channels", in_channels},
+            {"audio_in_channels", audio_in_channels},
+            {"patch_size", {patch[0], patch[1], patch[2]}},
+            {"text_dim", text_dim},
+            {"freq_dim", freq_dim},
+            {"time_embed_hidden_dim", time_embed_hidden_dim},
+            {"time_embed_dim", time_embed_dim},
+            {"rope_freq_dim", rope_freq_dim},
+            {"rope_theta", rope_theta},
+            {"norm_eps", norm_eps},
+            {"qk_norm_eps", qk_norm_eps},
+            {"final_norm_eps", final_norm_eps}};
+  return j.dump(2);
+}
+
 DitConfig DitConfig::load(const std::string& path) {
   std::filesystem::path p(path);
   if (std::filesystem::is_directory(p)) p /= "config.json";

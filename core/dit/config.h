@@ -46,6 +46,8 @@ struct DitConfig {
   static DitConfig parse(const std::string& json_text, const std::string& origin);
   // Reads a config.json file, or the config.json inside a folder.
   static DitConfig load(const std::string& path);
+  // The config as JSON text in the release's diffusers schema (transformer/config.json).
+  std::string to_json() const;
 };
 
 }  // namespace h3::dit

@@ -7,17 +7,12 @@
 
 #include "common/error.h"
 #include "dit/layers.h"
+#include "io/shard_plan.h"
 
 namespace h3::dit {
 
 void check_tp(const DitConfig& c, int tp) {
-  if (tp < 1 || c.num_heads % tp != 0 || c.ffn_dim % tp != 0 || c.adaln_width() % tp != 0) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "tensor parallelism over " + std::to_string(tp) +
-                    " ranks cannot split this DiT: the rank count must divide its " +
-                    std::to_string(c.num_heads) + " attention heads, its FFN width " +
-                    std::to_string(c.ffn_dim) + " and its AdaLN width " + std::to_string(c.adaln_width()));
-  }
+  io::check_dit_tp(tp, c.num_heads, c.ffn_dim, c.adaln_width());
 }
 
 Transformer::Transformer(DitConfig config, DitWeights weights, dist::Group* group)

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "dit/parameters.h"
 #include "dit/transformer.h"
+#include "io/layout.h"
 #include "test_util.h"
 
 namespace h3::dit {
@@ -106,7 +107,7 @@ TEST(DitConfig, TensorParallelMustDivideTheHeads) {
     FAIL() << "3 does not divide 56 heads";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("56 attention heads"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("attention heads (56)"), std::string::npos);
   }
   EXPECT_THROW(check_tp(DitConfig::load(golden_dir() + "/transformer_tiny"), 4), Error);  // 2 heads
 }
@@ -130,6 +131,25 @@ TEST(FullSizeModel, ParameterSetMatchesTheDiffusersIndex) {
   int fp32 = 0;
   for (const auto& s : specs) fp32 += s.fp32;
   EXPECT_EQ(fp32, 12);
+}
+
+TEST(FullSizeModel, ParameterSetMatchesTheNativeIndexAfterConversion) {
+  auto c = DitConfig::load(release("FL2VA/transformer/config.json"));
+  auto index = read_json(release("FL2VA/transformer/model.safetensors.index.json"));
+  std::vector<std::string> stored;
+  for (auto& [name, file] : index["weight_map"].items()) stored.push_back(name);
+  EXPECT_EQ(stored.size(), 535u);
+  ASSERT_TRUE(io::is_native_layout(io::ModelKind::kDit, stored));
+  std::set<std::string> converted;
+  for (const auto& n : stored) {
+    for (const auto& piece : io::native_to_canonical(io::ModelKind::kDit, n)) converted.insert(piece.name);
+  }
+  std::set<std::string> built;
+  for (const auto& s : dit_parameters(c)) built.insert(s.name);
+  EXPECT_EQ(built, converted);
+  // Same bytes as the diffusers layout plus the stored rope.inv_freq (fp32 [16]).
+  EXPECT_EQ(count_parameters(dit_parameters(c)).release_bytes + 16 * 4,
+            index["metadata"]["total_size"].get<int64_t>());
 }
 
 }  // namespace

@@ -14,12 +14,9 @@ using testing::golden_dir;
 using testing::max_abs_diff;
 using testing::read_tensors;
 
-Transformer tiny_model() {
-  const std::string dir = golden_dir() + "/transformer_tiny";
-  auto config = DitConfig::load(dir);
-  auto tensors = read_tensors(dir + "/diffusion_pytorch_model.safetensors");
-  auto w = DitWeights::bind(config, 1, [&](const std::string& n) { return tensors.at(n); });
-  return Transformer(config, w);
+// The tiny golden model from its diffusers folder, or from the native-layout copy.
+Transformer tiny_model(bool native = false) {
+  return Transformer::load(golden_dir() + (native ? "/transformer_tiny_native" : "/transformer_tiny"));
 }
 
 DitInputs case_inputs(const std::map<std::string, at::Tensor>& c) {
@@ -32,20 +29,24 @@ DitInputs case_inputs(const std::map<std::string, at::Tensor>& c) {
   return in;
 }
 
-class GoldenForward : public ::testing::TestWithParam<const char*> {};
+class GoldenForward : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
 
 TEST_P(GoldenForward, MatchesReferenceWithin1e4) {
-  auto model = tiny_model();
-  auto c = read_tensors(golden_dir() + "/case_" + GetParam() + ".safetensors");
+  const auto [name, native] = GetParam();
+  auto model = tiny_model(native);
+  auto c = read_tensors(golden_dir() + "/case_" + name + ".safetensors");
   auto v = model.forward(case_inputs(c));
   const double ev = max_abs_diff(v.video, c.at("velocity_video"));
   const double ea = max_abs_diff(v.audio, c.at("velocity_audio"));
-  std::printf("case %s: max |dv_video| = %.3g, max |dv_audio| = %.3g\n", GetParam(), ev, ea);
+  std::printf("case %s (%s weights): max |dv_video| = %.3g, max |dv_audio| = %.3g\n", name,
+              native ? "native" : "diffusers", ev, ea);
   EXPECT_LE(ev, 1e-4);
   EXPECT_LE(ea, 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, GoldenForward, ::testing::Values("tiny_t2_h4w6_L5", "tiny_t7_h6w8_L17"));
+INSTANTIATE_TEST_SUITE_P(Cases, GoldenForward,
+                         ::testing::Combine(::testing::Values("tiny_t2_h4w6_L5", "tiny_t7_h6w8_L17"),
+                                            ::testing::Bool()));
 
 TEST(GoldenScheduler, GridsBitForBit) {
   auto g = read_tensors(golden_dir() + "/scheduler_grids.safetensors");
@@ -101,6 +102,24 @@ TEST(GoldenSampling, FullRunMatchesReference) {
               step0_audio, ev, ea);
   EXPECT_LE(ev, 1e-4);
   EXPECT_LE(ea, 1e-4);
+}
+
+TEST(Determinism, SameSeedSameLatentsOtherSeedOther) {
+  auto model = tiny_model();
+  auto embeds = read_tensors(golden_dir() + "/gen_tiny_124f_96x64_n4.embeds.safetensors").at("embeds");
+  auto run = [&](uint64_t seed) {
+    DenoiseRequest r;
+    r.text = embeds;
+    r.noise = draw_noise(seed, {1, 24, 7, 2, 4}, {74, 32});
+    r.video = make_schedule(3, kVideoShift);
+    r.audio = make_schedule(3, kAudioShift);
+    return denoise(model, r);
+  };
+  auto a = run(5), b = run(5), c = run(6);
+  EXPECT_TRUE(at::equal(a.video, b.video));
+  EXPECT_TRUE(at::equal(a.audio, b.audio));
+  EXPECT_FALSE(at::allclose(a.video, c.video));
+  EXPECT_FALSE(at::allclose(a.audio, c.audio));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "dit/packed_sequence.h"
+#include "dit/transformer.h"
 #include "test_util.h"
 
 namespace h3::dit {
@@ -24,11 +25,8 @@ struct Tiny {
 
 const Tiny& tiny() {
   static const Tiny t = [] {
-    const std::string dir = golden_dir() + "/transformer_tiny";
-    Tiny r{DitConfig::load(dir), {}};
-    auto tensors = testing::read_tensors(dir + "/diffusion_pytorch_model.safetensors");
-    r.w = DitWeights::bind(r.config, 1, [&](const std::string& n) { return tensors.at(n); });
-    return r;
+    auto model = Transformer::load(golden_dir() + "/transformer_tiny");
+    return Tiny{model.config(), model.weights()};
   }();
   return t;
 }
