@@ -122,5 +122,28 @@ TEST(Determinism, SameSeedSameLatentsOtherSeedOther) {
   EXPECT_FALSE(at::allclose(a.audio, c.audio));
 }
 
+// The CUDA precision contract (bf16 residual stream and block weights; fp32 norms, modulation,
+// time MLP, patch projections and heads), run here on CPU: close to the fp32 reference within
+// bf16's ~3 significant digits.
+TEST(ReleasePrecision, Bf16StreamStaysCloseToTheReference) {
+  TransformerOptions o;
+  o.dtype = at::kBFloat16;
+  auto model = Transformer::load(golden_dir() + "/transformer_tiny", nullptr, o);
+  EXPECT_EQ(model.weights().blocks[0].to_q.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(model.weights().context_embedder.weight.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(model.weights().proj_in.weight.scalar_type(), at::kFloat);
+  EXPECT_EQ(model.weights().time_linear_1.weight.scalar_type(), at::kFloat);
+  EXPECT_EQ(model.weights().proj_out.weight.scalar_type(), at::kFloat);
+  auto c = read_tensors(golden_dir() + "/case_tiny_t7_h6w8_L17.safetensors");
+  auto v = model.forward(case_inputs(c));
+  EXPECT_EQ(v.video.scalar_type(), at::kFloat);
+  const double scale = c.at("velocity_video").abs().max().item<double>();
+  const double ev = max_abs_diff(v.video, c.at("velocity_video"));
+  const double ea = max_abs_diff(v.audio, c.at("velocity_audio"));
+  std::printf("bf16 stream: max |dv_video| = %.3g, max |dv_audio| = %.3g (max |v| %.3g)\n", ev, ea, scale);
+  EXPECT_LE(ev, 0.05 * scale);
+  EXPECT_LE(ea, 0.05 * scale);
+}
+
 }  // namespace
 }  // namespace h3::dit
