@@ -44,14 +44,34 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+namespace {
+
+// Whole pages covering [offset, offset + bytes), clipped to the file.
+std::pair<uint64_t, uint64_t> page_span(uint64_t offset, uint64_t bytes, uint64_t size) {
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return {offset / page * page, std::min(size, (offset + bytes + page - 1) / page * page)};
+}
+
+}  // namespace
+
 void MappedFile::release_pages(uint64_t offset, uint64_t bytes) const {
   if (!data_ || bytes == 0) return;
-  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  // Whole pages only, rounded outward: neighbours' pages fault back in unchanged,
-  // since the mapping is private and never written.
-  uint64_t lo = offset / page * page;
-  uint64_t hi = std::min(size_, (offset + bytes + page - 1) / page * page);
+  // Rounded outward: neighbours' pages fault back in unchanged, since the
+  // mapping is private and never written.
+  auto [lo, hi] = page_span(offset, bytes, size_);
   if (hi > lo) ::madvise(const_cast<uint8_t*>(data_) + lo, hi - lo, MADV_DONTNEED);
+}
+
+void MappedFile::prefetch_pages(uint64_t offset, uint64_t bytes) const {
+#ifdef MADV_POPULATE_READ
+  if (!data_ || bytes == 0) return;
+  auto [lo, hi] = page_span(offset, bytes, size_);
+  // Best effort: an older kernel answers EINVAL and the copy faults pages in itself.
+  if (hi > lo) (void)::madvise(const_cast<uint8_t*>(data_) + lo, hi - lo, MADV_POPULATE_READ);
+#else
+  (void)offset;
+  (void)bytes;
+#endif
 }
 
 std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& path) {

@@ -253,6 +253,8 @@ at::Tensor Weights::load(const std::string& name, const Shard& shard, const Load
         for (int64_t r = lo; r < hi; r += block_rows) {
           const int64_t n = std::min(block_rows, hi - r);
           const int64_t src_row = seg.row0 + (r - seg_start);
+          seg.file->prefetch_pages(*seg.info, static_cast<uint64_t>(src_row * row_bytes),
+                                   static_cast<uint64_t>(n * row_bytes));
           out2d.narrow(0, dst, n).copy_(src.narrow(0, src_row, n).narrow(1, p.col0, p.cols));
           seg.file->release_pages(*seg.info, static_cast<uint64_t>(src_row * row_bytes),
                                   static_cast<uint64_t>(n * row_bytes));

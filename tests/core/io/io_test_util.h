@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -69,6 +70,24 @@ inline bool is_mapped(const std::string& path) {
       return true;
   }
   return false;
+}
+
+// Resident kiB of this process's mappings of `path` (from /proc/self/smaps).
+inline uint64_t mapped_rss_kib(const std::string& path) {
+  char real[4096];
+  std::string want = ::realpath(path.c_str(), real) ? std::string(real) : path;
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in = false;
+  uint64_t kib = 0;
+  while (std::getline(smaps, line)) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < 20) {
+      in = line.size() >= want.size() && line.compare(line.size() - want.size(), want.size(), want) == 0;
+    } else if (in && line.compare(0, 4, "Rss:") == 0) {
+      kib += std::strtoull(line.c_str() + 4, nullptr, 10);
+    }
+  }
+  return kib;
 }
 
 // Runs `fn`, expecting an h3::Error of `kind` whose message holds every fragment.

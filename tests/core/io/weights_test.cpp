@@ -193,6 +193,23 @@ TEST(Weights, LoadsStraightToACudaDevice) {
   EXPECT_TRUE(at::equal(g.cpu(), expected_shard(model.at(n), Split::kRow, 1, 2).to(at::kHalf)));
 }
 
+// A load reads the mapping block by block and gives each block's pages back:
+// afterwards none of the source stays resident in this process, where a plain
+// copy of the view leaves all of it.
+TEST(Weights, LoadingLeavesNoSourcePagesResident) {
+  TempDir dir;
+  const std::string path = dir.file("big.safetensors");
+  const std::string name = "transformer_blocks.0.ff.net.2.weight";
+  write_safetensors(path, {{name, at::rand({2048, 4096})}});  // 32 MiB
+  Weights w = Weights::open(path, {ModelKind::kDit, 1, 1});
+  for (Split split : {Split::kColumn, Split::kRow, Split::kFusedColumn, Split::kReplicated}) {
+    at::Tensor s = w.load(name, {split, 1, 4});
+    EXPECT_LT(testing::mapped_rss_kib(path), 1024u) << split_name(split);
+  }
+  at::Tensor copy = w.checkpoint().view(name).clone();
+  EXPECT_GE(testing::mapped_rss_kib(path), 30u * 1024);  // the measure does see resident source pages
+}
+
 TEST(Weights, ShardsThatDoNotFitAreClearErrors) {
   TempDir dir;
   auto model = canonical_model();
