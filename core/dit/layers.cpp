@@ -45,19 +45,17 @@ at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at:
                              int64_t max_score_elements) {
   const int64_t s = q.size(0), heads = q.size(1), d = q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  auto qh = q.transpose(0, 1).contiguous();     // [heads, S, D]
-  auto kt = k.permute({1, 2, 0}).contiguous();  // [heads, D, S]
-  auto vh = v.transpose(0, 1).contiguous();     // [heads, S, D]
+  auto qh = q.transpose(0, 1).mul(scale).contiguous();  // [heads, S, D], pre-scaled
+  auto kt = k.permute({1, 2, 0}).contiguous();          // [heads, D, S]
+  auto vh = v.transpose(0, 1).contiguous();             // [heads, S, D]
   auto out = at::empty({s, heads, d}, q.options());
   const int64_t block = std::max<int64_t>(16, max_score_elements / std::max<int64_t>(1, heads * s));
   for (int64_t i0 = 0; i0 < s; i0 += block) {
     const int64_t b = std::min(block, s - i0);
     auto scores = at::bmm(qh.narrow(1, i0, b), kt);  // [heads, b, S]
     if (scores.scalar_type() != at::kFloat) scores = scores.to(at::kFloat);
-    scores.mul_(scale);
-    scores.sub_(std::get<0>(scores.max(-1, true))).exp_();
-    scores.div_(scores.sum(-1, true));
-    auto o = at::bmm(as_dtype(scores, vh), vh);  // [heads, b, D]
+    at::_softmax_out(scores, scores, -1, false);  // in place: the fused row-wise kernel
+    auto o = at::bmm(as_dtype(scores, vh), vh);   // [heads, b, D]
     out.narrow(0, i0, b).copy_(o.transpose(0, 1));
   }
   return out.view({s, heads * d});

@@ -1,6 +1,7 @@
 // `h3 dit-forward`: one forward of the DiT on inputs from a safetensors file, for comparing
 // against other implementations of the model.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <chrono>
 #include <cstdio>
@@ -22,7 +23,8 @@ dit::DitInputs read_inputs(const std::string& path) {
   auto scalar = [&](const char* name) {
     auto t = get(name);
     if (t.numel() != 1) {
-      throw Error(ErrorKind::kInvalidArgument, path + ": '" + name + "' must be a 0-d timestep t = 1 - sigma");
+      throw Error(ErrorKind::kInvalidArgument,
+                  path + ": '" + name + "' must be a 0-d timestep t = 1 - sigma");
     }
     return t.to(at::kFloat).item<float>();
   };
@@ -58,11 +60,13 @@ int run(Args& args) {
     });
     for (const auto& r : results) {
       if (!r.ok && r.exception) std::rethrow_exception(r.exception);
-      if (!r.ok) throw Error(ErrorKind::kDistributed, "rank " + std::to_string(r.rank) + " failed: " + r.error);
+      if (!r.ok)
+        throw Error(ErrorKind::kDistributed, "rank " + std::to_string(r.rank) + " failed: " + r.error);
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  io::write_safetensors(out, {{"velocity_video", v.video.contiguous()}, {"velocity_audio", v.audio.contiguous()}});
+  io::write_safetensors(out,
+                        {{"velocity_video", v.video.contiguous()}, {"velocity_audio", v.audio.contiguous()}});
   std::printf("velocity_video %s, velocity_audio %s -> %s (%d rank%s, %.2f s)\n",
               c10::str(v.video.sizes()).c_str(), c10::str(v.audio.sizes()).c_str(), out.c_str(), ranks,
               ranks == 1 ? "" : "s", secs);

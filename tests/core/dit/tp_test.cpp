@@ -2,6 +2,8 @@
 // must get the reference velocities, hold only its shards, and reject a tp that cannot split
 // the model. Tolerance between TP sizes: 2e-5 absolute on velocities of order 1 (fp32 sums in
 // a different order: the row-parallel partial products are summed across ranks).
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -52,15 +54,18 @@ TEST(DitTp, GoldenCasesAtTp2FromBothLayouts) {
     const char* name;
     const char* dir;
   };
-  for (const Run& run : {Run{"tiny_t2_h4w6_L5", "/transformer_tiny"}, Run{"tiny_t7_h6w8_L17", "/transformer_tiny"},
-                         Run{"tiny_t7_h6w8_L17", "/transformer_tiny_native"}}) {
+  for (const Run& run :
+       {Run{"tiny_t2_h4w6_L5", "/transformer_tiny"}, Run{"tiny_t7_h6w8_L17", "/transformer_tiny"},
+        Run{"tiny_t7_h6w8_L17", "/transformer_tiny_native"}}) {
     auto expected = read_tensors(golden_dir() + "/case_" + run.name + ".safetensors");
     const auto in = case_inputs(run.name);
-    auto v = on_ranks(2, [&](dist::Group& g) { return Transformer::load(golden_dir() + run.dir, &g).forward(in); });
+    auto v = on_ranks(
+        2, [&](dist::Group& g) { return Transformer::load(golden_dir() + run.dir, &g).forward(in); });
     for (int r = 0; r < 2; ++r) {
       const double ev = max_abs_diff(v[r].video, expected.at("velocity_video"));
       const double ea = max_abs_diff(v[r].audio, expected.at("velocity_audio"));
-      std::printf("TP2 %s%s rank %d: max |dv_video| = %.3g, max |dv_audio| = %.3g\n", run.name, run.dir, r, ev, ea);
+      std::printf("TP2 %s%s rank %d: max |dv_video| = %.3g, max |dv_audio| = %.3g\n", run.name, run.dir, r,
+                  ev, ea);
       EXPECT_LE(ev, 1e-4);
       EXPECT_LE(ea, 1e-4);
     }
@@ -93,7 +98,8 @@ TEST(DitTp, GoldenSamplingRunAtTp2) {
 class FourHeads : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = (std::filesystem::temp_directory_path() / ("h3-dit-tp-test-" + std::to_string(::getpid()))).string();
+    dir_ =
+        (std::filesystem::temp_directory_path() / ("h3-dit-tp-test-" + std::to_string(::getpid()))).string();
     DitConfig c;
     c.hidden_size = 64;
     c.num_layers = 2;
@@ -175,7 +181,8 @@ TEST_F(FourHeads, EachRankHoldsOnlyItsOwnedShards) {
   for (const auto& r : results) EXPECT_TRUE(r.ok) << "rank " << r.rank << ": " << r.error;
   // Shard bytes add up to the whole once, replicated bytes once per rank.
   int64_t split = 0, replicated = 0;
-  for (const auto& [n, t] : full) (io::dit_split(n) == io::Split::kReplicated ? replicated : split) += t.nbytes();
+  for (const auto& [n, t] : full)
+    (io::dit_split(n) == io::Split::kReplicated ? replicated : split) += t.nbytes();
   int64_t total = 0;
   for (int64_t b : rank_bytes) {
     EXPECT_EQ(b, split / tp + replicated);
