@@ -49,13 +49,30 @@ at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at:
   auto kt = k.permute({1, 2, 0}).contiguous();          // [heads, D, S]
   auto vh = v.transpose(0, 1).contiguous();             // [heads, S, D]
   auto out = at::empty({s, heads, d}, q.options());
-  const int64_t block = std::max<int64_t>(16, max_score_elements / std::max<int64_t>(1, heads * s));
+  const int64_t block =
+      std::min(s, std::max<int64_t>(16, max_score_elements / std::max<int64_t>(1, heads * s)));
+  // One score buffer and one output buffer for all blocks, written with the out= kernels: a
+  // fresh large tensor per block costs more in page faults than the GEMM itself on CPU.
+  auto scores_buf = at::empty({heads * block * s}, q.options().dtype(at::kFloat));
+  auto probs_buf = q.scalar_type() == at::kFloat ? scores_buf : at::empty({heads * block * s}, q.options());
+  auto o_buf = at::empty({heads * block * d}, q.options());
+  // Contiguous [heads, b, n] views at the start of a flat buffer (the last block is shorter).
+  auto first = [&](const at::Tensor& buf, int64_t b, int64_t n) {
+    return buf.narrow(0, 0, heads * b * n).view({heads, b, n});
+  };
   for (int64_t i0 = 0; i0 < s; i0 += block) {
     const int64_t b = std::min(block, s - i0);
-    auto scores = at::bmm(qh.narrow(1, i0, b), kt);  // [heads, b, S]
-    if (scores.scalar_type() != at::kFloat) scores = scores.to(at::kFloat);
+    auto scores = first(scores_buf, b, s);
+    if (q.scalar_type() == at::kFloat) {
+      at::bmm_out(scores, qh.narrow(1, i0, b), kt);  // [heads, b, S]
+    } else {
+      scores.copy_(at::bmm(qh.narrow(1, i0, b), kt));
+    }
     at::_softmax_out(scores, scores, -1, false);  // in place: the fused row-wise kernel
-    auto o = at::bmm(as_dtype(scores, vh), vh);   // [heads, b, D]
+    auto probs = first(probs_buf, b, s);
+    if (probs.data_ptr() != scores.data_ptr()) probs.copy_(scores);
+    auto o = first(o_buf, b, d);
+    at::bmm_out(o, probs, vh);  // [heads, b, D]
     out.narrow(0, i0, b).copy_(o.transpose(0, 1));
   }
   return out.view({s, heads * d});

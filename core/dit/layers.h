@@ -50,7 +50,7 @@ void apply_rope_(at::Tensor& x, const RopeTable& rope);
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 // softmax(q k^T / sqrt(D)) v over blocks of queries whose score block [heads, block, S] holds at
 // most `max_score_elements` elements (at least 16 queries per block): memory bounded on CPU.
-constexpr int64_t kDefaultScoreElements = int64_t(1) << 24;  // 64 MiB of fp32 scores
+constexpr int64_t kDefaultScoreElements = int64_t(1) << 22;  // 16 MiB of fp32 scores
 at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              int64_t max_score_elements = kDefaultScoreElements);
 

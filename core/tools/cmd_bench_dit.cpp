@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/CPUAllocator.h>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <time.h>
 
 #include <algorithm>
@@ -178,6 +179,7 @@ int run(Args& args) {
                 lat_w = args.int_or("latent-width", 52, 2, 512);
   const int steps = static_cast<int>(args.int_or("steps", 2, 1, 100));
   const int max_tp = static_cast<int>(args.int_or("max-ranks", 2, 1, 16));
+  const bool malloc_default = args.flag("malloc-default");
   args.finish();
   c.validate("bench config");
 
@@ -203,6 +205,14 @@ int run(Args& args) {
   const int64_t rows = text_rows + 2 * audio + video_rows;
 
   install_counting_allocator();
+  // glibc hands every block over 32 MiB (and, by its dynamic threshold, many smaller ones) to
+  // mmap and back to the kernel on free, so each large activation of every step is page-faulted
+  // in again; serving from the heap and keeping freed memory avoids that (a process setting,
+  // recommended for CPU engine processes; --malloc-default keeps glibc's behaviour).
+  if (!malloc_default) {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
   set_blas_threads(1);
   at::set_num_threads(1);
   std::printf(
@@ -210,6 +220,9 @@ int run(Args& args) {
       "(%lld text, %lld audio, %lld video); fp32, one intra-op thread per rank\n",
       (long long)c.hidden_size, (long long)c.num_layers, (long long)c.num_heads, (long long)c.ffn_dim,
       (long long)rows, (long long)text_rows, (long long)(2 * audio), (long long)video_rows);
+  std::printf("malloc: %s\n",
+              malloc_default ? "glibc defaults (large blocks mmapped and returned on free)"
+                             : "heap only, freed memory kept (mallopt M_MMAP_MAX 0, M_TRIM_THRESHOLD 1 GiB)");
   const Rate mm = mm_rate(rows, c.hidden_size, c.ffn_dim);
   std::printf(
       "plain at::mm, 1 thread, %lldx%lld @ %lldx%lld: %.1f GFLOP/s by wall time, %.1f GFLOP/s by thread "
@@ -246,7 +259,7 @@ H3_REGISTER_COMMAND(
     "bench dit", "DiT step time at TP 1 and 2, GEMM efficiency, peak memory per rank",
     "usage: h3 bench dit [--hidden 512] [--layers 4] [--heads 4] [--ffn 3*hidden]\n"
     "                    [--frames 7] [--latent-height 48] [--latent-width 52]\n"
-    "                    [--steps 2] [--max-ranks 2]\n"
+    "                    [--steps 2] [--max-ranks 2] [--malloc-default]\n"
     "\n"
     "A random model (head_dim 128, 2 refiner blocks, 64 text rows, 74 audio rows) is written\n"
     "to a temporary folder and loaded through the engine's loader at each TP size (ranks as\n"
