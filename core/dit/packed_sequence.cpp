@@ -13,9 +13,7 @@ namespace h3::dit {
 namespace {
 
 std::string shape_str(at::IntArrayRef s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
+  return c10::str(s);
 }
 
 [[noreturn]] void bad(const std::string& what) {
