@@ -13,9 +13,9 @@
 namespace h3::tools {
 
 struct Command {
-  std::string name;     // "decode", or "bench vae" for a bench section
-  std::string summary;  // one line for `h3 --help`
-  std::string usage;    // the full --help text: synopsis, options, defaults
+  std::string name;               // "decode", or "bench vae" for a bench section
+  std::string summary;            // one line for `h3 --help`
+  std::string usage;              // the full --help text: synopsis, options, defaults
   std::function<int(Args&)> run;  // returns the process exit code
 };
 
@@ -31,5 +31,6 @@ struct Registrar {
 // Registers a command at static-initialisation time.
 #define H3_COMMAND_CAT2(a, b) a##b
 #define H3_COMMAND_CAT(a, b) H3_COMMAND_CAT2(a, b)
-#define H3_REGISTER_COMMAND(...) \
-  static const ::h3::tools::Registrar H3_COMMAND_CAT(h3_command_registrar_, __LINE__)(::h3::tools::Command{__VA_ARGS__})
+#define H3_REGISTER_COMMAND(...)                                            \
+  static const ::h3::tools::Registrar H3_COMMAND_CAT(h3_command_registrar_, \
+                                                     __LINE__)(::h3::tools::Command{__VA_ARGS__})

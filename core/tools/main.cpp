@@ -15,7 +15,9 @@ std::map<std::string, Command>& commands() {
   return table;
 }
 
-Registrar::Registrar(Command c) { commands().emplace(c.name, std::move(c)); }
+Registrar::Registrar(Command c) {
+  commands().emplace(c.name, std::move(c));
+}
 
 }  // namespace h3::tools
 

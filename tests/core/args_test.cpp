@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "tools/args.h"
+
+#include <gtest/gtest.h>
 
 using h3::tools::Args;
 using h3::tools::UsageError;

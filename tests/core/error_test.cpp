@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "common/error.h"
+
+#include <gtest/gtest.h>
 
 TEST(Error, CarriesKindAndMessage) {
   try {

@@ -14,7 +14,9 @@ const auto* const kGstEnv = ::testing::AddGlobalTestEnvironment(new GstEnv);
 }  // namespace
 
 TEST(GstHarness, VideotestsrcDeliversRgbFramesWithCaps) {
-  GstHarness* h = gst_harness_new_parse("videotestsrc num-buffers=3 ! capsfilter caps=video/x-raw,format=RGB,width=64,height=48,framerate=24/1");
+  GstHarness* h = gst_harness_new_parse(
+      "videotestsrc num-buffers=3 ! capsfilter "
+      "caps=video/x-raw,format=RGB,width=64,height=48,framerate=24/1");
   ASSERT_NE(h, nullptr);
   gst_harness_play(h);
   for (int i = 0; i < 3; ++i) {
