@@ -44,7 +44,8 @@ vae::VideoDecoder make_decoder(const Spec& s) {
   c.tile_overlap_min = s.overlap;
   c.validate("bench decoder");
   auto tensors = vae::random_decoder_tensors(c, 2026);
-  return vae::VideoDecoder(c, vae::bind_decoder_weights(c, [&](const std::string& n) { return tensors.at(n); }));
+  return vae::VideoDecoder(c,
+                           vae::bind_decoder_weights(c, [&](const std::string& n) { return tensors.at(n); }));
 }
 
 at::Tensor make_latents(const Spec& s, int64_t t) {
@@ -101,7 +102,8 @@ Run timed(const vae::VideoDecoder& d, const at::Tensor& lat, int ranks, bool chu
     if (g.rank() == 0) run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   });
   for (const auto& r : results) {
-    if (!r.ok) throw Error(ErrorKind::kInternal, "bench vae: rank " + std::to_string(r.rank) + ": " + r.error);
+    if (!r.ok)
+      throw Error(ErrorKind::kInternal, "bench vae: rank " + std::to_string(r.rank) + ": " + r.error);
   }
   if (chunked) {
     run.first_chunk = timing.first;
@@ -125,9 +127,9 @@ struct Rss {
 // sink and reports its peak resident set: memory that grows with the clip shows here.
 Rss rss_in_child(const Spec& s, int64_t mult) {
   std::ostringstream cmd;
-  cmd << "'" << self_exe() << "' bench vae --rss-child " << mult << " --layers " << s.layers << " --width " << s.width
-      << " --latent-t " << s.t << " --latent-h " << s.h << " --latent-w " << s.w << " --tile " << s.tile
-      << " --overlap " << s.overlap;
+  cmd << "'" << self_exe() << "' bench vae --rss-child " << mult << " --layers " << s.layers << " --width "
+      << s.width << " --latent-t " << s.t << " --latent-h " << s.h << " --latent-w " << s.w << " --tile "
+      << s.tile << " --overlap " << s.overlap;
   FILE* p = popen(cmd.str().c_str(), "r");
   if (!p) throw Error(ErrorKind::kInternal, "bench vae: cannot start " + cmd.str());
   Rss r;
@@ -140,7 +142,8 @@ Rss rss_in_child(const Spec& s, int64_t mult) {
       r.frame_bytes = c;
     }
   }
-  if (pclose(p) != 0 || r.peak_kb < 0) throw Error(ErrorKind::kInternal, "bench vae: child failed: " + cmd.str());
+  if (pclose(p) != 0 || r.peak_kb < 0)
+    throw Error(ErrorKind::kInternal, "bench vae: child failed: " + cmd.str());
   return r;
 }
 
@@ -182,16 +185,18 @@ int run_bench(Args& a) {
   const at::Tensor lat = make_latents(s, s.t);
   const vae::ChunkPlan plan = d.plan(s.t);
   const auto grid = vae::plan_tiles(s.h, s.w, 16, true, d.config().tile_size, d.config().tile_overlap_min);
-  std::printf("h3 bench vae: decoder %lld layers x width %lld (%lld heads x 64), random weights, fp32 CPU, tiles "
-              "%lld px (overlap >= %lld)\n",
-              static_cast<long long>(s.layers), static_cast<long long>(s.width), static_cast<long long>(s.width / 64),
-              static_cast<long long>(s.tile), static_cast<long long>(s.overlap));
-  std::printf("  latent [1, 24, %lld, %lld, %lld] -> %lld frames of %lldx%lld; %lld clips, %lld chunks, %lld tiles "
-              "per clip\n",
-              static_cast<long long>(s.t), static_cast<long long>(s.h), static_cast<long long>(s.w),
-              static_cast<long long>(plan.output_frames), static_cast<long long>(s.w * 16),
-              static_cast<long long>(s.h * 16), static_cast<long long>(plan.num_clips),
-              static_cast<long long>(plan.chunks.size()), static_cast<long long>(grid.count()));
+  std::printf(
+      "h3 bench vae: decoder %lld layers x width %lld (%lld heads x 64), random weights, fp32 CPU, tiles "
+      "%lld px (overlap >= %lld)\n",
+      static_cast<long long>(s.layers), static_cast<long long>(s.width), static_cast<long long>(s.width / 64),
+      static_cast<long long>(s.tile), static_cast<long long>(s.overlap));
+  std::printf(
+      "  latent [1, 24, %lld, %lld, %lld] -> %lld frames of %lldx%lld; %lld clips, %lld chunks, %lld tiles "
+      "per clip\n",
+      static_cast<long long>(s.t), static_cast<long long>(s.h), static_cast<long long>(s.w),
+      static_cast<long long>(plan.output_frames), static_cast<long long>(s.w * 16),
+      static_cast<long long>(s.h * 16), static_cast<long long>(plan.num_clips),
+      static_cast<long long>(plan.chunks.size()), static_cast<long long>(grid.count()));
   std::fflush(stdout);
 
   {  // warm-up: one tile, so that first-touch costs do not land in the first timing
@@ -205,10 +210,11 @@ int run_bench(Args& a) {
     const Run chunked = timed(d, lat, ranks, true);
     if (ranks == 1) whole1 = whole.seconds;
     const double per_chunk = whole.seconds / static_cast<double>(chunked.chunks);
-    std::printf("  %d rank(s): whole %.2f s | chunked %.2f s (%.3f x whole) | first chunk %.2f s = %.3f x "
-                "whole/chunks (%.2f s)",
-                ranks, whole.seconds, chunked.seconds, chunked.seconds / whole.seconds, chunked.first_chunk,
-                chunked.first_chunk / per_chunk, per_chunk);
+    std::printf(
+        "  %d rank(s): whole %.2f s | chunked %.2f s (%.3f x whole) | first chunk %.2f s = %.3f x "
+        "whole/chunks (%.2f s)",
+        ranks, whole.seconds, chunked.seconds, chunked.seconds / whole.seconds, chunked.first_chunk,
+        chunked.first_chunk / per_chunk, per_chunk);
     if (ranks > 1) std::printf(" | speedup %.2f x", whole1 / whole.seconds);
     std::printf("\n");
     std::fflush(stdout);
@@ -218,26 +224,29 @@ int run_bench(Args& a) {
     const Rss four = rss_in_child(s, 4);
     const double growth_mb = static_cast<double>(four.peak_kb - one.peak_kb) / 1024.0;
     const double frames_mb = static_cast<double>(four.frame_bytes) / (1024.0 * 1024.0);
-    std::printf("  peak RSS through the sink (1 rank, fresh process, after a 1x warm-up decode): 1x clip %.1f MiB, "
-                "4x clip %.1f MiB; growth %.1f MiB = %.1f %% of the 4x clip's %.1f MiB of uint8 frames\n",
-                static_cast<double>(one.peak_kb) / 1024.0, static_cast<double>(four.peak_kb) / 1024.0, growth_mb,
-                100.0 * growth_mb / frames_mb, frames_mb);
+    std::printf(
+        "  peak RSS through the sink (1 rank, fresh process, after a 1x warm-up decode): 1x clip %.1f MiB, "
+        "4x clip %.1f MiB; growth %.1f MiB = %.1f %% of the 4x clip's %.1f MiB of uint8 frames\n",
+        static_cast<double>(one.peak_kb) / 1024.0, static_cast<double>(four.peak_kb) / 1024.0, growth_mb,
+        100.0 * growth_mb / frames_mb, frames_mb);
   }
   return 0;
 }
 
-H3_REGISTER_COMMAND("bench vae", "streaming video-VAE decode: chunked vs whole, first chunk, memory, ranks",
-                    "usage: h3 bench vae [--layers N] [--width W] [--latent-t T] [--latent-h H] [--latent-w W]\n"
-                    "                    [--tile PX] [--overlap PX] [--ranks N] [--no-rss]\n"
-                    "\n"
-                    "Decodes random latents with a random-weight decoder of the release's shape (heads of 64,\n"
-                    "24 latent channels) in fp32 on the CPU, one intra-op thread per rank:\n"
-                    "whole-clip vs chunked time, time to the first chunk, the speedup on 2, 4, ... ranks up\n"
-                    "to --ranks, and the peak resident memory of a 1x and a 4x longer clip decoded through\n"
-                    "the sink in fresh processes (each after a 1x warm-up decode). Defaults: 4 layers x 256, latent [1, 24, 30, 12, 12]\n"
-                    "(6 chunks of 17 frames), tiles of 128 px with overlap >= 32 (2 x 2 per clip), 2 ranks.\n"
-                    "--tile 256 --overlap 64 --latent-h 24 --latent-w 24 uses the release tiles (slower).",
-                    run_bench);
+H3_REGISTER_COMMAND(
+    "bench vae", "streaming video-VAE decode: chunked vs whole, first chunk, memory, ranks",
+    "usage: h3 bench vae [--layers N] [--width W] [--latent-t T] [--latent-h H] [--latent-w W]\n"
+    "                    [--tile PX] [--overlap PX] [--ranks N] [--no-rss]\n"
+    "\n"
+    "Decodes random latents with a random-weight decoder of the release's shape (heads of 64,\n"
+    "24 latent channels) in fp32 on the CPU, one intra-op thread per rank:\n"
+    "whole-clip vs chunked time, time to the first chunk, the speedup on 2, 4, ... ranks up\n"
+    "to --ranks, and the peak resident memory of a 1x and a 4x longer clip decoded through\n"
+    "the sink in fresh processes (each after a 1x warm-up decode). Defaults: 4 layers x 256, latent [1, 24, "
+    "30, 12, 12]\n"
+    "(6 chunks of 17 frames), tiles of 128 px with overlap >= 32 (2 x 2 per clip), 2 ranks.\n"
+    "--tile 256 --overlap 64 --latent-h 24 --latent-w 24 uses the release tiles (slower).",
+    run_bench);
 
 }  // namespace
 }  // namespace h3::tools

@@ -21,7 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Rank 0's sink: copies each chunk into the output tensors and reports progress.
 class FileSink : public ChunkSink {
@@ -67,18 +69,22 @@ int run_decode(Args& a) {
   const at::Tensor latents = file->view("latents");
   const vae::VideoDecoder decoder = vae::VideoDecoder::load(vae_dir);
   if (latents.dim() != 5) {
-    throw Error(ErrorKind::kInvalidArgument, latents_path + ": tensor 'latents' must be [1, 24, T, h, w], not " +
+    throw Error(ErrorKind::kInvalidArgument, latents_path +
+                                                 ": tensor 'latents' must be [1, 24, T, h, w], not " +
                                                  std::to_string(latents.dim()) + "-dimensional");
   }
   const vae::ChunkPlan plan = decoder.plan(latents.size(2));
-  std::fprintf(stderr, "h3 decode: %s: latents [%s] -> %lld frames in %lld chunks (%lld clips), %d rank(s), %s\n",
-               latents_path.c_str(), [&] {
-                 std::string s;
-                 for (int64_t d = 0; d < latents.dim(); ++d) s += (d ? ", " : "") + std::to_string(latents.size(d));
-                 return s;
-               }().c_str(),
-               static_cast<long long>(plan.output_frames), static_cast<long long>(plan.chunks.size()),
-               static_cast<long long>(plan.num_clips), ranks, no_tiling ? "tiling off" : "tiling on");
+  std::fprintf(
+      stderr, "h3 decode: %s: latents [%s] -> %lld frames in %lld chunks (%lld clips), %d rank(s), %s\n",
+      latents_path.c_str(),
+      [&] {
+        std::string s;
+        for (int64_t d = 0; d < latents.dim(); ++d) s += (d ? ", " : "") + std::to_string(latents.size(d));
+        return s;
+      }()
+          .c_str(),
+      static_cast<long long>(plan.output_frames), static_cast<long long>(plan.chunks.size()),
+      static_cast<long long>(plan.num_clips), ranks, no_tiling ? "tiling off" : "tiling on");
 
   vae::DecodeOptions opts;
   if (no_tiling) opts.tiling = false;

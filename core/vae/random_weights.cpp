@@ -16,7 +16,9 @@ std::map<std::string, at::Tensor> random_decoder_tensors(const VaeConfig& c, uin
   auto normal = [&](std::vector<int64_t> shape, double std, double mean = 0.0) {
     return at::randn(shape, gen, opt) * std + mean;
   };
-  auto linear_w = [&](int64_t out, int64_t in) { return normal({out, in}, 1.0 / std::sqrt(static_cast<double>(in))); };
+  auto linear_w = [&](int64_t out, int64_t in) {
+    return normal({out, in}, 1.0 / std::sqrt(static_cast<double>(in)));
+  };
   std::map<std::string, at::Tensor> m;
   m["post_quant_conv.weight"] = linear_w(C, C).view({C, C, 1, 1, 1});
   m["post_quant_conv.bias"] = normal({C}, 0.1);

@@ -306,7 +306,8 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
     std::vector<at::Tensor> mine;
     try {
       // De-normalised clip by clip: nothing of the size of the whole latent is allocated.
-      const at::Tensor clip = s.z.index_select(2, clip_indices(plan, i)).to(at::kCPU, at::kFloat) * s.std + s.mean;
+      const at::Tensor clip =
+          s.z.index_select(2, clip_indices(plan, i)).to(at::kCPU, at::kFloat) * s.std + s.mean;
       const int64_t step = gather ? ranks : 1;
       const int64_t first = gather ? rank : 0;
       for (int64_t k = first; k < num_tiles; k += step) {

@@ -61,11 +61,14 @@ at::Tensor reference_decode(const VideoDecoder& d, const at::Tensor& lat, bool t
     tail = z.narrow(2, z.size(2) - 1, 1);
     z = z.narrow(2, 0, z.size(2) - 1);
   }
-  if (plan.pad_tokens > 0) z = at::cat({z, z.narrow(2, z.size(2) - 1, 1).repeat({1, 1, plan.pad_tokens, 1, 1})}, 2);
-  const auto grid = h3::vae::plan_tiles(lat.size(3), lat.size(4), 16, tiling, c.tile_size, c.tile_overlap_min);
+  if (plan.pad_tokens > 0)
+    z = at::cat({z, z.narrow(2, z.size(2) - 1, 1).repeat({1, 1, plan.pad_tokens, 1, 1})}, 2);
+  const auto grid =
+      h3::vae::plan_tiles(lat.size(3), lat.size(4), 16, tiling, c.tile_size, c.tile_overlap_min);
   std::vector<at::Tensor> clips;
   for (int64_t i = 0; i < plan.num_clips; ++i) {
-    at::Tensor clip = z.narrow(2, plan.clip_token_begin(i), plan.clip_token_end(i) - plan.clip_token_begin(i));
+    at::Tensor clip =
+        z.narrow(2, plan.clip_token_begin(i), plan.clip_token_end(i) - plan.clip_token_begin(i));
     if (i == 0 && plan.head) clip = at::cat({head, clip}, 2);
     if (i == plan.num_clips - 1 && plan.tail) clip = at::cat({clip, tail}, 2);
     std::vector<at::Tensor> tiles;
@@ -91,9 +94,9 @@ at::Tensor reference_decode(const VideoDecoder& d, const at::Tensor& lat, bool t
     if (overlap.defined()) main = h3::vae::blend(overlap, main, plan.frame_overlap, 1);
     out.push_back(main);
     const int64_t rest = cd.size(1) - plan.clip_frames;
-    overlap = rest > plan.frame_pre_padding ? cd.narrow(1, plan.clip_frames + plan.frame_pre_padding,
-                                                        rest - plan.frame_pre_padding)
-                                            : at::Tensor();
+    overlap = rest > plan.frame_pre_padding
+                  ? cd.narrow(1, plan.clip_frames + plan.frame_pre_padding, rest - plan.frame_pre_padding)
+                  : at::Tensor();
   }
   if (overlap.defined()) out.push_back(overlap);
   if (tail_frame.defined()) out.push_back(tail_frame);
@@ -107,7 +110,8 @@ struct Collector : ChunkSink {
   std::vector<Chunk> chunks;
   void on_chunk(const Chunk& c) override {
     EXPECT_EQ(c.index, static_cast<int64_t>(chunks.size()));
-    const int64_t expected_first = chunks.empty() ? 0 : chunks.back().first_frame + chunks.back().frames.size(0);
+    const int64_t expected_first =
+        chunks.empty() ? 0 : chunks.back().first_frame + chunks.back().frames.size(0);
     EXPECT_EQ(c.first_frame, expected_first);
     EXPECT_EQ(c.frames.scalar_type(), at::kByte);
     EXPECT_TRUE(c.frames.is_contiguous());
@@ -133,7 +137,9 @@ struct Collector : ChunkSink {
   }
 };
 
-bool same(const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes() && at::equal(a, b); }
+bool same(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && at::equal(a, b);
+}
 
 struct Case {
   const char* name;
@@ -269,7 +275,8 @@ TEST(Decode, CropsToTheRequestedSize) {
 
 TEST(Decode, BadLatentsFailOnEveryRank) {
   const VideoDecoder d = tiny_decoder(tiny_config());
-  for (const at::Tensor& bad : {at::zeros({1, 23, 7, 4, 4}), at::zeros({24, 7, 4, 4}), at::zeros({1, 24, 2, 4, 4})}) {
+  for (const at::Tensor& bad :
+       {at::zeros({1, 23, 7, 4, 4}), at::zeros({24, 7, 4, 4}), at::zeros({1, 24, 2, 4, 4})}) {
     auto results = h3::dist::run_threads(2, [&](h3::dist::Group& g) {
       Collector col;
       d.decode_chunks(bad, g.rank() == 0 ? &col : nullptr, g);
@@ -352,9 +359,8 @@ TEST(SinkContract, ThrowingSinkStopsEveryRankAfterExactlyKChunks) {
       SCOPED_TRACE("ranks " + std::to_string(ranks) + ", failing chunk " + std::to_string(k));
       Throwing sink;
       sink.fail_at = k;
-      auto results = h3::dist::run_threads(ranks, [&](h3::dist::Group& g) {
-        d.decode_chunks(lat, g.rank() == 0 ? &sink : nullptr, g);
-      });
+      auto results = h3::dist::run_threads(
+          ranks, [&](h3::dist::Group& g) { d.decode_chunks(lat, g.rank() == 0 ? &sink : nullptr, g); });
       EXPECT_EQ(sink.delivered, k);
       ASSERT_EQ(static_cast<int>(results.size()), ranks);
       EXPECT_FALSE(results[0].ok);
@@ -363,7 +369,8 @@ TEST(SinkContract, ThrowingSinkStopsEveryRankAfterExactlyKChunks) {
       EXPECT_NE(results[0].error.find("chunk " + std::to_string(k)), std::string::npos) << results[0].error;
       for (int r = 1; r < ranks; ++r) {
         EXPECT_FALSE(results[static_cast<size_t>(r)].ok);
-        EXPECT_EQ(kind_of(results[static_cast<size_t>(r)].exception), static_cast<int>(h3::ErrorKind::kDistributed));
+        EXPECT_EQ(kind_of(results[static_cast<size_t>(r)].exception),
+                  static_cast<int>(h3::ErrorKind::kDistributed));
         EXPECT_NE(results[static_cast<size_t>(r)].error.find("rank 0 failed"), std::string::npos);
         EXPECT_NE(results[static_cast<size_t>(r)].error.find("disk full"), std::string::npos);
       }

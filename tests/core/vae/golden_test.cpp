@@ -42,9 +42,8 @@ Result decode(const VideoDecoder& d, const at::Tensor& lat, int ranks) {
   Sink sink;
   h3::vae::DecodeOptions o;
   o.float_frames = true;
-  const auto results = h3::dist::run_threads(ranks, [&](h3::dist::Group& g) {
-    d.decode_chunks(lat, g.rank() == 0 ? &sink : nullptr, g, o);
-  });
+  const auto results = h3::dist::run_threads(
+      ranks, [&](h3::dist::Group& g) { d.decode_chunks(lat, g.rank() == 0 ? &sink : nullptr, g, o); });
   for (const auto& r : results) EXPECT_TRUE(r.ok) << "rank " << r.rank << ": " << r.error;
   Result res;
   for (const auto& t : sink.u8) res.chunks.push_back(t.size(0));
@@ -77,13 +76,14 @@ TEST_P(Golden, MatchesTheReferenceFromBothLayoutsAtOneAndTwoRanks) {
   const at::Tensor want_u8 = file->view("frames_u8");
   const at::Tensor want_chunks = file->view("chunk_frames").to(at::kLong);
   const bool has_f32 = file->find("frames_f32") != nullptr;
-  std::vector<int64_t> chunks(want_chunks.data_ptr<int64_t>(), want_chunks.data_ptr<int64_t>() + want_chunks.numel());
+  std::vector<int64_t> chunks(want_chunks.data_ptr<int64_t>(),
+                              want_chunks.data_ptr<int64_t>() + want_chunks.numel());
 
   at::Tensor first_u8, first_f32;
   for (const VideoDecoder* d : {diffusers_, native_}) {
     for (int ranks : {1, 2}) {
-      SCOPED_TRACE(std::string(d == diffusers_ ? "diffusers" : "native") + " weights, " + std::to_string(ranks) +
-                   " rank(s)");
+      SCOPED_TRACE(std::string(d == diffusers_ ? "diffusers" : "native") + " weights, " +
+                   std::to_string(ranks) + " rank(s)");
       const Result r = decode(*d, lat, ranks);
       ASSERT_TRUE(r.u8.defined());
       EXPECT_EQ(r.chunks, chunks);
@@ -138,7 +138,8 @@ class BrokenCheckpoint : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   void write(const std::string& config, const std::string& drop) {
-    fs::copy_file(golden("diffusers/config.json"), dir_ / "config.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(golden("diffusers/config.json"), dir_ / "config.json",
+                  fs::copy_options::overwrite_existing);
     if (!config.empty()) std::ofstream(dir_ / "config.json") << config;
     const auto src = h3::io::SafetensorsFile::open(golden("diffusers/diffusion_pytorch_model.safetensors"));
     std::vector<std::pair<std::string, at::Tensor>> tensors;
