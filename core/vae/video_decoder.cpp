@@ -21,6 +21,16 @@ std::string shape_str(at::IntArrayRef s) {
   return o.str();
 }
 
+TemporalParams temporal_params(const VaeConfig& c) {
+  TemporalParams tp;
+  tp.clip_length = c.clip_length;
+  tp.token_drop = c.token_drop;
+  tp.ratio_t = c.patch_size_t;
+  tp.isolated_first_frame = c.isolated_first_frame;
+  tp.isolated_last_frame = c.isolated_last_frame;
+  return tp;
+}
+
 // Everything the loop needs, derived from the latent shape and the options alone.
 struct Setup {
   ChunkPlan plan;
@@ -44,13 +54,7 @@ Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions
     throw Error(ErrorKind::kInvalidArgument, "latents: empty spatial extent " + shape_str(latents.sizes()));
   }
   Setup s;
-  TemporalParams tp;
-  tp.clip_length = c.clip_length;
-  tp.token_drop = c.token_drop;
-  tp.ratio_t = c.patch_size_t;
-  tp.isolated_first_frame = c.isolated_first_frame;
-  tp.isolated_last_frame = c.isolated_last_frame;
-  s.plan = plan_chunks(latents.size(2), tp);
+  s.plan = plan_chunks(latents.size(2), temporal_params(c));
   const bool tiling = o.tiling.value_or(c.tiling);
   s.grid =
       plan_tiles(latents.size(3), latents.size(4), c.patch_size, tiling, c.tile_size, c.tile_overlap_min);
@@ -255,13 +259,7 @@ VideoDecoder::VideoDecoder(VaeConfig config, DecoderWeights weights)
 }
 
 ChunkPlan VideoDecoder::plan(int64_t latent_frames) const {
-  TemporalParams tp;
-  tp.clip_length = config_.clip_length;
-  tp.token_drop = config_.token_drop;
-  tp.ratio_t = config_.patch_size_t;
-  tp.isolated_first_frame = config_.isolated_first_frame;
-  tp.isolated_last_frame = config_.isolated_last_frame;
-  return plan_chunks(latent_frames, tp);
+  return plan_chunks(latent_frames, temporal_params(config_));
 }
 
 DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* sink, dist::Group& g,
