@@ -4,7 +4,6 @@
 // asserts nothing about speed.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include "dist/group.h"
 #include "dist/world.h"
 #include "tools/command.h"
+#include "vae/cpu_threads.h"
 #include "vae/random_weights.h"
 #include "vae/video_decoder.h"
 
@@ -89,7 +89,7 @@ Run timed(const vae::VideoDecoder& d, const at::Tensor& lat, int ranks, bool chu
   Run run;
   Timing timing;
   const auto results = dist::run_threads(ranks, [&](dist::Group& g) {
-    at::set_num_threads(1);
+    vae::set_cpu_threads(1);
     g.barrier();
     const auto t0 = Clock::now();
     if (chunked) {
@@ -148,7 +148,7 @@ Rss rss_in_child(const Spec& s, int64_t mult) {
 }
 
 int rss_child(const Spec& s, int64_t mult) {
-  at::set_num_threads(1);
+  vae::set_cpu_threads(1);
   const vae::VideoDecoder d = make_decoder(s);
   const int64_t t = s.t * mult;  // 5n latents: mult times the chunks of the base clip
   const at::Tensor lat = make_latents(s, t);
@@ -201,7 +201,7 @@ int run_bench(Args& a) {
   std::fflush(stdout);
 
   {  // warm-up: one tile, so that first-touch costs do not land in the first timing
-    at::set_num_threads(1);
+    vae::set_cpu_threads(1);
     const auto clip = lat.narrow(2, 0, std::min<int64_t>(7, s.t));
     (void)vae::decode_tile(d.config(), d.weights(), vae::tile_latent(clip, grid, 0));
   }
@@ -248,7 +248,7 @@ H3_REGISTER_COMMAND(
     "                    [--no-rss]\n"
     "\n"
     "Decodes random latents with a random-weight decoder of the release's shape (heads of 64,\n"
-    "24 latent channels) in fp32 on the CPU, one intra-op thread per rank:\n"
+    "24 latent channels) in fp32 on the CPU, one CPU thread per rank (ATen and OpenBLAS):\n"
     "whole-clip vs chunked time, time to the first chunk, the speedup on 2, 4, ... ranks up\n"
     "to --ranks, and the peak resident memory of a 1x and a 4x longer clip decoded through\n"
     "the sink in fresh processes (each after a 1x warm-up decode). Defaults: 4 layers x 256, latent [1, 24, "

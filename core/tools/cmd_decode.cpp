@@ -1,6 +1,5 @@
 // `h3 decode`: normalised DiT latents in a safetensors file -> decoded frames.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +13,7 @@
 #include "dist/world.h"
 #include "io/safetensors.h"
 #include "tools/command.h"
+#include "vae/cpu_threads.h"
 #include "vae/video_decoder.h"
 
 namespace h3::tools {
@@ -94,7 +94,7 @@ int run_decode(Args& a) {
   FileSink sink(static_cast<int64_t>(plan.chunks.size()), t0);
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
   const auto results = dist::run_threads(ranks, [&](dist::Group& g) {
-    at::set_num_threads(threads);
+    vae::set_cpu_threads(threads);
     decoder.decode_chunks(latents, g.rank() == 0 ? &sink : nullptr, g, opts);
   });
   for (const auto& r : results) {
