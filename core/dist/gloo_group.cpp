@@ -1,0 +1,208 @@
+// Gloo backend. c10d runs each collective on a worker thread of the process
+// group; this rank's thread waits for it in short slices so that it can give
+// up on a peer's posted failure or on the group's timeout instead of waiting
+// for ever (see docs/dist.md, "Failures and timeouts").
+#include "dist/gloo_group.h"
+
+#include <algorithm>
+#include <thread>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include "common/error.h"
+
+namespace h3::dist {
+
+namespace {
+
+constexpr const char* kFailureSeqKey = "h3/failure_seq";
+constexpr const char* kFailureKey = "h3/failure";
+constexpr const char* kDepartedKey = "h3/departed";
+constexpr const char* kAllDepartedKey = "h3/all_departed";
+// How often a waiting rank looks at the failure board and the clock.
+constexpr std::chrono::milliseconds kWaitSlice{20};
+constexpr std::chrono::milliseconds kGlooGrace{1000};
+
+// The first line of a c10/Gloo message (the rest is a C++ backtrace).
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
+
+class GlooGroup final : public Group {
+ public:
+  GlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+            std::chrono::milliseconds timeout, const std::string& hostname)
+      : Group(rank, size, timeout, c10::Device(c10::kCPU)), store_(store) {
+    // Gloo's own timeout is a backstop behind ours (which names the
+    // operation): it bounds an abandoned collective still on the worker.
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout + std::max(timeout / 2, kGlooGrace));
+    options->devices.push_back(hostname.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                                : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+    options->threads = 1;  // this rank waits for each collective before it issues the next
+    try {
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kDistributed, "rank " + std::to_string(rank) + ": could not connect to the " +
+                                               std::to_string(size) + " ranks of the Gloo group within " +
+                                               std::to_string(timeout.count()) +
+                                               " ms: " + first_line(e.what()));
+    }
+  }
+
+  ~GlooGroup() override {
+    // Closing while a peer still finishes the last collective would cut its
+    // connection mid-transfer (a false "connection closed"): leave together.
+    store_depart(*store_, size(), timeout());
+    if (abandoned_ && !abandoned_->isCompleted()) {
+      // A collective this rank gave up on still runs on the process group's
+      // worker, and c10d's destructor joins it. It ends when the peers close
+      // their connections (or at Gloo's backstop timeout): let a detached
+      // thread wait for that so that this rank returns now.
+      std::thread([pg = std::move(pg_), work = std::move(abandoned_)]() mutable {
+        work.reset();
+        pg.reset();
+      }).detach();
+    }
+  }
+
+  const char* backend() const override { return "gloo"; }
+
+ protected:
+  void raw_all_reduce(at::Tensor& t, ReduceOp op, const char* what) override {
+    std::vector<at::Tensor> tensors{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op == ReduceOp::kSum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
+    wait(start(what, [&] { return pg_->allreduce(tensors, o); }), what);
+  }
+
+  void raw_all_gather(const at::Tensor& in, at::Tensor& out, const char* what) override {
+    const int64_t n = in.numel();
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < size(); ++r) outputs[0].push_back(out.narrow(0, r * n, n));
+    std::vector<at::Tensor> inputs{in.view({-1})};
+    wait(start(what, [&] { return pg_->allgather(outputs, inputs); }), what);
+  }
+
+  void raw_broadcast(at::Tensor& t, int root, const char* what) override {
+    std::vector<at::Tensor> tensors{t};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    wait(start(what, [&] { return pg_->broadcast(tensors, o); }), what);
+  }
+
+  void raw_barrier(const char* what) override {
+    wait(start(what, [&] { return pg_->barrier(); }), what);
+  }
+
+  void post_failure(int rank, const std::string& message) override {
+    store_post_failure(*store_, rank, message);
+  }
+  std::optional<PeerFailure> read_failure() override { return store_read_failure(*store_); }
+
+ private:
+  std::string here(const char* what) const { return "rank " + std::to_string(rank()) + ": " + what; }
+
+  template <typename F>
+  c10::intrusive_ptr<c10d::Work> start(const char* what, F&& issue) {
+    try {
+      return issue();
+    } catch (const std::exception& e) {
+      fail_and_post(here(what) + " could not start: " + first_line(e.what()));
+    }
+  }
+
+  // Posts this rank's failure so that peers stop waiting for it, then throws.
+  [[noreturn]] void fail_and_post(const std::string& message) {
+    report_failure(message);
+    fail(message);
+  }
+
+  [[noreturn]] void peer_failed(const PeerFailure& f) {
+    fail("rank " + std::to_string(f.rank) + " failed: " + f.message);
+  }
+
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    for (;;) {
+      std::exception_ptr failure;
+      try {
+        work->wait(kWaitSlice);  // throws when the slice ends first, too
+        return;
+      } catch (const std::exception&) {
+        if (work->isCompleted()) {
+          failure = work->exception();
+          if (!failure) return;  // finished just after the slice ended
+        }
+      }
+      if (failure) {
+        // The transport failed, typically because a peer closed its
+        // connections after it failed: name that peer if it said so.
+        if (auto f = peer_failure(); f && f->rank != rank()) peer_failed(*f);
+        std::string why;
+        try {
+          std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+          why = first_line(e.what());
+        }
+        if (why.find("Timed out") != std::string::npos) {
+          fail_and_post(here(what) + " timed out in the Gloo transport: " + why);
+        }
+        fail_and_post(here(what) + " failed: " + why);
+      }
+      if (auto f = peer_failure(); f && f->rank != rank()) {
+        abandoned_ = work;
+        peer_failed(*f);
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        abandoned_ = work;
+        fail_and_post(here(what) + " timed out after " + std::to_string(timeout().count()) +
+                      " ms: a peer rank did not join it (group of " + std::to_string(size()) + ")");
+      }
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  c10::intrusive_ptr<c10d::Work> abandoned_;
+};
+
+}  // namespace
+
+void store_post_failure(c10d::Store& store, int rank, const std::string& message) {
+  // Only the first failure is kept: it is the cause, later ones are echoes.
+  if (store.add(kFailureSeqKey, 1) != 1) return;
+  std::string value = std::to_string(rank) + "\n" + message;
+  store.set(kFailureKey, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::optional<PeerFailure> store_read_failure(c10d::Store& store) {
+  if (!store.check({kFailureKey})) return std::nullopt;
+  std::vector<uint8_t> raw = store.get(kFailureKey);
+  std::string value(raw.begin(), raw.end());
+  size_t nl = value.find('\n');
+  PeerFailure f;
+  f.rank = std::stoi(value.substr(0, nl));
+  f.message = nl == std::string::npos ? std::string() : value.substr(nl + 1);
+  return f;
+}
+
+void store_depart(c10d::Store& store, int size, std::chrono::milliseconds bound) {
+  try {
+    if (store.add(kDepartedKey, 1) >= size) {
+      store.set(kAllDepartedKey, std::vector<uint8_t>{1});
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    while (!store.check({kAllDepartedKey}) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (...) {
+    // The store is gone (its server left): nobody is left to wait for.
+  }
+}
+
+std::unique_ptr<Group> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                       std::chrono::milliseconds timeout, const std::string& hostname) {
+  return std::make_unique<GlooGroup>(store, rank, size, timeout, hostname);
+}
+
+}  // namespace h3::dist

@@ -1,0 +1,303 @@
+// The backend-independent half of Group: metadata exchange, agreement on
+// shapes/dtypes/roots, dtype handling and the broken-group rule. The backends
+// only move contiguous buffers (raw_*).
+#include "dist/group.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace h3::dist {
+
+namespace {
+
+constexpr int64_t kMaxDims = 8;
+constexpr int64_t kNoRoot = -1;  // all_reduce and all_gather have no root
+// Layout of one rank's metadata row: status, dtype, root, numel, ndim, dims...
+constexpr int64_t kMetaLen = 5 + kMaxDims;
+
+enum MetaStatus : int64_t { kMetaOk = 0, kMetaWrongDevice = 1, kMetaTooManyDims = 2 };
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+// Dtypes that Gloo reduces natively; the others are reduced in float32 (half
+// precision) or refused (bool, complex) by every rank alike.
+bool reducible_natively(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+    case at::kDouble:
+    case at::kInt:
+    case at::kLong:
+    case at::kChar:
+    case at::kByte: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+struct Group::TensorMeta {
+  int64_t status = kMetaOk;
+  at::ScalarType dtype = at::kFloat;
+  int64_t root = 0;
+  int64_t numel = 0;
+  std::vector<int64_t> shape;
+};
+
+Group::Group(int rank, int size, std::chrono::milliseconds timeout, c10::Device device)
+    : rank_(rank), size_(size), timeout_(timeout), device_(device) {}
+
+Group::~Group() = default;
+
+void Group::fail(const std::string& message) {
+  if (broken_.empty()) broken_ = message;
+  throw Error(ErrorKind::kDistributed, message);
+}
+
+void Group::check_usable(const char* what) {
+  if (!broken_.empty()) {
+    throw Error(ErrorKind::kDistributed, "rank " + std::to_string(rank_) + ": cannot run " + what +
+                                             ": the group failed earlier (" + broken_ + ")");
+  }
+  // A peer that already failed will not join. Checking before (never after)
+  // a collective keeps agreed errors identical: no rank can finish a
+  // collective, fail and post before every rank has passed this check.
+  if (size_ > 1) {
+    if (auto f = peer_failure(); f && f->rank != rank_) {
+      fail("rank " + std::to_string(f->rank) + " failed: " + f->message);
+    }
+  }
+}
+
+void Group::report_failure(const std::string& message) {
+  if (broken_.empty()) broken_ = "this rank failed: " + message;
+  try {
+    post_failure(rank_, message);
+  } catch (...) {
+    // The board is unreachable (a dead store server): peers then find out
+    // through the closed connections or their timeout.
+  }
+}
+
+std::optional<PeerFailure> Group::peer_failure() {
+  try {
+    return read_failure();
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// Every rank learns every rank's shape, dtype, device status and root in one
+// small all_gather, so each check below raises the same error on every rank.
+std::vector<Group::TensorMeta> Group::exchange_meta(const at::Tensor& t, int64_t root, const char* what) {
+  std::vector<int64_t> row(kMetaLen, 0);
+  if (t.device().type() != device_.type()) row[0] = kMetaWrongDevice;
+  if (t.dim() > kMaxDims) row[0] = kMetaTooManyDims;
+  row[1] = static_cast<int64_t>(t.scalar_type());
+  row[2] = root;
+  row[3] = t.numel();
+  row[4] = t.dim();
+  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kMaxDims); ++d) row[5 + d] = t.size(d);
+
+  std::vector<TensorMeta> metas(size_);
+  if (size_ == 1) {
+    metas[0] = TensorMeta{row[0], t.scalar_type(), root, t.numel(), t.sizes().vec()};
+  } else {
+    at::Tensor mine = at::tensor(row, at::kLong).to(device_);
+    at::Tensor all = at::empty({size_ * kMetaLen}, mine.options());
+    raw_all_gather(mine, all, what);
+    at::Tensor host = all.cpu();
+    const int64_t* p = host.data_ptr<int64_t>();
+    for (int r = 0; r < size_; ++r) {
+      const int64_t* m = p + r * kMetaLen;
+      TensorMeta& meta = metas[r];
+      meta.status = m[0];
+      meta.dtype = static_cast<at::ScalarType>(m[1]);
+      meta.root = m[2];
+      meta.numel = m[3];
+      meta.shape.assign(m + 5, m + 5 + std::min<int64_t>(m[4], kMaxDims));
+    }
+  }
+
+  const std::string op(what);
+  for (int r = 0; r < size_; ++r) {
+    if (metas[r].status == kMetaWrongDevice) {
+      fail(op + ": rank " + std::to_string(r) + " passed a tensor on the wrong device; this " + backend() +
+           " group needs tensors on " + device_.str());
+    }
+    if (metas[r].status == kMetaTooManyDims) {
+      fail(op + ": rank " + std::to_string(r) + " passed a tensor of more than " + std::to_string(kMaxDims) +
+           " dimensions; reshape it first");
+    }
+    if (metas[r].dtype != metas[0].dtype) {
+      fail(op + ": ranks disagree on the dtype: rank 0 passes " + c10::toString(metas[0].dtype) + ", rank " +
+           std::to_string(r) + " passes " + c10::toString(metas[r].dtype));
+    }
+    if (metas[r].root != metas[0].root) {
+      fail(op + ": ranks disagree on the root: rank 0 names " + std::to_string(metas[0].root) + ", rank " +
+           std::to_string(r) + " names " + std::to_string(metas[r].root));
+    }
+  }
+  if (root != kNoRoot && (root < 0 || root >= size_)) {
+    fail(op + ": root " + std::to_string(root) + " is not a rank of this group of " + std::to_string(size_));
+  }
+  return metas;
+}
+
+void Group::all_reduce(at::Tensor& t, ReduceOp op) {
+  check_usable("all_reduce");
+  auto metas = exchange_meta(t, kNoRoot, "all_reduce");
+  for (int r = 1; r < size_; ++r) {
+    if (metas[r].shape != metas[0].shape) {
+      fail("all_reduce: ranks disagree on the shape: rank 0 passes " + shape_string(metas[0].shape) +
+           ", rank " + std::to_string(r) + " passes " + shape_string(metas[r].shape));
+    }
+  }
+  const at::ScalarType dtype = metas[0].dtype;
+  if (dtype == at::kBool || at::isComplexType(dtype)) {
+    fail(std::string("all_reduce: dtype ") + c10::toString(dtype) + " cannot be reduced; convert it first");
+  }
+  if (size_ == 1 || t.numel() == 0) return;
+  // Half-precision sums are carried out in float32 (also more accurate), then rounded once.
+  at::Tensor work = reducible_natively(dtype) ? t.contiguous() : t.to(at::kFloat).contiguous();
+  raw_all_reduce(work, op, "all_reduce");
+  if (!work.is_same(t)) t.copy_(work);
+}
+
+std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
+  check_usable("all_gather");
+  auto metas = exchange_meta(t, kNoRoot, "all_gather");
+  const at::ScalarType dtype = metas[0].dtype;
+  const int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
+  int64_t max_numel = 0;
+  for (const auto& m : metas) max_numel = std::max(max_numel, m.numel);
+
+  std::vector<at::Tensor> out;
+  out.reserve(size_);
+  if (size_ == 1) {
+    out.push_back(t.clone(at::MemoryFormat::Contiguous));
+    return out;
+  }
+  at::TensorOptions opts = at::TensorOptions().dtype(dtype).device(device_);
+  if (max_numel == 0) {
+    for (const auto& m : metas) out.push_back(at::empty(m.shape, opts));
+    return out;
+  }
+  // Every rank sends max_numel elements (its own, zero-padded) as raw bytes,
+  // so any dtype travels and the transport sees equal sizes everywhere.
+  const int64_t slot = max_numel * item;
+  at::Tensor mine = at::zeros({slot}, at::TensorOptions().dtype(at::kByte).device(device_));
+  if (t.numel() > 0) {
+    mine.narrow(0, 0, t.numel() * item).copy_(t.contiguous().view({-1}).view(at::kByte));
+  }
+  at::Tensor all = at::empty({size_ * slot}, mine.options());
+  raw_all_gather(mine, all, "all_gather");
+  for (int r = 0; r < size_; ++r) {
+    at::Tensor bytes = all.narrow(0, r * slot, metas[r].numel * item);
+    out.push_back(metas[r].numel == 0 ? at::empty(metas[r].shape, opts)
+                                      : bytes.view(dtype).view(metas[r].shape));
+  }
+  return out;
+}
+
+void Group::broadcast(at::Tensor& t, int root) {
+  check_usable("broadcast");
+  auto metas = exchange_meta(t, root, "broadcast");
+  for (int r = 0; r < size_; ++r) {
+    if (metas[r].shape != metas[root].shape) {
+      fail("broadcast: rank " + std::to_string(r) + " passes shape " + shape_string(metas[r].shape) +
+           " but the root, rank " + std::to_string(root) + ", passes " + shape_string(metas[root].shape));
+    }
+  }
+  if (size_ == 1 || t.numel() == 0) return;
+  at::Tensor work = t.contiguous();
+  at::Tensor bytes = work.view({-1}).view(at::kByte);
+  raw_broadcast(bytes, root, "broadcast");
+  if (!work.is_same(t)) t.copy_(work);
+}
+
+void Group::barrier() {
+  check_usable("barrier");
+  if (size_ > 1) raw_barrier("barrier");
+}
+
+int64_t Group::all_reduce_int(int64_t v, ReduceOp op) {
+  check_usable("all_reduce_int");
+  if (size_ == 1) return v;
+  at::Tensor t = at::full({1}, v, at::TensorOptions().dtype(at::kLong).device(device_));
+  raw_all_reduce(t, op, "all_reduce_int");
+  return t.cpu().item<int64_t>();
+}
+
+// Carried by an all_gather of (root, value) so that a rank naming another
+// root is an agreed error rather than a transport-level mismatch.
+int64_t Group::broadcast_int(int64_t v, int root) {
+  check_usable("broadcast_int");
+  at::Tensor mine = at::tensor(std::vector<int64_t>{root, v}, at::kLong).to(device_);
+  at::Tensor all = mine;
+  if (size_ > 1) {
+    all = at::empty({2 * size_}, mine.options());
+    raw_all_gather(mine, all, "broadcast_int");
+  }
+  at::Tensor host = all.cpu();
+  const int64_t* p = host.data_ptr<int64_t>();
+  for (int r = 0; r < size_; ++r) {
+    if (p[2 * r] != p[0]) {
+      fail("broadcast_int: ranks disagree on the root: rank 0 names " + std::to_string(p[0]) + ", rank " +
+           std::to_string(r) + " names " + std::to_string(p[2 * r]));
+    }
+  }
+  if (root < 0 || root >= size_) {
+    fail("broadcast_int: root " + std::to_string(root) + " is not a rank of this group of " +
+         std::to_string(size_));
+  }
+  return p[2 * root + 1];
+}
+
+std::string Group::broadcast_string(const std::string& s, int root) {
+  check_usable("broadcast_string");
+  const int64_t len = broadcast_int(static_cast<int64_t>(s.size()), root);
+  if (size_ == 1) return s;
+  if (len == 0) return std::string();
+  at::Tensor bytes = at::empty({len}, at::kByte);
+  if (rank_ == root) std::memcpy(bytes.data_ptr<uint8_t>(), s.data(), s.size());
+  bytes = bytes.to(device_);
+  raw_broadcast(bytes, root, "broadcast_string");
+  at::Tensor host = bytes.cpu();
+  return std::string(reinterpret_cast<const char*>(host.data_ptr<uint8_t>()), static_cast<size_t>(len));
+}
+
+namespace {
+
+// Size 1: every collective is the identity, so nothing is ever sent.
+class SingleGroup final : public Group {
+ public:
+  SingleGroup() : Group(0, 1, std::chrono::seconds(60), c10::Device(c10::kCPU)) {}
+  const char* backend() const override { return "single"; }
+
+ protected:
+  void raw_all_reduce(at::Tensor&, ReduceOp, const char*) override {}
+  void raw_all_gather(const at::Tensor& in, at::Tensor& out, const char*) override {
+    out.copy_(in.view({-1}));
+  }
+  void raw_broadcast(at::Tensor&, int, const char*) override {}
+  void raw_barrier(const char*) override {}
+  void post_failure(int, const std::string&) override {}
+  std::optional<PeerFailure> read_failure() override { return std::nullopt; }
+};
+
+}  // namespace
+
+std::unique_ptr<Group> make_single_group() {
+  return std::make_unique<SingleGroup>();
+}
+
+}  // namespace h3::dist

@@ -1,0 +1,107 @@
+// One rank's view of a process group: the collectives the engine needs on
+// at::Tensor, with the same interface whatever carries them (Gloo for CPU
+// tensors, NCCL for CUDA tensors, or nothing at all for a single rank).
+//
+// Every public collective is safe against the multi-rank hangs seen in the
+// reference implementation:
+//  - shapes, dtypes, roots and devices are exchanged before the data, so a
+//    disagreement raises the same h3::Error on every rank instead of a rank
+//    leaving early (or a transport reading garbage);
+//  - every wait is bounded by timeout(): a rank that never joins gives an
+//    h3::Error(kDistributed) naming this rank and the operation;
+//  - a failure posted by a peer (report_failure) ends the wait at once with
+//    h3::Error(kDistributed, "rank R failed: <message>").
+// After any failure the group is unusable: the transport's state is out of
+// step, so every later collective throws the first error again.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace h3::dist {
+
+enum class ReduceOp { kSum, kMax };
+
+// A failure some rank reported to the group (report_failure).
+struct PeerFailure {
+  int rank = -1;
+  std::string message;
+};
+
+class Group {  // one rank's view of its process group; used from one thread
+ public:
+  virtual ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // The device the group's tensors must live on (CPU for Gloo, a CUDA device for NCCL).
+  c10::Device device() const { return device_; }
+  // "gloo", "nccl" or "single".
+  virtual const char* backend() const = 0;
+
+  // In place; every rank passes a tensor of the same shape and dtype.
+  void all_reduce(at::Tensor& t, ReduceOp op = ReduceOp::kSum);
+  // Shapes may differ per rank (empty tensors included); dtypes must agree.
+  // Returns one tensor per rank, in rank order.
+  std::vector<at::Tensor> all_gather(const at::Tensor& t);
+  // In place: every rank passes a tensor of the same shape and dtype and the same root.
+  void broadcast(at::Tensor& t, int root);
+  void barrier();
+  int64_t all_reduce_int(int64_t v, ReduceOp op = ReduceOp::kSum);
+  int64_t broadcast_int(int64_t v, int root);
+  std::string broadcast_string(const std::string& s, int root);
+
+  // Tells the peers that this rank failed with `message`: their pending and
+  // later collectives end with "rank <this> failed: <message>" instead of
+  // waiting for the timeout. The first failure reported in a group wins.
+  // Never throws. run_threads calls it when a rank's function throws; a
+  // process of a TCP world calls it before it gives up.
+  void report_failure(const std::string& message);
+  // The first failure any rank reported, if one was (does not block).
+  std::optional<PeerFailure> peer_failure();
+  // True once a collective of this group failed or timed out.
+  bool broken() const { return !broken_.empty(); }
+
+ protected:
+  Group(int rank, int size, std::chrono::milliseconds timeout, c10::Device device);
+
+  // Transport primitives on contiguous tensors on device(); `what` names the
+  // public operation for error messages. They throw h3::Error(kDistributed).
+  virtual void raw_all_reduce(at::Tensor& t, ReduceOp op, const char* what) = 0;
+  // `out` is flat, size() * in.numel() elements of in's dtype; rank r's part at r * in.numel().
+  virtual void raw_all_gather(const at::Tensor& in, at::Tensor& out, const char* what) = 0;
+  virtual void raw_broadcast(at::Tensor& t, int root, const char* what) = 0;
+  virtual void raw_barrier(const char* what) = 0;
+  // The failure board shared by the ranks (the rendezvous store for Gloo and NCCL).
+  virtual void post_failure(int rank, const std::string& message) = 0;
+  virtual std::optional<PeerFailure> read_failure() = 0;
+
+  // Marks the group unusable and throws h3::Error(kDistributed, message).
+  [[noreturn]] void fail(const std::string& message);
+  // Throws the first error again if the group is broken, or the peer error
+  // if a peer reported a failure.
+  void check_usable(const char* what);
+
+ private:
+  struct TensorMeta;
+  std::vector<TensorMeta> exchange_meta(const at::Tensor& t, int64_t root, const char* what);
+
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+  c10::Device device_;
+  std::string broken_;
+};
+
+std::unique_ptr<Group> make_single_group();  // size 1: every collective is local (no Gloo)
+
+}  // namespace h3::dist

@@ -1,0 +1,179 @@
+// Thread worlds over a private HashStore, and TCP worlds over a TCPStore.
+#include "dist/world.h"
+
+#include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "common/error.h"
+#include "dist/gloo_group.h"
+
+namespace h3::dist {
+
+namespace {
+
+RankResult failed(int rank, std::exception_ptr e) {
+  RankResult r{rank, false, "", e};
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    r.error = ex.what();
+  } catch (...) {
+    r.error = "unknown exception";
+  }
+  return r;
+}
+
+void check_timeout(const WorldOptions& opts) {
+  if (opts.timeout.count() <= 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "world timeout must be positive, got " + std::to_string(opts.timeout.count()) + " ms");
+  }
+}
+
+// Gloo binds to the interface that reaches `host`: loopback for a local
+// world, the machine's own hostname otherwise.
+std::string gloo_hostname(const std::string& host) {
+  if (host == "localhost" || host.rfind("127.", 0) == 0) return "127.0.0.1";
+  return std::string();
+}
+
+c10d::TCPStoreOptions store_options(int port, bool server, int size, const WorldOptions& opts) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.isServer = server;
+  o.numWorkers = size;
+  o.waitWorkers = false;  // the Gloo connection is the real rendezvous, bounded by the timeout
+  o.timeout = opts.timeout;
+  return o;
+}
+
+void check_world(int size, int rank, const WorldOptions& opts) {
+  check_timeout(opts);
+  if (size < 1)
+    throw Error(ErrorKind::kInvalidArgument, "world size must be at least 1, got " + std::to_string(size));
+  if (rank < 0 || rank >= size) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "rank " + std::to_string(rank) + " is outside a world of " + std::to_string(size) + " ranks");
+  }
+}
+
+}  // namespace
+
+std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>& fn,
+                                    const WorldOptions& opts) {
+  check_world(size, 0, opts);
+  std::vector<RankResult> results(size);
+  if (size == 1) {
+    results[0] = RankResult{0, true, "", nullptr};
+    try {
+      auto g = make_single_group();
+      fn(*g);
+    } catch (...) {
+      results[0] = failed(0, std::current_exception());
+    }
+    return results;
+  }
+
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(opts.timeout);
+  std::vector<std::thread> threads;
+  threads.reserve(size);
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      results[rank] = RankResult{rank, true, "", nullptr};
+      std::unique_ptr<Group> group;
+      try {
+        group = make_gloo_group(store, rank, size, opts.timeout, "127.0.0.1");
+      } catch (...) {
+        // A peer that failed while this rank was still connecting is the cause.
+        std::optional<PeerFailure> cause;
+        try {
+          cause = store_read_failure(*store);
+        } catch (...) {
+        }
+        if (cause && cause->rank != rank) {
+          results[rank] = failed(rank, std::make_exception_ptr(Error(ErrorKind::kDistributed,
+                                                                     "rank " + std::to_string(cause->rank) +
+                                                                         " failed: " + cause->message)));
+          return;
+        }
+        results[rank] = failed(rank, std::current_exception());
+        try {
+          store_post_failure(*store, rank, results[rank].error);  // peers still connecting stop waiting
+        } catch (...) {
+        }
+        store_depart(*store, size, std::chrono::milliseconds(0));
+        return;
+      }
+      try {
+        fn(*group);
+      } catch (...) {
+        results[rank] = failed(rank, std::current_exception());
+        // Posted before the group closes (its destructor waits for the
+        // peers to leave): peers waiting for this rank see it within a slice.
+        group->report_failure(results[rank].error);
+      }
+      group.reset();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+std::unique_ptr<Group> join_tcp(const std::string& host, int port, int size, int rank,
+                                const WorldOptions& opts) {
+  check_world(size, rank, opts);
+  if (port < 1 || port > 65535) {
+    throw Error(ErrorKind::kInvalidArgument, "join_tcp: port " + std::to_string(port) +
+                                                 " is not a TCP port (1..65535); rank 0 of a world on a "
+                                                 "system-chosen port uses TcpServer");
+  }
+  if (rank == 0) {
+    TcpServer server(host, port, size, opts);
+    return server.join();
+  }
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(host, store_options(port, false, size, opts));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    throw Error(ErrorKind::kDistributed, "rank " + std::to_string(rank) +
+                                             ": could not reach the rendezvous store at " + host + ":" +
+                                             std::to_string(port) + ": " + what.substr(0, what.find('\n')));
+  }
+  if (size == 1) return make_single_group();
+  return make_gloo_group(store, rank, size, opts.timeout, gloo_hostname(host));
+}
+
+TcpServer::TcpServer(const std::string& host, int port, int size, const WorldOptions& opts)
+    : host_(host), size_(size), opts_(opts) {
+  check_world(size, 0, opts);
+  if (port < 0 || port > 65535) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "TcpServer: port " + std::to_string(port) + " is not a TCP port (0 lets the system choose)");
+  }
+  try {
+    store_ = c10::make_intrusive<c10d::TCPStore>(host, store_options(port, true, size, opts));
+    port_ = store_->getPort();
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    throw Error(ErrorKind::kDistributed, "rank 0: could not serve the rendezvous store on " + host + ":" +
+                                             std::to_string(port) + ": " + what.substr(0, what.find('\n')));
+  }
+}
+
+TcpServer::~TcpServer() = default;
+
+int TcpServer::port() const {
+  return port_;
+}
+
+std::unique_ptr<Group> TcpServer::join() {
+  if (!store_) throw Error(ErrorKind::kInternal, "TcpServer::join called twice");
+  auto store = std::move(store_);
+  if (size_ == 1) return make_single_group();
+  return make_gloo_group(store, 0, size_, opts_.timeout, gloo_hostname(host_));
+}
+
+}  // namespace h3::dist

@@ -1,0 +1,72 @@
+// Starting ranks: as threads of this process (the GStreamer element's form),
+// or as processes/hosts that meet at a TCP rendezvous store.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/group.h"
+
+namespace c10d {
+class TCPStore;
+}
+
+namespace h3::dist {
+
+struct WorldOptions {
+  // Bound on every collective and on connecting the ranks.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+};
+
+struct RankResult {
+  int rank;
+  bool ok;
+  std::string error;             // what() of the rank's exception; empty when ok
+  std::exception_ptr exception;  // the exception itself, for rethrowing; null when ok
+};
+
+// Starts `size` ranks as threads, each with its own Group (Gloo over a private
+// store, so concurrent worlds never collide), runs fn, joins all and returns
+// every rank's outcome in rank order (never throws for a rank's failure).
+// When fn throws on a rank, that rank reports the failure to its group before
+// its group closes, so peers waiting in a collective end within a moment with
+// "rank R failed: <message>". size 1 runs fn on make_single_group().
+// Throws h3::Error(kInvalidArgument) for size < 1.
+std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>& fn,
+                                    const WorldOptions& opts = {});
+
+// A rank of a multi-process world joins through a TCPStore at host:port; rank
+// 0 serves the store there (port must then be fixed and free). Returns once
+// all `size` ranks have joined, or throws h3::Error(kDistributed) after the
+// timeout. A process whose work fails should call Group::report_failure
+// before it gives up, so that its peers do not wait for the timeout.
+std::unique_ptr<Group> join_tcp(const std::string& host, int port, int size, int rank,
+                                const WorldOptions& opts = {});
+
+// Rank 0's side of a TCP world on a port the system chooses (port 0): serve
+// first, hand port() to the other ranks (which call join_tcp), then join().
+class TcpServer {
+ public:
+  TcpServer(const std::string& host, int port, int size, const WorldOptions& opts = {});
+  ~TcpServer();
+  TcpServer(const TcpServer&) = delete;
+  TcpServer& operator=(const TcpServer&) = delete;
+
+  int port() const;
+  // Rank 0's group; call once.
+  std::unique_ptr<Group> join();
+
+ private:
+  std::string host_;
+  int size_;
+  int port_ = 0;
+  WorldOptions opts_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+};
+
+}  // namespace h3::dist

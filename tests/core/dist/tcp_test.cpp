@@ -1,0 +1,121 @@
+// Two processes joined over a TCPStore on loopback: this test is rank 0 (the
+// store server, on a port the system chooses) and dist_tcp_peer, built next
+// to this binary, is rank 1.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <string>
+#include <thread>
+
+#include "common/error.h"
+#include "dist/world.h"
+
+extern char** environ;
+
+namespace h3::dist {
+namespace {
+
+std::string peer_path() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "dist_tcp_peer";
+  std::string self(buf, static_cast<size_t>(n));
+  return self.substr(0, self.rfind('/') + 1) + "dist_tcp_peer";
+}
+
+class Peer {
+ public:
+  Peer(int port, const std::string& mode) {
+    std::string path = peer_path();
+    std::string port_s = std::to_string(port);
+    std::vector<std::string> args{path, "127.0.0.1", port_s, "2", "1", mode};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, path.c_str(), nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
+  }
+  ~Peer() {
+    if (pid_ > 0 && !done_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+  // The peer's exit status, or -1 if it did not exit within 60 s (then killed).
+  int wait() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int status = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        done_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool done_ = false;
+};
+
+WorldOptions opts30() {
+  WorldOptions o;
+  o.timeout = std::chrono::seconds(30);
+  return o;
+}
+
+TEST(TcpWorld, TwoProcessesAllReduceAndAllGather) {
+  TcpServer server("127.0.0.1", 0, 2, opts30());
+  ASSERT_GT(server.port(), 0);
+  Peer peer(server.port(), "collectives");
+  ASSERT_TRUE(peer.started()) << peer_path();
+  auto g = server.join();
+  EXPECT_EQ(g->rank(), 0);
+  EXPECT_EQ(g->size(), 2);
+  EXPECT_STREQ(g->backend(), "gloo");
+  at::Tensor t = at::full({1000}, 1.0f);
+  g->all_reduce(t);
+  EXPECT_TRUE(at::equal(t, at::full({1000}, 3.0f)));
+  auto all = g->all_gather(at::arange(0, at::kLong));  // rank 0 contributes nothing
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].numel(), 0);
+  EXPECT_TRUE(at::equal(all[1], at::arange(5, at::kLong)));
+  EXPECT_EQ(g->broadcast_string("hello from rank 0", 0), "hello from rank 0");
+  g->barrier();
+  g.reset();  // leaving the group waits for the peer to leave it too
+  EXPECT_EQ(peer.wait(), 0);
+}
+
+TEST(TcpWorld, PeerProcessFailureReachesRank0) {
+  TcpServer server("127.0.0.1", 0, 2, opts30());
+  Peer peer(server.port(), "fail");
+  ASSERT_TRUE(peer.started());
+  auto g = server.join();
+  at::Tensor t = at::ones({4});
+  try {
+    g->all_reduce(t);
+    ADD_FAILURE() << "all_reduce returned although the peer left";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kDistributed);
+    EXPECT_STREQ(e.what(), "rank 1 failed: peer process 1 could not load its shard");
+  }
+  g.reset();
+  EXPECT_EQ(peer.wait(), 0);
+}
+
+TEST(TcpWorld, RejectsBadArguments) {
+  EXPECT_THROW(join_tcp("127.0.0.1", 0, 2, 1), Error);      // a client needs the server's port
+  EXPECT_THROW(join_tcp("127.0.0.1", 5000, 2, 2), Error);   // rank outside the world
+  EXPECT_THROW(join_tcp("127.0.0.1", 70000, 2, 1), Error);  // not a port
+  EXPECT_THROW(TcpServer("127.0.0.1", -1, 2), Error);
+}
+
+}  // namespace
+}  // namespace h3::dist
