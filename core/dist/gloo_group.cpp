@@ -9,15 +9,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "common/error.h"
+#include "dist/store_board.h"
 
 namespace h3::dist {
 
 namespace {
 
-constexpr const char* kFailureSeqKey = "h3/failure_seq";
-constexpr const char* kFailureKey = "h3/failure";
-constexpr const char* kDepartedKey = "h3/departed";
-constexpr const char* kAllDepartedKey = "h3/all_departed";
 // How often a waiting rank looks at the failure board and the clock.
 constexpr std::chrono::milliseconds kWaitSlice{20};
 constexpr std::chrono::milliseconds kGlooGrace{1000};
@@ -93,9 +90,7 @@ class GlooGroup final : public Group {
     wait(start(what, [&] { return pg_->barrier(); }), what);
   }
 
-  void post_failure(int rank, const std::string& message) override {
-    store_post_failure(*store_, rank, message);
-  }
+  void post_failure(const PeerFailure& f) override { store_post_failure(*store_, f); }
   std::optional<PeerFailure> read_failure() override { return store_read_failure(*store_); }
 
  private:
@@ -126,11 +121,15 @@ class GlooGroup final : public Group {
       std::exception_ptr failure;
       try {
         work->wait(kWaitSlice);  // throws when the slice ends first, too
+        note_completed();
         return;
       } catch (const std::exception&) {
         if (work->isCompleted()) {
           failure = work->exception();
-          if (!failure) return;  // finished just after the slice ended
+          if (!failure) {  // finished just after the slice ended
+            note_completed();
+            return;
+          }
         }
       }
       if (failure) {
@@ -148,7 +147,7 @@ class GlooGroup final : public Group {
         }
         fail_and_post(here(what) + " failed: " + why);
       }
-      if (auto f = peer_failure(); f && f->rank != rank()) {
+      if (auto f = peer_failure(); f && never_joins(*f)) {
         abandoned_ = work;
         peer_failed(*f);
       }
@@ -166,39 +165,6 @@ class GlooGroup final : public Group {
 };
 
 }  // namespace
-
-void store_post_failure(c10d::Store& store, int rank, const std::string& message) {
-  // Only the first failure is kept: it is the cause, later ones are echoes.
-  if (store.add(kFailureSeqKey, 1) != 1) return;
-  std::string value = std::to_string(rank) + "\n" + message;
-  store.set(kFailureKey, std::vector<uint8_t>(value.begin(), value.end()));
-}
-
-std::optional<PeerFailure> store_read_failure(c10d::Store& store) {
-  if (!store.check({kFailureKey})) return std::nullopt;
-  std::vector<uint8_t> raw = store.get(kFailureKey);
-  std::string value(raw.begin(), raw.end());
-  size_t nl = value.find('\n');
-  PeerFailure f;
-  f.rank = std::stoi(value.substr(0, nl));
-  f.message = nl == std::string::npos ? std::string() : value.substr(nl + 1);
-  return f;
-}
-
-void store_depart(c10d::Store& store, int size, std::chrono::milliseconds bound) {
-  try {
-    if (store.add(kDepartedKey, 1) >= size) {
-      store.set(kAllDepartedKey, std::vector<uint8_t>{1});
-      return;
-    }
-    const auto deadline = std::chrono::steady_clock::now() + bound;
-    while (!store.check({kAllDepartedKey}) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  } catch (...) {
-    // The store is gone (its server left): nobody is left to wait for.
-  }
-}
 
 std::unique_ptr<Group> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                        std::chrono::milliseconds timeout, const std::string& hostname) {

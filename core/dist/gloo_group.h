@@ -18,11 +18,4 @@ namespace h3::dist {
 std::unique_ptr<Group> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                        std::chrono::milliseconds timeout, const std::string& hostname);
 
-// The failure board both backends keep in the rendezvous store.
-void store_post_failure(c10d::Store& store, int rank, const std::string& message);
-std::optional<PeerFailure> store_read_failure(c10d::Store& store);
-// Counts this rank out of the group and waits (at most `bound`) until every
-// rank has: no rank closes its connections while a peer still uses them.
-void store_depart(c10d::Store& store, int size, std::chrono::milliseconds bound);
-
 }  // namespace h3::dist

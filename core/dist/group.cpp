@@ -80,7 +80,7 @@ void Group::check_usable(const char* what) {
 void Group::report_failure(const std::string& message) {
   if (broken_.empty()) broken_ = "this rank failed: " + message;
   try {
-    post_failure(rank_, message);
+    post_failure(PeerFailure{rank_, message, completed_});
   } catch (...) {
     // The board is unreachable (a dead store server): peers then find out
     // through the closed connections or their timeout.
@@ -99,7 +99,7 @@ std::optional<PeerFailure> Group::peer_failure() {
 // small all_gather, so each check below raises the same error on every rank.
 std::vector<Group::TensorMeta> Group::exchange_meta(const at::Tensor& t, int64_t root, const char* what) {
   std::vector<int64_t> row(kMetaLen, 0);
-  if (t.device().type() != device_.type()) row[0] = kMetaWrongDevice;
+  if (!accepts_device(t.device())) row[0] = kMetaWrongDevice;
   if (t.dim() > kMaxDims) row[0] = kMetaTooManyDims;
   row[1] = static_cast<int64_t>(t.scalar_type());
   row[2] = root;
@@ -284,13 +284,14 @@ class SingleGroup final : public Group {
   const char* backend() const override { return "single"; }
 
  protected:
+  bool accepts_device(const c10::Device&) const override { return true; }  // nothing leaves the tensor
   void raw_all_reduce(at::Tensor&, ReduceOp, const char*) override {}
   void raw_all_gather(const at::Tensor& in, at::Tensor& out, const char*) override {
     out.copy_(in.view({-1}));
   }
   void raw_broadcast(at::Tensor&, int, const char*) override {}
   void raw_barrier(const char*) override {}
-  void post_failure(int, const std::string&) override {}
+  void post_failure(const PeerFailure&) override {}
   std::optional<PeerFailure> read_failure() override { return std::nullopt; }
 };
 

@@ -32,6 +32,10 @@ enum class ReduceOp { kSum, kMax };
 struct PeerFailure {
   int rank = -1;
   std::string message;
+  // How many transport collectives that rank had completed when it failed:
+  // a peer still waiting in a collective the failing rank completed keeps
+  // waiting (its data is on the way), one waiting in a later one gives up.
+  int64_t completed = 0;
 };
 
 class Group {  // one rank's view of its process group; used from one thread
@@ -51,7 +55,7 @@ class Group {  // one rank's view of its process group; used from one thread
   // In place; every rank passes a tensor of the same shape and dtype.
   void all_reduce(at::Tensor& t, ReduceOp op = ReduceOp::kSum);
   // Shapes may differ per rank (empty tensors included); dtypes must agree.
-  // Returns one tensor per rank, in rank order.
+  // Returns one tensor per rank, in rank order (views into one received buffer).
   std::vector<at::Tensor> all_gather(const at::Tensor& t);
   // In place: every rank passes a tensor of the same shape and dtype and the same root.
   void broadcast(at::Tensor& t, int root);
@@ -74,6 +78,9 @@ class Group {  // one rank's view of its process group; used from one thread
  protected:
   Group(int rank, int size, std::chrono::milliseconds timeout, c10::Device device);
 
+  // Whether tensors on `d` can travel through this group.
+  virtual bool accepts_device(const c10::Device& d) const { return d.type() == device_.type(); }
+
   // Transport primitives on contiguous tensors on device(); `what` names the
   // public operation for error messages. They throw h3::Error(kDistributed).
   virtual void raw_all_reduce(at::Tensor& t, ReduceOp op, const char* what) = 0;
@@ -82,8 +89,14 @@ class Group {  // one rank's view of its process group; used from one thread
   virtual void raw_broadcast(at::Tensor& t, int root, const char* what) = 0;
   virtual void raw_barrier(const char* what) = 0;
   // The failure board shared by the ranks (the rendezvous store for Gloo and NCCL).
-  virtual void post_failure(int rank, const std::string& message) = 0;
+  virtual void post_failure(const PeerFailure& f) = 0;
   virtual std::optional<PeerFailure> read_failure() = 0;
+
+  // Backends count each transport collective that completed on this rank.
+  void note_completed() { ++completed_; }
+  // Whether a posted failure means the rank will never join the collective
+  // this rank is waiting in (it failed before completing it).
+  bool never_joins(const PeerFailure& f) const { return f.rank != rank_ && f.completed <= completed_; }
 
   // Marks the group unusable and throws h3::Error(kDistributed, message).
   [[noreturn]] void fail(const std::string& message);
@@ -100,8 +113,10 @@ class Group {  // one rank's view of its process group; used from one thread
   std::chrono::milliseconds timeout_;
   c10::Device device_;
   std::string broken_;
+  int64_t completed_ = 0;
 };
 
-std::unique_ptr<Group> make_single_group();  // size 1: every collective is local (no Gloo)
+// Size 1: every collective is local (no Gloo), on tensors of any device.
+std::unique_ptr<Group> make_single_group();
 
 }  // namespace h3::dist

@@ -1,12 +1,18 @@
 // Thread worlds over a private HashStore, and TCP worlds over a TCPStore.
 #include "dist/world.h"
 
+#include <algorithm>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "common/error.h"
 #include "dist/gloo_group.h"
+#include "dist/store_board.h"
+#include "h3_config.h"
+#if H3_HAVE_CUDA && H3_TORCH_HAS_CUDA
+#include "dist/nccl_group.h"
+#endif
 
 namespace h3::dist {
 
@@ -48,8 +54,11 @@ c10d::TCPStoreOptions store_options(int port, bool server, int size, const World
   return o;
 }
 
+void check_backend(const WorldOptions& opts);
+
 void check_world(int size, int rank, const WorldOptions& opts) {
   check_timeout(opts);
+  check_backend(opts);
   if (size < 1)
     throw Error(ErrorKind::kInvalidArgument, "world size must be at least 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size) {
@@ -58,7 +67,33 @@ void check_world(int size, int rank, const WorldOptions& opts) {
   }
 }
 
+// The backend's group for one rank.
+std::unique_ptr<Group> make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                  const WorldOptions& opts, const std::string& gloo_host, int cuda_device) {
+  if (opts.backend == Backend::kGloo) return make_gloo_group(store, rank, size, opts.timeout, gloo_host);
+#if H3_HAVE_CUDA && H3_TORCH_HAS_CUDA
+  return make_nccl_group(store, rank, size, opts.timeout, cuda_device);
+#else
+  (void)cuda_device;
+  throw Error(
+      ErrorKind::kInvalidArgument,
+      "rank " + std::to_string(rank) +
+          ": this build has no NCCL backend (it needs NCCL and a CUDA LibTorch at build time); use gloo");
+#endif
+}
+
+void check_backend(const WorldOptions& opts) {
+  if (opts.backend == Backend::kNccl && !has_nccl()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "this build has no NCCL backend (it needs NCCL and a CUDA LibTorch at build time); use gloo");
+  }
+}
+
 }  // namespace
+
+bool has_nccl() {
+  return H3_HAVE_CUDA && H3_TORCH_HAS_CUDA;
+}
 
 std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>& fn,
                                     const WorldOptions& opts) {
@@ -84,7 +119,8 @@ std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>&
       results[rank] = RankResult{rank, true, "", nullptr};
       std::unique_ptr<Group> group;
       try {
-        group = make_gloo_group(store, rank, size, opts.timeout, "127.0.0.1");
+        group =
+            make_group(store, rank, size, opts, "127.0.0.1", opts.cuda_device >= 0 ? opts.cuda_device : rank);
       } catch (...) {
         // A peer that failed while this rank was still connecting is the cause.
         std::optional<PeerFailure> cause;
@@ -100,7 +136,8 @@ std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>&
         }
         results[rank] = failed(rank, std::current_exception());
         try {
-          store_post_failure(*store, rank, results[rank].error);  // peers still connecting stop waiting
+          store_post_failure(
+              *store, PeerFailure{rank, results[rank].error, 0});  // peers still connecting stop waiting
         } catch (...) {
         }
         store_depart(*store, size, std::chrono::milliseconds(0));
@@ -143,7 +180,7 @@ std::unique_ptr<Group> join_tcp(const std::string& host, int port, int size, int
                                              std::to_string(port) + ": " + what.substr(0, what.find('\n')));
   }
   if (size == 1) return make_single_group();
-  return make_gloo_group(store, rank, size, opts.timeout, gloo_hostname(host));
+  return make_group(store, rank, size, opts, gloo_hostname(host), std::max(opts.cuda_device, 0));
 }
 
 TcpServer::TcpServer(const std::string& host, int port, int size, const WorldOptions& opts)
@@ -173,7 +210,7 @@ std::unique_ptr<Group> TcpServer::join() {
   if (!store_) throw Error(ErrorKind::kInternal, "TcpServer::join called twice");
   auto store = std::move(store_);
   if (size_ == 1) return make_single_group();
-  return make_gloo_group(store, 0, size_, opts_.timeout, gloo_hostname(host_));
+  return make_group(store, 0, size_, opts_, gloo_hostname(host_), std::max(opts_.cuda_device, 0));
 }
 
 }  // namespace h3::dist

@@ -18,10 +18,22 @@ class TCPStore;
 
 namespace h3::dist {
 
+enum class Backend {
+  kGloo,  // CPU tensors, through c10d::ProcessGroupGloo
+  kNccl,  // CUDA tensors; only in builds with NCCL and a CUDA LibTorch (has_nccl())
+};
+
 struct WorldOptions {
   // Bound on every collective and on connecting the ranks.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  Backend backend = Backend::kGloo;
+  // NCCL only: this rank's CUDA device. -1: run_threads uses cuda:<rank>,
+  // join_tcp uses cuda:0 (set it when several processes share a host).
+  int cuda_device = -1;
 };
+
+// Whether this build has the NCCL backend.
+bool has_nccl();
 
 struct RankResult {
   int rank;

@@ -1,0 +1,56 @@
+// The failure board and the departure count, kept in the rendezvous store
+// that every rank of a group already shares (HashStore or TCPStore).
+#include "dist/store_board.h"
+
+#include <thread>
+
+namespace h3::dist {
+
+namespace {
+
+constexpr const char* kFailureSeqKey = "h3/failure_seq";
+constexpr const char* kFailureKey = "h3/failure";
+constexpr const char* kDepartedKey = "h3/departed";
+constexpr const char* kAllDepartedKey = "h3/all_departed";
+
+}  // namespace
+
+void store_post_failure(c10d::Store& store, const PeerFailure& f) {
+  // Only the first failure is kept: it is the cause, later ones are echoes.
+  if (store.add(kFailureSeqKey, 1) != 1) return;
+  std::string value = std::to_string(f.rank) + "\n" + std::to_string(f.completed) + "\n" + f.message;
+  store.set(kFailureKey, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::optional<PeerFailure> store_read_failure(c10d::Store& store) {
+  if (!store.check({kFailureKey})) return std::nullopt;
+  std::vector<uint8_t> raw = store.get(kFailureKey);
+  std::string value(raw.begin(), raw.end());
+  // rank \n completed \n message
+  size_t a = value.find('\n');
+  size_t b = a == std::string::npos ? a : value.find('\n', a + 1);
+  PeerFailure f;
+  f.rank = std::stoi(value.substr(0, a));
+  if (b != std::string::npos) {
+    f.completed = std::stoll(value.substr(a + 1, b - a - 1));
+    f.message = value.substr(b + 1);
+  }
+  return f;
+}
+
+void store_depart(c10d::Store& store, int size, std::chrono::milliseconds bound) {
+  try {
+    if (store.add(kDepartedKey, 1) >= size) {
+      store.set(kAllDepartedKey, std::vector<uint8_t>{1});
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    while (!store.check({kAllDepartedKey}) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (...) {
+    // The store is gone (its server left): nobody is left to wait for.
+  }
+}
+
+}  // namespace h3::dist
