@@ -28,6 +28,23 @@ std::string human(uint64_t bytes) {
   return b;
 }
 
+// Safetensors' names for the dtypes (the file format's own vocabulary).
+const char* dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return "F64";
+    case at::kFloat: return "F32";
+    case at::kHalf: return "F16";
+    case at::kBFloat16: return "BF16";
+    case at::kLong: return "I64";
+    case at::kInt: return "I32";
+    case at::kShort: return "I16";
+    case at::kChar: return "I8";
+    case at::kByte: return "U8";
+    case at::kBool: return "BOOL";
+    default: return c10::toString(t);
+  }
+}
+
 const char* split_name(io::Split s) {
   switch (s) {
     case io::Split::kReplicated: return "replicated";
@@ -46,7 +63,7 @@ void checkpoint_summary(const std::string& path, std::FILE* out) {
   const auto names = ck.names();
   for (const auto& n : names) {
     const io::TensorInfo& t = ck.info(n);
-    auto& d = by_dtype[c10::toString(t.dtype)];
+    auto& d = by_dtype[dtype_name(t.dtype)];
     d.first += 1;
     d.second += t.end - t.begin;
     total += t.end - t.begin;

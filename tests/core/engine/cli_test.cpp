@@ -114,7 +114,7 @@ TEST(Cli, BadInputsAreClearErrors) {
   fails("generate --prompt x --steps 1" + out, "steps = 1");
   fails("generate --prompt x --width 8" + out, "width = 8");
   fails("generate --prompt x --frames 2000" + out, "frames");
-  fails("generate --prompt x --ranks 3" + out, "3");
+  fails("generate --prompt x --ranks 3" + out, "tensor-parallel size 3 does not divide the attention heads");
   fails("generate --prompt x --bogus 1" + out, "bogus");
   fails("generate --prompt x --out " + q(d / "no/dir/x.y4m"), "no/dir/x.y4m");
 }

@@ -155,7 +155,7 @@ TEST(OpenErrors, RanksTpAndDevice) {
   expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"device"});
   o.device = "cpu";
   o.ranks = 3;  // 2 heads cannot split over 3 ranks
-  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"3"});
+  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"size 3", "attention heads"});
 }
 
 TEST(OpenErrors, AModelWithoutABuiltInEncoderAsksForEmbeddings) {
