@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "dit/config.h"
+#include "dit/parameters.h"
 #include "engine/model.h"
 #include "io/checkpoint.h"
 #include "io/shard_plan.h"
@@ -76,19 +77,17 @@ void checkpoint_summary(const std::string& path, std::FILE* out) {
   }
 }
 
-// The DiT's tensor-parallel plan: bytes per split kind, and what each of `tp` ranks keeps.
-void shard_plan(const std::string& dir, const dit::DitConfig& c, int tp, std::FILE* out) {
-  const auto w = io::Weights::open(dir, io::LayoutParams{io::ModelKind::kDit, c.num_heads, c.head_dim});
+// The DiT's tensor-parallel plan over (canonical name, bytes) pairs: bytes per split kind, and
+// what each of `tp` ranks keeps.
+void print_shard_plan(const std::vector<std::pair<std::string, uint64_t>>& tensors, const dit::DitConfig& c,
+                      int tp, const std::string& source, std::FILE* out) {
   std::map<io::Split, std::pair<int64_t, uint64_t>> by_split;
-  for (const auto& n : w.names()) {
-    int64_t numel = 1;
-    for (int64_t s : w.shape(n)) numel *= s;
-    auto& d = by_split[io::dit_split(n)];
+  for (const auto& [name, bytes] : tensors) {
+    auto& d = by_split[io::dit_split(name)];
     d.first += 1;
-    d.second += static_cast<uint64_t>(numel) * c10::elementSize(w.dtype(n));
+    d.second += bytes;
   }
-  std::fprintf(out, "  shard plan for tp %d (%s layout):\n", tp,
-               w.is_native() ? "native, converted" : "diffusers");
+  std::fprintf(out, "  shard plan for tp %d (%s):\n", tp, source.c_str());
   uint64_t per_rank = 0;
   for (const auto& [split, d] : by_split) {
     std::fprintf(out, "    %-16s %6lld tensors %14llu bytes\n", split_name(split),
@@ -104,6 +103,61 @@ void shard_plan(const std::string& dir, const dit::DitConfig& c, int tp, std::FI
   }
 }
 
+void shard_plan_of_checkpoint(const std::string& dir, const dit::DitConfig& c, int tp, std::FILE* out) {
+  const auto w = io::Weights::open(dir, io::LayoutParams{io::ModelKind::kDit, c.num_heads, c.head_dim});
+  std::vector<std::pair<std::string, uint64_t>> tensors;
+  for (const auto& n : w.names()) {
+    int64_t numel = 1;
+    for (int64_t d : w.shape(n)) numel *= d;
+    tensors.emplace_back(n, static_cast<uint64_t>(numel) * c10::elementSize(w.dtype(n)));
+  }
+  print_shard_plan(tensors, c, tp, w.is_native() ? "native layout, converted" : "diffusers layout", out);
+}
+
+// Without the weights: the parameter set the config implies, in the release's dtypes.
+void shard_plan_of_config(const dit::DitConfig& c, int tp, std::FILE* out) {
+  std::vector<std::pair<std::string, uint64_t>> tensors;
+  for (const auto& p : dit::dit_parameters(c)) {
+    tensors.emplace_back(p.name, static_cast<uint64_t>(p.numel()) * (p.fp32 ? 4u : 2u));
+  }
+  print_shard_plan(tensors, c, tp, "from the config, release dtypes", out);
+}
+
+// A folder whose index lists shards that are not there (e.g. the release's configs and indexes
+// without the weights): what the index says.
+bool index_only_summary(const std::string& dir, std::FILE* out) {
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const std::string suffix = ".safetensors.index.json";
+    if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const io::CheckpointIndex idx = io::read_checkpoint_index(e.path().string());
+    const auto shards = idx.shard_files();
+    size_t present = 0;
+    for (const auto& f : shards) present += fs::is_regular_file(fs::path(dir) / f) ? 1 : 0;
+    std::fprintf(out, "  index %s: %zu tensors in %zu shard file(s), %zu of them present",
+                 e.path().string().c_str(), idx.weight_map.size(), shards.size(), present);
+    if (idx.total_size) {
+      std::fprintf(out, "; total_size %llu bytes (%s)", static_cast<unsigned long long>(*idx.total_size),
+                   human(*idx.total_size).c_str());
+    }
+    std::fprintf(out, "\n");
+    return true;
+  }
+  return false;
+}
+
+// The checkpoint's figures, or the index's when its shard files are absent.
+bool summary_or_index(const std::string& dir, std::FILE* out) {
+  try {
+    checkpoint_summary(dir, out);
+    return true;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kNotFound || !fs::is_directory(dir) || !index_only_summary(dir, out)) throw;
+    return false;
+  }
+}
+
 void inspect_transformer(const std::string& dir, int tp, std::FILE* out) {
   const auto c = dit::DitConfig::load(dir);
   std::fprintf(out,
@@ -112,8 +166,11 @@ void inspect_transformer(const std::string& dir, int tp, std::FILE* out) {
                dir.c_str(), (long long)c.num_layers, (long long)c.num_refiner_layers,
                (long long)c.hidden_size, (long long)c.num_heads, (long long)c.head_dim, (long long)c.ffn_dim,
                (long long)c.text_dim);
-  checkpoint_summary(dir, out);
-  shard_plan(dir, c, tp, out);
+  if (summary_or_index(dir, out)) {
+    shard_plan_of_checkpoint(dir, c, tp, out);
+  } else {
+    shard_plan_of_config(c, tp, out);
+  }
 }
 
 void inspect_vae(const std::string& dir, std::FILE* out) {
@@ -122,7 +179,11 @@ void inspect_vae(const std::string& dir, std::FILE* out) {
   std::fprintf(out, "vae %s (%s layout): decoder %lld layers, %lld heads x %lld, %lld latent channels\n",
                dir.c_str(), s.native ? "native" : "diffusers", (long long)c.num_layers,
                (long long)c.num_heads, (long long)c.head_dim, (long long)c.latent_channels);
-  checkpoint_summary(s.weights_path, out);
+  if (s.native) {
+    checkpoint_summary(s.weights_path, out);
+  } else {
+    summary_or_index(s.weights_path, out);
+  }
 }
 
 }  // namespace
