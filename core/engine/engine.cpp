@@ -154,11 +154,11 @@ class HandOverSink : public ChunkSink {
       : mb_(mb), plan_(plan), cancel_(cancel), start_(start) {}
 
   void on_chunk(const Chunk& c) override {
+    if (frames_ >= plan_.num_frames) return;  // frames past the request: trimmed (all were delivered)
     if (cancel_.requested()) {
       throw Error(ErrorKind::kCancelled, "cancelled during decoding (after " + std::to_string(index_) +
                                              " of " + std::to_string(plan_.total_chunks) + " chunks)");
     }
-    if (frames_ >= plan_.num_frames) return;  // frames past the request: trimmed
     if (c.first_frame != frames_) {
       throw Error(ErrorKind::kInternal, "chunk " + std::to_string(c.index) + " starts at frame " +
                                             std::to_string(c.first_frame) + ", expected " +
