@@ -1,0 +1,207 @@
+#include "dit/layers.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+
+#if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
+#define H3_HAVE_FUSED_SDPA 1
+#else
+#define H3_HAVE_FUSED_SDPA 0
+#endif
+
+namespace h3::dit {
+namespace {
+
+at::Tensor as_dtype(const at::Tensor& x, const at::Tensor& like) {
+  return x.scalar_type() == like.scalar_type() ? x : x.to(like.scalar_type());
+}
+
+// x[seg] = x[seg] * (1 + scale[idx]) + shift[idx] for every segment; x is fp32.
+void modulate_(at::Tensor& x, const at::Tensor& table, int64_t shift_i, int64_t scale_i,
+               const std::vector<Segment>& segs) {
+  for (const auto& s : segs) {
+    auto rows = x.narrow(0, s.start, s.length);
+    auto vecs = table[s.index];
+    rows.mul_(vecs[scale_i] + 1.0).add_(vecs[shift_i]);
+  }
+}
+
+// h[seg] += gate[idx] * branch[seg]: the gated residual, in fp32 math.
+void gated_residual_(at::Tensor& h, const at::Tensor& branch, const at::Tensor& table, int64_t gate_i,
+                     const std::vector<Segment>& segs) {
+  for (const auto& s : segs) {
+    auto rows = h.narrow(0, s.start, s.length);
+    auto b = branch.narrow(0, s.start, s.length);
+    if (b.scalar_type() != at::kFloat) b = b.to(at::kFloat);
+    rows.add_(b.mul(table[s.index][gate_i]));
+  }
+}
+
+}  // namespace
+
+at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             int64_t max_score_elements) {
+  const int64_t s = q.size(0), heads = q.size(1), d = q.size(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  auto qh = q.transpose(0, 1).mul(scale).contiguous();  // [heads, S, D], pre-scaled
+  auto kt = k.permute({1, 2, 0}).contiguous();          // [heads, D, S]
+  auto vh = v.transpose(0, 1).contiguous();             // [heads, S, D]
+  auto out = at::empty({s, heads, d}, q.options());
+  const int64_t block =
+      std::min(s, std::max<int64_t>(16, max_score_elements / std::max<int64_t>(1, heads * s)));
+  // One score buffer and one output buffer for all blocks, written with the out= kernels: a
+  // fresh large tensor per block costs more in page faults than the GEMM itself on CPU.
+  auto scores_buf = at::empty({heads * block * s}, q.options().dtype(at::kFloat));
+  auto probs_buf = q.scalar_type() == at::kFloat ? scores_buf : at::empty({heads * block * s}, q.options());
+  auto o_buf = at::empty({heads * block * d}, q.options());
+  // Contiguous [heads, b, n] views at the start of a flat buffer (the last block is shorter).
+  auto first = [&](const at::Tensor& buf, int64_t b, int64_t n) {
+    return buf.narrow(0, 0, heads * b * n).view({heads, b, n});
+  };
+  for (int64_t i0 = 0; i0 < s; i0 += block) {
+    const int64_t b = std::min(block, s - i0);
+    auto scores = first(scores_buf, b, s);
+    if (q.scalar_type() == at::kFloat) {
+      at::bmm_out(scores, qh.narrow(1, i0, b), kt);  // [heads, b, S]
+    } else {
+      scores.copy_(at::bmm(qh.narrow(1, i0, b), kt));
+    }
+    at::_softmax_out(scores, scores, -1, false);  // in place: the fused row-wise kernel
+    auto probs = first(probs_buf, b, s);
+    if (probs.data_ptr() != scores.data_ptr()) probs.copy_(scores);
+    auto o = first(o_buf, b, d);
+    at::bmm_out(o, probs, vh);  // [heads, b, D]
+    out.narrow(0, i0, b).copy_(o.transpose(0, 1));
+  }
+  return out.view({s, heads * d});
+}
+
+std::vector<Segment> segments_of(const at::Tensor& index) {
+  auto idx = index.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* p = idx.data_ptr<int64_t>();
+  std::vector<Segment> segs;
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    if (segs.empty() || segs.back().index != p[i]) {
+      segs.push_back({i, 1, p[i]});
+    } else {
+      ++segs.back().length;
+    }
+  }
+  return segs;
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  auto xf = x.to(at::kFloat);
+  auto inv = at::rsqrt(xf.pow(2).mean(-1, true).add_(eps));
+  return (xf * inv).mul_(weight.to(at::kFloat));
+}
+
+at::Tensor timestep_features(const at::Tensor& t, int64_t dim) {
+  const int64_t half = dim / 2;
+  auto freqs = at::arange(half, t.options().dtype(at::kFloat)).mul(-std::log(10000.0)).div(half).exp();
+  auto args = t.to(at::kFloat).reshape({-1, 1}) * freqs.unsqueeze(0);
+  return at::cat({at::cos(args), at::sin(args)}, -1);
+}
+
+at::Tensor time_embedding(const DitWeights& w, const at::Tensor& t, int64_t freq_dim) {
+  auto f = timestep_features(t, freq_dim);
+  auto l1 = w.time_linear_1.weight.to(at::kFloat);
+  auto l2 = w.time_linear_2.weight.to(at::kFloat);
+  auto x = at::silu(at::linear(f, l1, w.time_linear_1.bias.to(at::kFloat)));
+  return at::linear(x, l2, w.time_linear_2.bias.to(at::kFloat));
+}
+
+at::Tensor adaln_rows(const LinearWeights& adaln, const at::Tensor& silu_temb) {
+  return at::linear(as_dtype(silu_temb, adaln.weight), adaln.weight, adaln.bias);
+}
+
+at::Tensor modality_table(const at::Tensor& gathered_rows, int64_t hidden) {
+  return gathered_rows.to(at::kFloat).reshape({-1, 6, hidden});
+}
+
+RopeTable rope_table(const at::Tensor& positions, int64_t freqs_per_axis, double theta) {
+  auto opts = positions.options().dtype(at::kFloat);
+  auto exps = at::arange(0, 2 * freqs_per_axis, 2, opts).div(static_cast<double>(2 * freqs_per_axis));
+  auto inv = at::pow(theta, exps).reciprocal();  // theta^(-i/F)
+  auto pos = positions.to(at::kFloat);
+  auto ang = at::cat({pos.narrow(1, 0, 1) * inv, pos.narrow(1, 1, 1) * inv, pos.narrow(1, 2, 1) * inv}, 1);
+  auto emb = at::cat({ang, ang}, 1).unsqueeze(1);  // [S, 1, 6F]
+  return {at::cos(emb), at::sin(emb)};
+}
+
+void apply_rope_(at::Tensor& x, const RopeTable& rope) {
+  const int64_t r = rope.cos.size(-1), half = r / 2;
+  auto xr = x.narrow(-1, 0, r);
+  auto rot = at::cat({xr.narrow(-1, half, half).neg(), xr.narrow(-1, 0, half)}, -1);
+  xr.mul_(rope.cos).addcmul_(rot, rope.sin);
+}
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+#if H3_HAVE_FUSED_SDPA
+  const int64_t s = q.size(0), heads = q.size(1), d = q.size(2);
+  auto o = at::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
+                                            v.transpose(0, 1).unsqueeze(0));
+  return o.squeeze(0).transpose(0, 1).reshape({s, heads * d});
+#else
+  return blocked_attention(q, k, v);
+#endif
+}
+
+at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const DitConfig& c,
+                              const RopeTable* rope, const TensorParallel& tp) {
+  const int64_t s = a.size(0), d = c.head_dim, heads = w.local_heads(d);
+  auto x = as_dtype(a, w.to_q);
+  auto q = rms_norm(at::linear(x, w.to_q).view({s, heads, d}), w.norm_q, c.qk_norm_eps);
+  auto k = rms_norm(at::linear(x, w.to_k).view({s, heads, d}), w.norm_k, c.qk_norm_eps);
+  auto v = at::linear(x, w.to_v).view({s, heads, d});
+  if (rope) {
+    apply_rope_(q, *rope);
+    apply_rope_(k, *rope);
+  }
+  auto o = attention(as_dtype(q, v), as_dtype(k, v), v);
+  auto out = at::linear(o, w.to_out);
+  tp.all_reduce_sum(out);
+  return out;
+}
+
+at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const TensorParallel& tp) {
+  auto proj = at::linear(as_dtype(b, w.ff_in), w.ff_in);
+  const int64_t f = proj.size(1) / 2;
+  auto act = at::silu(proj.narrow(1, f, f)).mul_(proj.narrow(1, 0, f));
+  auto out = at::linear(act, w.ff_out);
+  tp.all_reduce_sum(out);
+  return out;
+}
+
+void transformer_block_(at::Tensor& h, const BlockWeights& w, const DitConfig& c, const at::Tensor& table,
+                        const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp) {
+  auto a = rms_norm(h, w.norm1, c.norm_eps);
+  modulate_(a, table, 0, 1, segs);
+  auto o = attention_sublayer(a, w, c, &rope, tp);
+  gated_residual_(h, o, table, 2, segs);
+  auto b = rms_norm(h, w.norm2, c.norm_eps);
+  modulate_(b, table, 3, 4, segs);
+  auto f = ffn_sublayer(b, w, tp);
+  gated_residual_(h, f, table, 5, segs);
+}
+
+at::Tensor token_refiner(const at::Tensor& text_h, const DitWeights& w, const DitConfig& c,
+                         const TensorParallel& tp) {
+  auto x = text_h.to(at::kFloat);
+  for (const auto& blk : w.refiner) {
+    x = x + attention_sublayer(rms_norm(x, blk.norm1, c.norm_eps), blk, c, nullptr, tp).to(at::kFloat);
+    x = x + ffn_sublayer(rms_norm(x, blk.norm2, c.norm_eps), blk, tp).to(at::kFloat);
+  }
+  return rms_norm(x, w.refiner_norm, c.norm_eps);
+}
+
+at::Tensor final_modulation(const at::Tensor& h, const at::Tensor& norm_weight, double eps,
+                            const at::Tensor& table, const std::vector<Segment>& segs) {
+  auto y = rms_norm(h, norm_weight, eps);
+  modulate_(y, table, 0, 1, segs);
+  return y;
+}
+
+}  // namespace h3::dit

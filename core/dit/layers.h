@@ -1,0 +1,75 @@
+// The DiT's building blocks (H3-MODEL.md §4.4) as functions over plain tensors, so that each part
+// can be checked on its own against a reference. Rows are the packed sequence's rows; a row's
+// AdaLN vectors are picked by run-length segments of its (timestep, modality) index.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "dit/config.h"
+#include "dit/tp.h"
+#include "dit/weights.h"
+
+namespace h3::dit {
+
+// Rows [start, start + length) all use row `index` of a modulation table.
+struct Segment {
+  int64_t start = 0, length = 0, index = 0;
+};
+// Run-length segments of a 1-D integer index over rows.
+std::vector<Segment> segments_of(const at::Tensor& index);
+
+// x * rsqrt(mean(x^2, -1) + eps) * weight, computed in fp32, returned in x's dtype.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// [M] timesteps (t in [0, 1], unscaled) -> [M, dim] sinusoidal features, cos half first,
+// frequencies exp(-ln(1e4) * i / (dim / 2)).
+at::Tensor timestep_features(const at::Tensor& t, int64_t dim);
+// The time MLP in fp32: linear_1, SiLU, linear_2 -> [M, time_embed_dim].
+at::Tensor time_embedding(const DitWeights& w, const at::Tensor& t, int64_t freq_dim);
+
+// One block's AdaLN rows for the M distinct timesteps: [M, 18H / tp] on this rank.
+at::Tensor adaln_rows(const LinearWeights& adaln, const at::Tensor& silu_temb);
+// The gathered per-block tables viewed as [M * 3, 6, H]: row m*3 + modality (0 video, 1 text,
+// 2 audio); vectors shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp.
+at::Tensor modality_table(const at::Tensor& gathered_rows, int64_t hidden);
+
+// RoPE angles for positions [S, 3] (fp64): cos and sin [S, 6F] of [t*f, h*f, w*f] twice,
+// f_i = theta^(-i/F), i < F; positions cast to fp32 first.
+struct RopeTable {
+  at::Tensor cos, sin;  // [S, 1, 6F], broadcast over heads
+};
+RopeTable rope_table(const at::Tensor& positions, int64_t freqs_per_axis, double theta);
+// Rotate-half RoPE on the first 6F dims of every head of x [S, heads, D], in place.
+void apply_rope_(at::Tensor& x, const RopeTable& rope);
+
+// Full non-causal attention of q, k, v [S, heads, D] -> [S, heads * D]. Uses the LibTorch's
+// fused scaled-dot-product attention when it has one; otherwise blocked_attention.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// softmax(q k^T / sqrt(D)) v over blocks of queries whose score block [heads, block, S] holds at
+// most `max_score_elements` elements (at least 16 queries per block): memory bounded on CPU.
+constexpr int64_t kDefaultScoreElements = int64_t(1) << 22;  // 16 MiB of fp32 scores
+at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             int64_t max_score_elements = kDefaultScoreElements);
+
+// Self-attention sublayer on normalised input a [S, H]: q/k/v projections of this rank's heads,
+// per-head q/k RMSNorm, RoPE when `rope` is non-null, attention, out projection, all_reduce.
+at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const DitConfig& c,
+                              const RopeTable* rope, const TensorParallel& tp);
+// SwiGLU sublayer: silu(gate) * up with ff.net.0.proj rows [up; gate], ff.net.2, all_reduce.
+at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const TensorParallel& tp);
+
+// One transformer block with per-row modulation: `table` [K, 6, H] (K = 3M), `segs` pick rows.
+void transformer_block_(at::Tensor& h, const BlockWeights& w, const DitConfig& c, const at::Tensor& table,
+                        const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp);
+// The token refiner on text rows: plain pre-norm blocks (no AdaLN, no RoPE) + final RMSNorm.
+at::Tensor token_refiner(const at::Tensor& text_h, const DitWeights& w, const DitConfig& c,
+                         const TensorParallel& tp);
+// Final layer: RMSNorm * weight, then shift/scale of the row's timestep; `table` [M, 2, H]
+// ([shift; scale]), `segs` index timesteps. Returns y in fp32.
+at::Tensor final_modulation(const at::Tensor& h, const at::Tensor& norm_weight, double eps,
+                            const at::Tensor& table, const std::vector<Segment>& segs);
+
+}  // namespace h3::dit

@@ -1,0 +1,66 @@
+// The packed sequence the DiT runs on (H3-MODEL.md §5): rows [text L | audio 2A | video V],
+// video patchified (1, 2, 2) channel-major, stereo audio rows (left then right), fp64 (t, h, w)
+// positions, per-row modality tags and timesteps. Audio rows always stay in the sequence: they
+// share attention with the video.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "dit/config.h"
+
+namespace h3::dit {
+
+// Modality tags of rows (they index the AdaLN table; -1 pad rows use the video row).
+constexpr int64_t kTagVideo = 0;
+constexpr int64_t kTagText = 1;
+constexpr int64_t kTagAudio = 2;
+
+// One denoiser evaluation's inputs as the pipeline holds them.
+struct DitInputs {
+  at::Tensor text;       // [L, text_dim] text-encoder hidden states
+  at::Tensor text_tags;  // [L] integer tags (1 text, 0 vision tokens); undefined: all text
+  at::Tensor video;      // [1, in_channels, T, h, w] noisy latents, T = 5n+2, h and w multiples of the patch
+  at::Tensor audio;      // [2A, audio_in_channels] noisy stereo latents (left rows, then right rows)
+  float t_video = 0.f;   // t = 1 - sigma of the video (also used by text rows)
+  float t_audio = 0.f;   // t = 1 - sigma of the audio
+};
+
+struct PackedLayout {
+  int64_t text = 0, audio = 0, video = 0;  // rows of each part
+  int64_t t = 0, h = 0, w = 0;             // video latent grid
+  int64_t rows() const { return text + audio + video; }
+  int64_t audio_begin() const { return text; }
+  int64_t video_begin() const { return text + audio; }
+};
+
+struct PackedSequence {
+  PackedLayout layout;
+  at::Tensor text;        // [L, text_dim]
+  at::Tensor audio_rows;  // [2A, audio_in_channels] fp32
+  at::Tensor video_rows;  // [V, in_channels * 4] fp32, rows (t, h/2, w/2), columns c*4 + ph*2 + pw
+  at::Tensor positions;   // [S, 3] fp64
+  at::Tensor tags;        // [S] int64
+  at::Tensor timesteps;   // [S] fp32
+};
+
+// Validates the inputs against the config (h3::Error(kInvalidArgument) naming the input and what
+// the model needs) and builds the packed sequence.
+PackedSequence pack(const DitConfig& c, const DitInputs& in);
+
+// [1, C, T, h, w] -> [T * h/ph * w/pw, C * ph * pw] and back.
+at::Tensor patchify_video(const at::Tensor& latents, int64_t ph, int64_t pw);
+at::Tensor unpatchify_video(const at::Tensor& rows, int64_t channels, int64_t t, int64_t h, int64_t w,
+                            int64_t ph, int64_t pw);
+
+// The fp64 positions of the packed rows: text (i, 0, 0); audio (L + a, 0, w_first / w_last);
+// video frame k at t = L + sum_{j<k} 5/3 * (1, 4, 4, 4, 4)[j mod 5] with the area-normalised
+// spatial grid. `grid_h` and `grid_w` are the video's patch rows and columns.
+at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t, int64_t grid_h,
+                            int64_t grid_w);
+
+// The area-normalised spatial grid of one axis of `n` patches in a grid of grid_h x grid_w patches.
+std::vector<double> spatial_grid(int64_t n, int64_t grid_h, int64_t grid_w);
+
+}  // namespace h3::dit

@@ -1,0 +1,75 @@
+#include "dit/sampler.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <string>
+
+#include "common/error.h"
+
+namespace h3::dit {
+
+Schedule make_schedule(int64_t grid_points, double shift) {
+  if (grid_points < 2) {
+    throw Error(ErrorKind::kInvalidArgument, "steps = " + std::to_string(grid_points) +
+                                                 ": the schedule needs at least 2 grid points (N counts the "
+                                                 "terminal 0, so N grid points make N - 1 evaluations)");
+  }
+  if (!(shift > 0)) throw Error(ErrorKind::kInvalidArgument, "the schedule's shift must be positive");
+  // The reference computes this in fp32 tensor arithmetic, in this order; so do we, bit for bit.
+  auto base = at::linspace(1.0, 0.0, grid_points, at::kFloat);
+  auto sigmas = at::mul(base, shift).div(at::mul(base, shift - 1.0).add(1.0));
+  sigmas = std::get<0>(at::unique_consecutive(sigmas));
+  Schedule s;
+  s.sigmas = sigmas;
+  s.timesteps = at::rsub(sigmas.narrow(0, 0, sigmas.size(0) - 1), 1.0);
+  return s;
+}
+
+at::Tensor euler_step(const at::Tensor& x, const at::Tensor& velocity, float t, float sigma,
+                      float sigma_next) {
+  const float sigma_t = 1.0f - t;
+  auto x0 = x + velocity * sigma_t;
+  const float r = sigma_next / sigma;
+  return x * r + x0 * (1.0f - r);
+}
+
+Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef audio_shape) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  Latents n;
+  n.video = at::randn(video_shape, gen, at::TensorOptions().dtype(at::kFloat));
+  n.audio = at::randn(audio_shape, gen, at::TensorOptions().dtype(at::kFloat));
+  return n;
+}
+
+Latents denoise(const Transformer& model, const DenoiseRequest& r, const StepCallback& on_step) {
+  const int64_t steps = r.video.evaluations();
+  if (r.audio.evaluations() != steps) {
+    throw Error(ErrorKind::kInvalidArgument, "the video schedule has " + std::to_string(steps) +
+                                                 " evaluations but the audio schedule " +
+                                                 std::to_string(r.audio.evaluations()) + ": they must match");
+  }
+  auto sv = r.video.sigmas.to(at::kCPU).contiguous();
+  auto sa = r.audio.sigmas.to(at::kCPU).contiguous();
+  auto tv = r.video.timesteps.to(at::kCPU).contiguous();
+  auto ta = r.audio.timesteps.to(at::kCPU).contiguous();
+  Latents x{r.noise.video.to(at::kFloat), r.noise.audio.to(at::kFloat)};
+  for (int64_t i = 0; i < steps; ++i) {
+    DitInputs in;
+    in.text = r.text;
+    in.text_tags = r.text_tags;
+    in.video = x.video;
+    in.audio = x.audio;
+    in.t_video = tv[i].item<float>();
+    in.t_audio = ta[i].item<float>();
+    auto v = model.forward(in);
+    x.video = euler_step(x.video, v.video.to(x.video.device()), in.t_video, sv[i].item<float>(),
+                         sv[i + 1].item<float>());
+    x.audio = euler_step(x.audio, v.audio.to(x.audio.device()), in.t_audio, sa[i].item<float>(),
+                         sa[i + 1].item<float>());
+    if (on_step) on_step(i, steps, x);
+  }
+  return x;
+}
+
+}  // namespace h3::dit

@@ -1,0 +1,80 @@
+#include "dit/transformer.h"
+
+#include <ATen/ATen.h>
+
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "dit/layers.h"
+#include "io/shard_plan.h"
+
+namespace h3::dit {
+
+void check_tp(const DitConfig& c, int tp) {
+  io::check_dit_tp(tp, c.num_heads, c.ffn_dim, c.adaln_width());
+}
+
+Transformer::Transformer(DitConfig config, DitWeights weights, dist::Group* group)
+    : config_(std::move(config)), weights_(std::move(weights)), tp_(group) {
+  check_tp(config_, tp_.size());
+}
+
+Velocity Transformer::forward(const DitInputs& in) const {
+  return forward(pack(config_, in));
+}
+
+Velocity Transformer::forward(const PackedSequence& s) const {
+  const auto& c = config_;
+  const auto& w = weights_;
+  const int64_t hidden = c.hidden_size;
+  const auto dev = w.proj_in.weight.device();
+  const auto stream = w.context_embedder.weight.scalar_type();  // residual-stream precision
+
+  // Time embedding and AdaLN tables: once per evaluation, for the distinct timesteps only.
+  auto [uniq, inv, counts] = at::_unique2(s.timesteps, /*sorted=*/true, /*return_inverse=*/true);
+  (void)counts;
+  const int64_t m = uniq.size(0);
+  auto temb = time_embedding(w, uniq.to(dev), c.freq_dim);
+  auto silu_temb = at::silu(temb);
+  std::vector<at::Tensor> local_rows;
+  local_rows.reserve(w.blocks.size());
+  for (const auto& b : w.blocks) local_rows.push_back(adaln_rows(b.adaln, silu_temb));
+  // One gather for all blocks: [M, blocks, 18H / tp] per rank -> [M, blocks, 18H].
+  auto all_rows = tp_.gather_last_dim(at::stack(local_rows, 1));
+  auto final_table = adaln_rows(w.norm_out_linear, silu_temb).to(at::kFloat).reshape({m, 2, hidden});
+
+  auto tags = s.tags.to(at::kLong);
+  auto mod_segs = segments_of(inv * 3 + tags.clamp_min(0));
+
+  // Embeddings: refined text, audio and video rows, in packed order.
+  const auto& L = s.layout;
+  auto text = at::linear(s.text.to(dev, w.context_embedder.weight.scalar_type()), w.context_embedder.weight,
+                         w.context_embedder.bias);
+  auto text_h = token_refiner(text, w, c, tp_);
+  auto audio_h = at::linear(s.audio_rows.to(dev), w.audio_proj_in.weight.to(at::kFloat),
+                            w.audio_proj_in.bias.to(at::kFloat));
+  auto video_h =
+      at::linear(s.video_rows.to(dev), w.proj_in.weight.to(at::kFloat), w.proj_in.bias.to(at::kFloat));
+  auto h = at::cat({text_h.to(stream), audio_h.to(stream), video_h.to(stream)}, 0);
+
+  auto rope = rope_table(s.positions.to(dev), c.rope_freq_dim, c.rope_theta);
+  for (size_t b = 0; b < w.blocks.size(); ++b) {
+    auto table = modality_table(all_rows.select(1, static_cast<int64_t>(b)), hidden);
+    transformer_block_(h, w.blocks[b], c, table, mod_segs, rope, tp_);
+  }
+
+  // Final layer on the audio and video rows only (text rows carry no output).
+  const int64_t out_rows = L.audio + L.video;
+  auto y = final_modulation(h.narrow(0, L.text, out_rows), w.norm_out, c.final_norm_eps, final_table,
+                            segments_of(inv.narrow(0, L.text, out_rows)));
+  Velocity v;
+  v.audio = at::linear(y.narrow(0, 0, L.audio), w.audio_proj_out.weight.to(at::kFloat),
+                       w.audio_proj_out.bias.to(at::kFloat));
+  auto video_rows = at::linear(y.narrow(0, L.audio, L.video), w.proj_out.weight.to(at::kFloat),
+                               w.proj_out.bias.to(at::kFloat));
+  v.video = unpatchify_video(video_rows, c.in_channels, L.t, L.h, L.w, c.patch[1], c.patch[2]);
+  return v;
+}
+
+}  // namespace h3::dit

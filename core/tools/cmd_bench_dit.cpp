@@ -1,0 +1,271 @@
+// `h3 bench dit`: seconds per DiT step at TP 1 and TP 2 (ranks as threads, one intra-op thread
+// each) on a medium random model where compute dominates, the achieved GEMM FLOP/s against the
+// plain at::mm rate measured in the same run, and the peak memory of each rank.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/CPUAllocator.h>
+#include <dlfcn.h>
+#include <malloc.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+#include "common/error.h"
+#include "dist/group.h"
+#include "dist/world.h"
+#include "dit/random_model.h"
+#include "dit/transformer.h"
+#include "tools/command.h"
+
+namespace h3::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// CPU seconds of the calling thread: with one intra-op and one BLAS thread per rank, a rank's
+// work runs on its own thread, so this measures it apart from other load on a shared machine.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Per-rank accounting of CPU tensor memory: a wrapper around LibTorch's CPU allocator that
+// charges each allocation to the rank thread that made it (a rank's tensors may be freed by
+// another thread; the charge follows the allocation).
+struct RankMemory {
+  std::atomic<int64_t> current{0};
+  std::atomic<int64_t> peak{0};
+};
+thread_local RankMemory* t_rank_memory = nullptr;
+
+class CountingAllocator final : public c10::Allocator {
+ public:
+  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
+  c10::DataPtr allocate(size_t n) const override {
+    c10::DataPtr inner = base_->allocate(n);
+    RankMemory* m = t_rank_memory;
+    if (!m) return inner;
+    void* data = inner.get();
+    auto* ctx = new Ctx{std::move(inner), static_cast<int64_t>(n), m};
+    const int64_t now = m->current += ctx->bytes;
+    int64_t peak = m->peak.load();
+    while (now > peak && !m->peak.compare_exchange_weak(peak, now)) {
+    }
+    return c10::DataPtr(data, ctx, &Ctx::release, c10::Device(c10::kCPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+ private:
+  struct Ctx {
+    c10::DataPtr inner;
+    int64_t bytes;
+    RankMemory* memory;
+    static void release(void* p) {
+      auto* ctx = static_cast<Ctx*>(p);
+      ctx->memory->current -= ctx->bytes;
+      delete ctx;  // frees the memory through the base allocator's deleter
+    }
+  };
+  c10::Allocator* base_;
+};
+
+void install_counting_allocator() {
+  static CountingAllocator counting(c10::GetCPUAllocator());
+  static std::once_flag once;
+  std::call_once(once, [] { c10::SetCPUAllocator(&counting, /*priority=*/1); });
+}
+
+// OpenBLAS keeps its own thread pool, which at::set_num_threads does not reach.
+void set_blas_threads(int n) {
+  using Fn = void (*)(int);
+  if (auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
+}
+
+// Multiply-add FLOPs of the GEMMs of one forward on one rank (blocks and refiner: projections,
+// attention scores and values); embeddings and heads are left out (under 1 %).
+double gemm_flops(const dit::DitConfig& c, int64_t rows, int64_t text_rows, int tp) {
+  auto block = [&](int64_t s) {
+    const double h = static_cast<double>(c.hidden_size), inner = static_cast<double>(c.inner_dim()) / tp,
+                 f = static_cast<double>(c.ffn_dim) / tp, sd = static_cast<double>(s);
+    return 2 * sd * h * (3 * inner + inner + 2 * f + f) + 4 * sd * sd * inner;
+  };
+  return static_cast<double>(c.num_layers) * block(rows) +
+         static_cast<double>(c.num_refiner_layers) * block(text_rows);
+}
+
+struct Rate {
+  double wall = 0, cpu = 0;  // FLOP/s by wall time and by thread CPU time
+};
+
+Rate mm_rate(int64_t m, int64_t k, int64_t n) {
+  auto a = at::randn({m, k}), b = at::randn({k, n});
+  double best_wall = 1e30, best_cpu = 1e30;
+  for (int i = 0; i < 4; ++i) {
+    const auto t0 = Clock::now();
+    const double c0 = thread_cpu_seconds();
+    auto c = at::mm(a, b);
+    best_cpu = std::min(best_cpu, thread_cpu_seconds() - c0);
+    best_wall = std::min(best_wall, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  const double flops = 2.0 * static_cast<double>(m * k * n);
+  return {flops / best_wall, flops / best_cpu};
+}
+
+struct TpResult {
+  double seconds_per_step = 0;      // wall, slowest rank
+  double cpu_seconds_per_step = 0;  // thread CPU time, busiest rank
+  std::vector<int64_t> peak_bytes, weight_bytes;
+};
+
+TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int tp, int steps) {
+  TpResult r;
+  r.peak_bytes.assign(static_cast<size_t>(tp), 0);
+  r.weight_bytes.assign(static_cast<size_t>(tp), 0);
+  std::vector<double> secs(static_cast<size_t>(tp), 0), cpu(static_cast<size_t>(tp), 0);
+  auto body = [&](dist::Group* g) {
+    at::set_num_threads(1);
+    RankMemory memory;
+    t_rank_memory = &memory;
+    const int rank = g ? g->rank() : 0;
+    {
+      auto model = dit::Transformer::load(dir, g);
+      int64_t wb = 0;
+      for (const auto& [name, t] : model.weights().named()) wb += static_cast<int64_t>(t.nbytes());
+      model.forward(in);  // warm-up
+      if (g) g->barrier();
+      const auto t0 = Clock::now();
+      const double c0 = thread_cpu_seconds();
+      for (int i = 0; i < steps; ++i) model.forward(in);
+      cpu[static_cast<size_t>(rank)] = (thread_cpu_seconds() - c0) / steps;
+      secs[static_cast<size_t>(rank)] = std::chrono::duration<double>(Clock::now() - t0).count() / steps;
+      r.weight_bytes[static_cast<size_t>(rank)] = wb;
+    }
+    r.peak_bytes[static_cast<size_t>(rank)] = memory.peak.load();
+    t_rank_memory = nullptr;
+  };
+  if (tp == 1) {
+    body(nullptr);
+  } else {
+    auto results = dist::run_threads(tp, [&](dist::Group& g) { body(&g); });
+    for (const auto& res : results) {
+      if (!res.ok && res.exception) std::rethrow_exception(res.exception);
+    }
+  }
+  r.seconds_per_step = *std::max_element(secs.begin(), secs.end());
+  r.cpu_seconds_per_step = *std::max_element(cpu.begin(), cpu.end());
+  return r;
+}
+
+int run(Args& args) {
+  dit::DitConfig c;
+  c.hidden_size = args.int_or("hidden", 512, 64, 8192);
+  c.num_layers = args.int_or("layers", 4, 1, 64);
+  c.num_heads = args.int_or("heads", 4, 1, 64);
+  c.head_dim = 128;
+  c.ffn_dim = args.int_or("ffn", 3 * c.hidden_size, 64, 65536);
+  c.num_refiner_layers = 2;
+  c.text_dim = 256;
+  c.time_embed_hidden_dim = c.hidden_size;
+  c.time_embed_dim = c.hidden_size / 2;
+  const int64_t latent_frames = args.int_or("frames", 7, 2, 1000);  // 5n+2
+  const int64_t lat_h = args.int_or("latent-height", 48, 2, 512),
+                lat_w = args.int_or("latent-width", 52, 2, 512);
+  const int steps = static_cast<int>(args.int_or("steps", 2, 1, 100));
+  const int max_tp = static_cast<int>(args.int_or("max-ranks", 2, 1, 16));
+  const bool malloc_default = args.flag("malloc-default");
+  args.finish();
+  c.validate("bench config");
+
+  const auto dir =
+      (std::filesystem::temp_directory_path() / ("h3-bench-dit-" + std::to_string(::getpid()))).string();
+  dit::write_random_transformer(dir, c, 1);
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{dir};
+
+  dit::DitInputs in;
+  const int64_t text_rows = 64, audio = 37;
+  in.text = at::randn({text_rows, c.text_dim});
+  in.video = at::randn({1, c.in_channels, latent_frames, lat_h, lat_w});
+  in.audio = at::randn({2 * audio, c.audio_in_channels});
+  in.t_video = 0.3f;
+  in.t_audio = 0.6f;
+  const int64_t video_rows = latent_frames * (lat_h / 2) * (lat_w / 2);
+  const int64_t rows = text_rows + 2 * audio + video_rows;
+
+  install_counting_allocator();
+  // glibc hands every block over 32 MiB (and, by its dynamic threshold, many smaller ones) to
+  // mmap and back to the kernel on free, so each large activation of every step is page-faulted
+  // in again; serving from the heap and keeping freed memory avoids that (a process setting,
+  // recommended for CPU engine processes; --malloc-default keeps glibc's behaviour).
+  if (!malloc_default) {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
+  set_blas_threads(1);
+  at::set_num_threads(1);
+  std::printf(
+      "h3 bench dit: hidden %lld, %lld blocks + 2 refiner, %lld heads x 128, ffn %lld, %lld rows "
+      "(%lld text, %lld audio, %lld video); fp32, one intra-op thread per rank\n",
+      (long long)c.hidden_size, (long long)c.num_layers, (long long)c.num_heads, (long long)c.ffn_dim,
+      (long long)rows, (long long)text_rows, (long long)(2 * audio), (long long)video_rows);
+  std::printf("malloc: %s\n",
+              malloc_default ? "glibc defaults (large blocks mmapped and returned on free)"
+                             : "heap only, freed memory kept (mallopt M_MMAP_MAX 0, M_TRIM_THRESHOLD 1 GiB)");
+  const Rate mm = mm_rate(rows, c.hidden_size, c.ffn_dim);
+  std::printf(
+      "plain at::mm, 1 thread, %lldx%lld @ %lldx%lld: %.1f GFLOP/s by wall time, %.1f GFLOP/s by thread "
+      "CPU time\n",
+      (long long)rows, (long long)c.hidden_size, (long long)c.hidden_size, (long long)c.ffn_dim,
+      mm.wall / 1e9, mm.cpu / 1e9);
+  double base_wall = 0, base_cpu = 0;
+  for (int tp = 1; tp <= max_tp; tp *= 2) {
+    if (c.num_heads % tp != 0) break;
+    const auto r = run_tp(dir, in, tp, steps);
+    const double flops = gemm_flops(c, rows, text_rows, tp);
+    if (tp == 1) {
+      base_wall = r.seconds_per_step;
+      base_cpu = r.cpu_seconds_per_step;
+    }
+    std::printf("TP%d: %.3f s/step wall (x%.2f vs TP1), %.3f CPU s/step on the busiest rank (x%.2f vs TP1)\n",
+                tp, r.seconds_per_step, base_wall / r.seconds_per_step, r.cpu_seconds_per_step,
+                base_cpu / r.cpu_seconds_per_step);
+    std::printf(
+        "  GEMM %.1f GFLOP per rank per step: %.1f GFLOP/s by wall time (%.0f %% of at::mm), %.1f GFLOP/s by "
+        "CPU time (%.0f %% of at::mm)\n",
+        flops / 1e9, flops / r.seconds_per_step / 1e9, 100.0 * flops / r.seconds_per_step / mm.wall,
+        flops / r.cpu_seconds_per_step / 1e9, 100.0 * flops / r.cpu_seconds_per_step / mm.cpu);
+    for (int k = 0; k < tp; ++k) {
+      std::printf("  rank %d: weights %.1f MiB, peak tensor memory %.1f MiB\n", k,
+                  static_cast<double>(r.weight_bytes[static_cast<size_t>(k)]) / (1 << 20),
+                  static_cast<double>(r.peak_bytes[static_cast<size_t>(k)]) / (1 << 20));
+    }
+  }
+  return 0;
+}
+
+H3_REGISTER_COMMAND(
+    "bench dit", "DiT step time at TP 1 and 2, GEMM efficiency, peak memory per rank",
+    "usage: h3 bench dit [--hidden 512] [--layers 4] [--heads 4] [--ffn 3*hidden]\n"
+    "                    [--frames 7] [--latent-height 48] [--latent-width 52]\n"
+    "                    [--steps 2] [--max-ranks 2] [--malloc-default]\n"
+    "\n"
+    "A random model (head_dim 128, 2 refiner blocks, 64 text rows, 74 audio rows) is written\n"
+    "to a temporary folder and loaded through the engine's loader at each TP size (ranks as\n"
+    "threads, one intra-op and one BLAS thread each). Prints seconds per step, GEMM FLOP/s\n"
+    "per rank against a plain at::mm measured in the same run, and peak tensor memory per rank.",
+    run);
+
+}  // namespace
+}  // namespace h3::tools

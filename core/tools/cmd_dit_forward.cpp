@@ -1,0 +1,89 @@
+// `h3 dit-forward`: one forward of the DiT on inputs from a safetensors file, for comparing
+// against other implementations of the model.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "common/error.h"
+#include "dist/group.h"
+#include "dist/world.h"
+#include "dit/transformer.h"
+#include "io/safetensors.h"
+#include "tools/command.h"
+
+namespace h3::tools {
+namespace {
+
+dit::DitInputs read_inputs(const std::string& path) {
+  auto f = io::SafetensorsFile::open(path);
+  auto get = [&](const char* name) { return f->view(name).clone(); };
+  auto scalar = [&](const char* name) {
+    auto t = get(name);
+    if (t.numel() != 1) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  path + ": '" + name + "' must be a 0-d timestep t = 1 - sigma");
+    }
+    return t.to(at::kFloat).item<float>();
+  };
+  dit::DitInputs in;
+  in.video = get("video");
+  in.audio = get("audio");
+  in.text = get("text");
+  if (f->find("tags")) in.text_tags = get("tags");
+  in.t_video = scalar("t_video");
+  in.t_audio = scalar("t_audio");
+  return in;
+}
+
+int run(Args& args) {
+  const std::string dir = args.string("transformer");
+  const std::string inputs = args.string("inputs");
+  const std::string out = args.string("out");
+  const int ranks = static_cast<int>(args.int_or("ranks", 1, 1, 64));
+  args.finish();
+
+  const auto in = read_inputs(inputs);
+  const auto start = std::chrono::steady_clock::now();
+  dit::Velocity v;
+  if (ranks == 1) {
+    v = dit::Transformer::load(dir).forward(in);
+  } else {
+    const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
+    auto results = dist::run_threads(ranks, [&](dist::Group& g) {
+      at::set_num_threads(threads);
+      auto model = dit::Transformer::load(dir, &g);
+      auto r = model.forward(in);
+      if (g.rank() == 0) v = r;
+    });
+    for (const auto& r : results) {
+      if (!r.ok && r.exception) std::rethrow_exception(r.exception);
+      if (!r.ok)
+        throw Error(ErrorKind::kDistributed, "rank " + std::to_string(r.rank) + " failed: " + r.error);
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  io::write_safetensors(out,
+                        {{"velocity_video", v.video.contiguous()}, {"velocity_audio", v.audio.contiguous()}});
+  std::printf("velocity_video %s, velocity_audio %s -> %s (%d rank%s, %.2f s)\n",
+              c10::str(v.video.sizes()).c_str(), c10::str(v.audio.sizes()).c_str(), out.c_str(), ranks,
+              ranks == 1 ? "" : "s", secs);
+  return 0;
+}
+
+H3_REGISTER_COMMAND("dit-forward", "one forward of the H3 DiT on inputs from a safetensors file",
+                    "usage: h3 dit-forward --transformer DIR --inputs FILE --out FILE [--ranks N]\n"
+                    "\n"
+                    "  --transformer DIR  transformer folder as in the release: config.json + safetensors\n"
+                    "                     (one file or an index; diffusers or native layout)\n"
+                    "  --inputs FILE      safetensors with video [1, 24, T, h, w] fp32 noisy latents,\n"
+                    "                     audio [2A, 32] fp32, text [L, text_dim], optional tags [L] (int),\n"
+                    "                     t_video and t_audio (0-d fp32, t = 1 - sigma)\n"
+                    "  --out FILE         safetensors written with velocity_video and velocity_audio (fp32)\n"
+                    "  --ranks N          tensor-parallel ranks, as threads of this process (default 1)",
+                    run);
+
+}  // namespace
+}  // namespace h3::tools

@@ -1,0 +1,111 @@
+// `h3 inspect --shapes CONFIG.json [--index INDEX.json]`: the DiT parameter set the engine
+// builds from a config (shapes only, no memory), and given a checkpoint index (diffusers or
+// native layout) the tensor names missing on either side.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/error.h"
+#include "dit/config.h"
+#include "dit/parameters.h"
+#include "io/layout.h"
+#include "tools/command.h"
+#include "tools/inspect_model.h"
+
+namespace h3::tools {
+namespace {
+
+std::vector<std::string> index_names(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorKind::kNotFound, path + ": cannot read the index");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::kFormat, path + ": invalid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
+    throw Error(ErrorKind::kFormat, path + ": no weight_map object (is this a *.safetensors.index.json?)");
+  }
+  std::vector<std::string> names;
+  for (auto& [name, file] : j["weight_map"].items()) names.push_back(name);
+  return names;
+}
+
+int run(Args& args) {
+  const auto shapes = args.opt_string("shapes");
+  const auto index = args.opt_string("index");
+  const int tp = static_cast<int>(args.int_or("tp", 1, 1, 1024));
+  args.finish();
+  if (!shapes) {
+    if (args.positional().size() != 1)
+      throw UsageError{"give one model folder, component folder or checkpoint"};
+    if (index) throw UsageError{"--index goes with --shapes"};
+    return inspect_path(args.positional().front(), tp, stdout);
+  }
+  if (!args.positional().empty()) throw UsageError{"--shapes takes no other path"};
+  const std::string config_path = *shapes;
+
+  const auto c = dit::DitConfig::load(config_path);
+  const auto specs = dit::dit_parameters(c);
+  const auto n = dit::count_parameters(specs);
+  std::printf("%s (%s schema): %lld blocks + %lld refiner blocks, hidden %lld, %lld heads x %lld, ffn %lld\n",
+              config_path.c_str(), c.schema == dit::ConfigSchema::kNative ? "native" : "diffusers",
+              static_cast<long long>(c.num_layers), static_cast<long long>(c.num_refiner_layers),
+              static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_heads),
+              static_cast<long long>(c.head_dim), static_cast<long long>(c.ffn_dim));
+  std::printf(
+      "tensors %zu, parameters %lld (%.2f B), AdaLN %lld (%.2f B), %lld bytes in the release dtypes\n",
+      specs.size(), static_cast<long long>(n.total), n.total / 1e9, static_cast<long long>(n.adaln),
+      n.adaln / 1e9, static_cast<long long>(n.release_bytes));
+  if (!index) return 0;
+
+  const auto stored = index_names(*index);
+  const bool native = io::is_native_layout(io::ModelKind::kDit, stored);
+  std::set<std::string> have;  // the index's tensors in canonical names
+  for (const auto& s : stored) {
+    if (!native) {
+      have.insert(s);
+      continue;
+    }
+    for (const auto& piece : io::native_to_canonical(io::ModelKind::kDit, s)) have.insert(piece.name);
+  }
+  std::set<std::string> built;
+  for (const auto& s : specs) built.insert(s.name);
+  int missing = 0, extra = 0;
+  for (const auto& name : built) {
+    if (!have.count(name)) {
+      std::printf("missing from the index: %s\n", name.c_str());
+      ++missing;
+    }
+  }
+  for (const auto& name : have) {
+    if (!built.count(name)) {
+      std::printf("in the index but not in the model: %s\n", name.c_str());
+      ++extra;
+    }
+  }
+  std::printf("%s: %zu tensors (%s layout, %zu after conversion): %d missing, %d not in the model\n",
+              index->c_str(), stored.size(), native ? "native" : "diffusers", have.size(), missing, extra);
+  return missing || extra ? 1 : 0;
+}
+
+H3_REGISTER_COMMAND("inspect", "a model folder or checkpoint: configs, tensors, dtypes, bytes, shard plan",
+                    "usage: h3 inspect DIR|FILE [--tp N]\n"
+                    "       h3 inspect --shapes CONFIG.json [--index INDEX.json]\n"
+                    "\n"
+                    "  DIR|FILE              a model folder (model_index.json, transformer/, vae/, ...), a\n"
+                    "                        component folder, or a checkpoint (.safetensors or index):\n"
+                    "                        configs, tensor count, dtypes and bytes; for a DiT the\n"
+                    "                        tensor-parallel shard plan\n"
+                    "  --tp N                ranks of the shard plan (default 1)\n"
+                    "  --shapes CONFIG.json  a DiT config (transformer/config.json or the native\n"
+                    "                        FL2VA/transformer/config.json); prints the parameter count\n"
+                    "                        the engine builds from it (shapes only, no memory)\n"
+                    "  --index INDEX.json    a *.safetensors.index.json (diffusers or native names):\n"
+                    "                        prints the names missing on either side; exit code 1 if any",
+                    run);
+
+}  // namespace
+}  // namespace h3::tools

@@ -1,0 +1,156 @@
+// Configs of both release schemas, and the full-size model's parameter set built from them as
+// shapes only, checked against the release's tensor index.
+#include "dit/config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/error.h"
+#include "dit/parameters.h"
+#include "dit/transformer.h"
+#include "io/layout.h"
+#include "test_util.h"
+
+namespace h3::dit {
+namespace {
+
+using testing::data_dir;
+using testing::golden_dir;
+
+std::string release(const std::string& rel) {
+  return data_dir() + "/h3-release/" + rel;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+void expect_same_model(const DitConfig& a, const DitConfig& b) {
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.num_layers, b.num_layers);
+  EXPECT_EQ(a.num_refiner_layers, b.num_refiner_layers);
+  EXPECT_EQ(a.num_heads, b.num_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.ffn_dim, b.ffn_dim);
+  EXPECT_EQ(a.in_channels, b.in_channels);
+  EXPECT_EQ(a.audio_in_channels, b.audio_in_channels);
+  EXPECT_EQ(a.patch, b.patch);
+  EXPECT_EQ(a.text_dim, b.text_dim);
+  EXPECT_EQ(a.freq_dim, b.freq_dim);
+  EXPECT_EQ(a.time_embed_hidden_dim, b.time_embed_hidden_dim);
+  EXPECT_EQ(a.time_embed_dim, b.time_embed_dim);
+  EXPECT_EQ(a.rope_freq_dim, b.rope_freq_dim);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.norm_eps, b.norm_eps);
+}
+
+TEST(DitConfig, ReleaseSchemasDescribeTheSameModel) {
+  auto d = DitConfig::load(release("transformer/config.json"));
+  auto n = DitConfig::load(release("FL2VA/transformer"));
+  EXPECT_EQ(d.schema, ConfigSchema::kDiffusers);
+  EXPECT_EQ(n.schema, ConfigSchema::kNative);
+  expect_same_model(d, n);
+  EXPECT_EQ(d.hidden_size, 5376);
+  EXPECT_EQ(d.num_layers, 50);
+  EXPECT_EQ(d.num_refiner_layers, 2);
+  EXPECT_EQ(d.num_heads, 56);
+  EXPECT_EQ(d.head_dim, 128);
+  EXPECT_EQ(d.ffn_dim, 14336);
+  EXPECT_EQ(d.text_dim, 5120);
+  EXPECT_EQ(d.time_embed_dim, 2688);
+  EXPECT_EQ(d.adaln_width(), 96768);
+  EXPECT_EQ(d.video_row_width(), 96);
+  EXPECT_EQ(d.rope_dims(), 96);
+  expect_same_model(DitConfig::load(golden_dir() + "/transformer_tiny"),
+                    DitConfig::load(golden_dir() + "/transformer_tiny_native"));
+}
+
+TEST(DitConfig, BadConfigsAreFormatErrors) {
+  auto kind_of = [](const std::string& text) {
+    try {
+      DitConfig::parse(text, "x/config.json");
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("x/config.json"), std::string::npos);
+      return e.kind();
+    }
+    return ErrorKind::kInternal;
+  };
+  EXPECT_EQ(kind_of("{not json"), ErrorKind::kFormat);
+  EXPECT_EQ(kind_of(R"({"hidden_size": 64})"), ErrorKind::kFormat);
+  auto j = read_json(golden_dir() + "/transformer_tiny_native/config.json");
+  j["adaln_out_features"] = 100;
+  EXPECT_EQ(kind_of(j.dump()), ErrorKind::kFormat);
+  j = read_json(golden_dir() + "/transformer_tiny/config.json");
+  j["attention_head_dim"] = 64;  // fewer than the 96 rotated dims
+  EXPECT_EQ(kind_of(j.dump()), ErrorKind::kFormat);
+  j["attention_head_dim"] = "wide";
+  EXPECT_EQ(kind_of(j.dump()), ErrorKind::kFormat);
+  try {
+    DitConfig::load(data_dir() + "/no/such/folder");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kNotFound);
+  }
+}
+
+TEST(DitConfig, TensorParallelMustDivideTheHeads) {
+  auto c = DitConfig::load(release("transformer/config.json"));
+  EXPECT_NO_THROW(check_tp(c, 1));
+  EXPECT_NO_THROW(check_tp(c, 4));
+  EXPECT_NO_THROW(check_tp(c, 8));
+  try {
+    check_tp(c, 3);
+    FAIL() << "3 does not divide 56 heads";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("attention heads (56)"), std::string::npos);
+  }
+  EXPECT_THROW(check_tp(DitConfig::load(golden_dir() + "/transformer_tiny"), 4), Error);  // 2 heads
+}
+
+TEST(FullSizeModel, ParameterSetMatchesTheDiffusersIndex) {
+  auto c = DitConfig::load(release("transformer/config.json"));
+  auto specs = dit_parameters(c);
+  auto index = read_json(release("transformer/diffusion_pytorch_model.safetensors.index.json"));
+  std::set<std::string> in_index;
+  for (auto& [name, file] : index["weight_map"].items()) in_index.insert(name);
+  std::set<std::string> built;
+  for (const auto& s : specs) built.insert(s.name);
+  EXPECT_EQ(in_index.size(), 638u);
+  EXPECT_EQ(built.size(), specs.size());
+  EXPECT_EQ(built, in_index);
+  auto n = count_parameters(specs);
+  EXPECT_NEAR(n.total / 1e9, 33.12, 0.005);
+  EXPECT_NEAR(n.adaln / 1e9, 13.0, 0.05);
+  // The index's byte count pins every shape: bf16 everywhere but the 12 fp32 tensors.
+  EXPECT_EQ(n.release_bytes, index["metadata"]["total_size"].get<int64_t>());
+  int fp32 = 0;
+  for (const auto& s : specs) fp32 += s.fp32;
+  EXPECT_EQ(fp32, 12);
+}
+
+TEST(FullSizeModel, ParameterSetMatchesTheNativeIndexAfterConversion) {
+  auto c = DitConfig::load(release("FL2VA/transformer/config.json"));
+  auto index = read_json(release("FL2VA/transformer/model.safetensors.index.json"));
+  std::vector<std::string> stored;
+  for (auto& [name, file] : index["weight_map"].items()) stored.push_back(name);
+  EXPECT_EQ(stored.size(), 535u);
+  ASSERT_TRUE(io::is_native_layout(io::ModelKind::kDit, stored));
+  std::set<std::string> converted;
+  for (const auto& n : stored) {
+    for (const auto& piece : io::native_to_canonical(io::ModelKind::kDit, n)) converted.insert(piece.name);
+  }
+  std::set<std::string> built;
+  for (const auto& s : dit_parameters(c)) built.insert(s.name);
+  EXPECT_EQ(built, converted);
+  // Same bytes as the diffusers layout plus the stored rope.inv_freq (fp32 [16]).
+  EXPECT_EQ(count_parameters(dit_parameters(c)).release_bytes + 16 * 4,
+            index["metadata"]["total_size"].get<int64_t>());
+}
+
+}  // namespace
+}  // namespace h3::dit

@@ -1,0 +1,34 @@
+// Shared helpers of the DiT tests: test data paths, safetensors reading, tolerances.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "io/safetensors.h"
+
+namespace h3::dit::testing {
+
+inline std::string data_dir() {
+  const char* d = std::getenv("H3_TEST_DATA");
+  return d ? d : "tests/data";
+}
+inline std::string golden_dir() {
+  return data_dir() + "/golden/h3_dit";
+}
+
+// Every tensor of a safetensors file, copied out of the mapping.
+inline std::map<std::string, at::Tensor> read_tensors(const std::string& path) {
+  auto f = io::SafetensorsFile::open(path);
+  std::map<std::string, at::Tensor> out;
+  for (const auto& info : f->tensors()) out[info.name] = f->view(info.name).clone();
+  return out;
+}
+
+inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+}  // namespace h3::dit::testing
