@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "h3_config.h"
 #include "text/byte_encoder.h"
 #include "text/conditioning.h"
+#include "vae/cpu_threads.h"
 #include "vae/video_decoder.h"
 
 namespace h3 {
@@ -298,6 +300,12 @@ struct Engine::Impl {
 
   void rank_main(dist::Group& g) {
     const bool root = g.rank() == 0;
+    if (g.size() > 1) {
+      // Ranks share this host's cores: each takes its share, or every rank's GEMMs would fan
+      // out over every core and contend (OpenBLAS's pool is process-wide; see vae/cpu_threads.h).
+      const int cores = static_cast<int>(std::thread::hardware_concurrency());
+      vae::set_cpu_threads(std::max(1, cores / g.size()));
+    }
     RankState st;
     const auto t0 = Clock::now();
     Failure f;
