@@ -1,0 +1,7 @@
+#include "vae/chunk_sink.h"
+
+namespace h3 {
+
+ChunkSink::~ChunkSink() = default;
+
+}  // namespace h3

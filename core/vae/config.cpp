@@ -1,0 +1,271 @@
+#include "vae/config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace h3::vae {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+[[noreturn]] void bad(const std::string& origin, const std::string& what) {
+  throw Error(ErrorKind::kFormat, origin + ": " + what);
+}
+
+json parse_json(const std::string& text, const std::string& origin) {
+  try {
+    json j = json::parse(text);
+    if (!j.is_object()) bad(origin, "expected a JSON object at the top level");
+    return j;
+  } catch (const json::parse_error& e) {
+    bad(origin, std::string("not valid JSON: ") + e.what());
+  }
+}
+
+// Optional integer key: keeps `out` when absent; a key of the wrong type is an error.
+void read_int(const json& j, const char* key, const std::string& origin, int64_t& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  if (it->is_number_integer() || it->is_number_unsigned()) {
+    out = it->get<int64_t>();
+  } else if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>()) {
+    out = static_cast<int64_t>(it->get<double>());
+  } else {
+    bad(origin, std::string("key '") + key + "' must be an integer");
+  }
+}
+
+void read_double(const json& j, const char* key, const std::string& origin, double& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  if (!it->is_number()) bad(origin, std::string("key '") + key + "' must be a number");
+  out = it->get<double>();
+}
+
+void read_bool(const json& j, const char* key, const std::string& origin, bool& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  if (it->is_boolean()) {
+    out = it->get<bool>();
+  } else if (it->is_number_integer()) {
+    out = it->get<int64_t>() != 0;  // the native wrapper writes flags as 0/1
+  } else {
+    bad(origin, std::string("key '") + key + "' must be a boolean or 0/1");
+  }
+}
+
+std::vector<double> read_doubles(const json& j, const char* key, const std::string& origin) {
+  auto it = j.find(key);
+  if (it == j.end()) bad(origin, std::string("missing key '") + key + "'");
+  if (!it->is_array()) bad(origin, std::string("key '") + key + "' must be an array of numbers");
+  std::vector<double> v;
+  for (const auto& x : *it) {
+    // The native wrapper may store the statistics as strings of decimals.
+    if (x.is_number()) {
+      v.push_back(x.get<double>());
+    } else if (x.is_string()) {
+      try {
+        size_t used = 0;
+        const std::string s = x.get<std::string>();
+        v.push_back(std::stod(s, &used));
+        if (used != s.size()) throw std::invalid_argument(s);
+      } catch (const std::exception&) {
+        bad(origin, std::string("key '") + key + "' holds a value that is not a number");
+      }
+    } else {
+      bad(origin, std::string("key '") + key + "' must be an array of numbers");
+    }
+  }
+  return v;
+}
+
+// Product of a list of down-sampling factors (spatial or temporal compression).
+int64_t product_of(const json& j, const char* key, const std::string& origin, int64_t fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_array()) bad(origin, std::string("key '") + key + "' must be an array of integers");
+  int64_t p = 1;
+  for (const auto& x : *it) {
+    if (!x.is_number_integer() || x.get<int64_t>() <= 0) {
+      bad(origin, std::string("key '") + key + "' must hold positive integers");
+    }
+    p *= x.get<int64_t>();
+  }
+  return p;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw Error(ErrorKind::kNotFound, p.string() + ": cannot open the file");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+void VaeConfig::validate(const std::string& origin) const {
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) bad(origin, what);
+  };
+  need(latent_channels > 0, "latent_channels must be positive");
+  need(out_channels > 0, "out_channels must be positive");
+  need(patch_size > 0 && patch_size_t > 0, "the spatial and temporal compression factors must be positive");
+  need(num_layers >= 0, "the decoder's layer count must not be negative");
+  need(num_heads > 0 && head_dim > 0, "the decoder's head count and head dim must be positive");
+  need(num_register_tokens >= 0, "the register token count must not be negative");
+  need(ffn_mult > 0, "the decoder's ffn multiplier must be positive");
+  need(rope_theta > 0, "the decoder's rope theta must be positive");
+  need(rope_dim_ratio >= 0 && rope_dim_ratio <= 1, "the decoder's rope dim ratio must lie in [0, 1]");
+  need(rope_dim() % 6 == 0,
+       "the rotated dims per head (head_dim * rope_dim_ratio = " + std::to_string(rope_dim()) +
+           ") must split into 3 axes of cos/sin pairs (a multiple of 6)");
+  need(norm_eps > 0, "the decoder's norm eps must be positive");
+  need(clip_length > 0, "clip_length must be positive");
+  const int64_t chunk_tokens = (clip_length + patch_size_t - 1) / patch_size_t;
+  need(token_drop >= 0 && token_drop < chunk_tokens,
+       "token_drop must lie in [0, tokens per clip = " + std::to_string(chunk_tokens) + ")");
+  need(tile_size > 0 && tile_size % patch_size == 0,
+       "the tile size must be a positive multiple of " + std::to_string(patch_size) + " px");
+  need(tile_overlap_min >= 0 && tile_overlap_min % patch_size == 0 && tile_overlap_min < tile_size,
+       "the minimum tile overlap must be a multiple of " + std::to_string(patch_size) +
+           " px smaller than the tile size");
+  need(static_cast<int64_t>(latents_mean.size()) == latent_channels,
+       "latents_mean has " + std::to_string(latents_mean.size()) + " values for " +
+           std::to_string(latent_channels) + " latent channels");
+  need(static_cast<int64_t>(latents_std.size()) == latent_channels,
+       "latents_std has " + std::to_string(latents_std.size()) + " values for " +
+           std::to_string(latent_channels) + " latent channels");
+  for (double s : latents_std)
+    need(std::isfinite(s) && s != 0.0, "latents_std holds a zero or non-finite value");
+  for (double m : latents_mean) need(std::isfinite(m), "latents_mean holds a non-finite value");
+}
+
+VaeConfig parse_diffusers_config(const std::string& json_text, const std::string& origin) {
+  const json j = parse_json(json_text, origin);
+  if (!j.contains("decoder_num_layers")) {
+    bad(origin,
+        "not a diffusers video-VAE config (no 'decoder_num_layers'); for the native layout "
+        "point at the folder holding the wrapper config.json and source/");
+  }
+  VaeConfig c;
+  read_int(j, "latent_channels", origin, c.latent_channels);
+  read_int(j, "out_channels", origin, c.out_channels);
+  c.patch_size = product_of(j, "spatial_downsample_factors", origin, c.patch_size);
+  c.patch_size_t = product_of(j, "temporal_downsample_factors", origin, c.patch_size_t);
+  read_int(j, "decoder_num_layers", origin, c.num_layers);
+  read_int(j, "decoder_num_attention_heads", origin, c.num_heads);
+  read_int(j, "decoder_attention_head_dim", origin, c.head_dim);
+  read_int(j, "decoder_num_register_tokens", origin, c.num_register_tokens);
+  read_int(j, "decoder_ffn_mult", origin, c.ffn_mult);
+  read_double(j, "decoder_rope_theta", origin, c.rope_theta);
+  read_double(j, "decoder_rope_dim_ratio", origin, c.rope_dim_ratio);
+  read_double(j, "decoder_norm_eps", origin, c.norm_eps);
+  read_int(j, "clip_length", origin, c.clip_length);
+  read_int(j, "token_drop", origin, c.token_drop);
+  c.latents_mean = read_doubles(j, "latents_mean", origin);
+  c.latents_std = read_doubles(j, "latents_std", origin);
+  c.validate(origin);
+  return c;
+}
+
+VaeConfig parse_native_config(const std::string& wrapper_json, const std::string& wrapper_origin,
+                              const std::string& source_json, const std::string& source_origin) {
+  const json w = parse_json(wrapper_json, wrapper_origin);
+  const json s = parse_json(source_json, source_origin);
+  VaeConfig c;
+  // Source config: the decoder architecture.
+  if (s.contains("use_vit_decoder") && s["use_vit_decoder"].is_boolean() &&
+      !s["use_vit_decoder"].get<bool>()) {
+    bad(source_origin, "use_vit_decoder is false: only the ViT decoder of H3 is supported");
+  }
+  if (s.contains("pixel_norm_type") && s["pixel_norm_type"] != "imagenet") {
+    bad(source_origin, "pixel_norm_type must be \"imagenet\" (the only pixel normalisation of H3)");
+  }
+  read_int(s, "embed_dim", source_origin, c.latent_channels);
+  read_int(s, "out_ch", source_origin, c.out_channels);
+  read_int(s, "vae_ratio", source_origin, c.patch_size);
+  read_int(s, "vae_ratio_t", source_origin, c.patch_size_t);
+  auto kw = s.find("vit_decoder_kwargs");
+  if (kw == s.end() || !kw->is_object()) bad(source_origin, "missing object 'vit_decoder_kwargs'");
+  read_int(*kw, "num_layers", source_origin, c.num_layers);
+  read_int(*kw, "heads", source_origin, c.num_heads);
+  read_int(*kw, "dim_head", source_origin, c.head_dim);
+  read_int(*kw, "num_register_tokens", source_origin, c.num_register_tokens);
+  read_int(*kw, "ffn_mult", source_origin, c.ffn_mult);
+  read_double(*kw, "rope_theta", source_origin, c.rope_theta);
+  read_double(*kw, "rope_dim_ratio", source_origin, c.rope_dim_ratio);
+  if (kw->contains("ffn_use_gated") && (*kw)["ffn_use_gated"] != true) {
+    bad(source_origin, "vit_decoder_kwargs.ffn_use_gated must be true (H3's gated SiLU FFN)");
+  }
+  if (kw->contains("qk_norm_affine") && (*kw)["qk_norm_affine"] != false) {
+    bad(source_origin, "vit_decoder_kwargs.qk_norm_affine must be false (H3's q/k norm has no weights)");
+  }
+  // Wrapper config: temporal, tiling and latent statistics.
+  int64_t wrapper_channels = c.latent_channels;
+  read_int(w, "latent_channels", wrapper_origin, wrapper_channels);
+  if (wrapper_channels != c.latent_channels) {
+    bad(wrapper_origin, "latent_channels " + std::to_string(wrapper_channels) + " disagrees with " +
+                            source_origin + " embed_dim " + std::to_string(c.latent_channels));
+  }
+  read_int(w, "vae_clip_length", wrapper_origin, c.clip_length);
+  read_int(w, "vae_token_drop", wrapper_origin, c.token_drop);
+  read_bool(w, "vae_decoder_tiling", wrapper_origin, c.tiling);
+  read_int(w, "vae_tile_size", wrapper_origin, c.tile_size);
+  read_int(w, "vae_tile_overlap_min", wrapper_origin, c.tile_overlap_min);
+  c.latents_mean = read_doubles(w, "latents_mean", wrapper_origin);
+  c.latents_std = read_doubles(w, "latents_std", wrapper_origin);
+  c.validate(wrapper_origin);
+  return c;
+}
+
+VaeSource find_vae(const std::string& dir) {
+  const fs::path root(dir);
+  if (!fs::is_directory(root)) {
+    throw Error(ErrorKind::kNotFound, dir + ": not a folder (expected a VAE folder holding config.json)");
+  }
+  const fs::path cfg_path = root / "config.json";
+  if (!fs::is_regular_file(cfg_path)) {
+    throw Error(ErrorKind::kNotFound, cfg_path.string() + ": missing (expected the VAE's config.json)");
+  }
+  const std::string text = read_text(cfg_path);
+  const json j = parse_json(text, cfg_path.string());
+  VaeSource src;
+  if (j.contains("decoder_num_layers")) {
+    src.config = parse_diffusers_config(text, cfg_path.string());
+    src.weights_path = root.string();
+    src.native = false;
+    return src;
+  }
+  if (j.contains("source_path") || j.contains("vae_clip_length")) {
+    std::string sub = "source";
+    if (j.contains("source_path") && j["source_path"].is_string()) sub = j["source_path"].get<std::string>();
+    const fs::path source_dir = root / sub;
+    const fs::path source_cfg = source_dir / "config.json";
+    if (!fs::is_regular_file(source_cfg)) {
+      throw Error(ErrorKind::kNotFound, source_cfg.string() + ": missing (the native VAE's source config)");
+    }
+    src.config = parse_native_config(text, cfg_path.string(), read_text(source_cfg), source_cfg.string());
+    std::string file = "model.safetensors";
+    if (j.contains("source_safetensors_path") && j["source_safetensors_path"].is_string()) {
+      file = j["source_safetensors_path"].get<std::string>();
+    }
+    src.weights_path = (source_dir / file).string();
+    src.native = true;
+    return src;
+  }
+  if (j.contains("vit_decoder_kwargs")) {
+    bad(cfg_path.string(),
+        "this is a native source config without latent statistics; point at the folder "
+        "above it, which holds the wrapper config.json");
+  }
+  bad(cfg_path.string(), "neither a diffusers video-VAE config nor a native wrapper config");
+}
+
+}  // namespace h3::vae

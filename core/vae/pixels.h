@@ -1,0 +1,19 @@
+// The pixel processor (H3-MODEL.md §7.5): the decoder's ImageNet-normalised RGB
+// to [0, 1] RGB frames and to uint8 frames, cropped to the requested size.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace h3::vae {
+
+// Decoded pixels [3, n, H, W] (ImageNet-normalised) -> [n, height, width, 3] fp32 in [0, 1],
+// contiguous: the top-left height x width crop, x * std + mean per channel, clamped.
+at::Tensor to_unit_rgb(const at::Tensor& decoded, int64_t height, int64_t width);
+
+// [0, 1] frames -> uint8 frames of the same shape: round(x * 255), computed in fp32
+// (rounding in half precision flips borderline pixels).
+at::Tensor quantize_u8(const at::Tensor& unit_rgb);
+
+}  // namespace h3::vae

@@ -1,0 +1,378 @@
+#include "vae/video_decoder.h"
+
+#include <ATen/ATen.h>
+
+#include <exception>
+#include <sstream>
+
+#include "common/error.h"
+#include "dist/agree.h"
+#include "dist/group.h"
+#include "vae/pixels.h"
+
+namespace h3::vae {
+namespace {
+
+std::string shape_str(at::IntArrayRef s) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << "]";
+  return o.str();
+}
+
+TemporalParams temporal_params(const VaeConfig& c) {
+  TemporalParams tp;
+  tp.clip_length = c.clip_length;
+  tp.token_drop = c.token_drop;
+  tp.ratio_t = c.patch_size_t;
+  tp.isolated_first_frame = c.isolated_first_frame;
+  tp.isolated_last_frame = c.isolated_last_frame;
+  return tp;
+}
+
+// Everything the loop needs, derived from the latent shape and the options alone.
+struct Setup {
+  ChunkPlan plan;
+  TileGrid grid;
+  int64_t height = 0, width = 0;  // output crop
+  at::Tensor z;                   // the latents as given [1, C, T, h, w]
+  at::Tensor mean, std;           // per-channel statistics [1, C, 1, 1, 1], fp32
+};
+
+Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions& o) {
+  if (!latents.defined()) throw Error(ErrorKind::kInvalidArgument, "latents: no tensor given");
+  if (latents.dim() != 5 || latents.size(0) != 1 || latents.size(1) != c.latent_channels) {
+    throw Error(ErrorKind::kInvalidArgument, "latents: shape " + shape_str(latents.sizes()) + " is not [1, " +
+                                                 std::to_string(c.latent_channels) +
+                                                 ", T, h, w] (one clip of normalised DiT latents)");
+  }
+  if (!at::isFloatingType(latents.scalar_type())) {
+    throw Error(ErrorKind::kInvalidArgument, "latents: dtype must be floating point");
+  }
+  if (latents.size(3) < 1 || latents.size(4) < 1) {
+    throw Error(ErrorKind::kInvalidArgument, "latents: empty spatial extent " + shape_str(latents.sizes()));
+  }
+  Setup s;
+  s.plan = plan_chunks(latents.size(2), temporal_params(c));
+  const bool tiling = o.tiling.value_or(c.tiling);
+  s.grid =
+      plan_tiles(latents.size(3), latents.size(4), c.patch_size, tiling, c.tile_size, c.tile_overlap_min);
+  const int64_t full_h = latents.size(3) * c.patch_size, full_w = latents.size(4) * c.patch_size;
+  s.height = o.height > 0 ? o.height : full_h;
+  s.width = o.width > 0 ? o.width : full_w;
+  if (o.height < 0 || o.width < 0 || s.height > full_h || s.width > full_w) {
+    throw Error(ErrorKind::kInvalidArgument, "output size " + std::to_string(s.height) + "x" +
+                                                 std::to_string(s.width) +
+                                                 " must be positive and fit the decoded " +
+                                                 std::to_string(full_h) + "x" + std::to_string(full_w));
+  }
+  const at::Tensor mean = at::tensor(c.latents_mean, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);
+  const at::Tensor std = at::tensor(c.latents_std, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);
+  s.z = latents;
+  s.mean = mean.view({1, -1, 1, 1, 1});
+  s.std = std.view({1, -1, 1, 1, 1});
+  return s;
+}
+
+// Latent indices (into the time axis of the whole latent) of clip i: head latent first on
+// clip 0, then the body slice with pad latents repeating the last body latent, then the
+// tail latent on the last clip.
+at::Tensor clip_indices(const ChunkPlan& p, int64_t i) {
+  const int64_t first_body = p.head ? 1 : 0;
+  const int64_t body_len = p.latent_frames - (p.head ? 1 : 0) - (p.tail ? 1 : 0);
+  std::vector<int64_t> idx;
+  if (i == 0 && p.head) idx.push_back(0);
+  for (int64_t j = p.clip_token_begin(i); j < p.clip_token_end(i); ++j) {
+    idx.push_back(first_body + std::min(j, body_len - 1));
+  }
+  if (i == p.num_clips - 1 && p.tail) idx.push_back(p.latent_frames - 1);
+  return at::tensor(idx, at::TensorOptions().dtype(at::kLong));
+}
+
+// The failure this rank brings to an agreement: its message, and the exception to rethrow.
+struct Failure {
+  std::optional<std::string> message;
+  std::exception_ptr exception;
+  void capture() {
+    exception = std::current_exception();
+    try {
+      std::rethrow_exception(exception);
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+      message = "unknown exception";
+    }
+  }
+  explicit operator bool() const { return message.has_value(); }
+};
+
+// Every rank calls this at the same points; all leave together when any rank failed.
+void agree_or_throw(dist::Group& g, const Failure& mine) {
+  const dist::ErrorAgreement a = dist::agree_error(g, mine.message);
+  if (!a.failed) return;
+  if (a.rank == g.rank() && mine.exception) std::rethrow_exception(mine.exception);
+  dist::throw_agreed(a, g.rank());
+}
+
+// The owner's side of the loop: temporal assembly of stitched clips, the pad trim, the
+// pixel processor and the sink.
+class Emitter {
+ public:
+  Emitter(const Setup& s, const DecodeOptions& o, ChunkSink* sink) : s_(s), opts_(o), sink_(sink) {}
+
+  // Consumes stitched clip i [3, F, H, W]. Throws on an engine error; a sink error is
+  // kept (failure()) and ends the emission.
+  void clip(int64_t i, at::Tensor dec) {
+    const ChunkPlan& p = s_.plan;
+    const int64_t rt = p.ratio_t;
+    if (i == 0 && p.head) {
+      part(dec.narrow(1, rt - 1, 1));  // the head latent's last frame
+      dec = dec.narrow(1, rt, dec.size(1) - rt);
+    }
+    at::Tensor tail;
+    if (i == p.num_clips - 1 && p.tail) {
+      tail = dec.narrow(1, dec.size(1) - 1, 1);
+      dec = dec.narrow(1, 0, dec.size(1) - rt);
+    }
+    const int64_t main_end = std::min(p.clip_frames, dec.size(1));
+    at::Tensor main = dec.narrow(1, p.frame_pre_padding, main_end - p.frame_pre_padding);
+    if (overlap_.defined()) {
+      main = blend(overlap_, main, p.frame_overlap, 1);
+      overlap_ = at::Tensor();
+    }
+    part(main);
+    const int64_t ov = dec.size(1) - p.clip_frames - p.frame_pre_padding;
+    if (p.token_overlap > 0 && ov > 0) {
+      // Owned copy: the clip's tensors are released before the next clip is decoded.
+      overlap_ = dec.narrow(1, p.clip_frames + p.frame_pre_padding, ov).clone();
+    }
+    if (i == p.num_clips - 1) {
+      if (overlap_.defined()) part(overlap_);
+      overlap_ = at::Tensor();
+      if (tail.defined()) part(tail);
+      if (next_part_ != static_cast<int64_t>(p.parts.size()) && !failure_) {
+        throw Error(ErrorKind::kInternal, "temporal plan mismatch: " + std::to_string(next_part_) + " of " +
+                                              std::to_string(p.parts.size()) + " parts produced");
+      }
+    }
+  }
+
+  const Failure& failure() const { return failure_; }
+  int64_t delivered() const { return delivered_; }
+  int64_t frames() const { return frames_; }
+
+ private:
+  void part(const at::Tensor& frames) {
+    const ChunkPlan& p = s_.plan;
+    const int64_t k = next_part_++;
+    if (k >= static_cast<int64_t>(p.parts.size()) ||
+        frames.size(1) != p.parts[static_cast<size_t>(k)].frames) {
+      throw Error(ErrorKind::kInternal, "temporal plan mismatch at part " + std::to_string(k) + ": " +
+                                            std::to_string(frames.size(1)) + " frames decoded");
+    }
+    if (failure_ || next_chunk_ >= static_cast<int64_t>(p.chunks.size())) return;
+    const PlannedChunk& pc = p.chunks[static_cast<size_t>(next_chunk_)];
+    if (pc.part != k) return;  // a part the pad trim removed entirely
+    ++next_chunk_;
+    Chunk c;
+    c.index = next_chunk_ - 1;
+    c.first_frame = pc.first_frame;
+    c.total_frames = p.output_frames;
+    c.final = pc.first_frame + pc.frames == p.output_frames;
+    const at::Tensor unit = to_unit_rgb(frames.narrow(1, 0, pc.frames), s_.height, s_.width);
+    c.frames = quantize_u8(unit);
+    if (opts_.float_frames) c.frames_f32 = unit;
+    try {
+      sink_->on_chunk(c);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kCancelled) {
+        failure_.capture();  // a cancel through the sink stays a cancel
+      } else {
+        wrap_sink_error(c, e.what());
+      }
+      return;
+    } catch (const std::exception& e) {
+      wrap_sink_error(c, e.what());
+      return;
+    } catch (...) {
+      wrap_sink_error(c, "unknown exception");
+      return;
+    }
+    ++delivered_;
+    frames_ += pc.frames;
+  }
+
+  void wrap_sink_error(const Chunk& c, const std::string& what) {
+    try {
+      throw Error(ErrorKind::kCallback, "the chunk sink failed on chunk " + std::to_string(c.index) +
+                                            " (frames " + std::to_string(c.first_frame) + ".." +
+                                            std::to_string(c.first_frame + c.frames.size(0) - 1) +
+                                            "): " + what);
+    } catch (...) {
+      failure_.capture();
+    }
+  }
+
+  const Setup& s_;
+  const DecodeOptions& opts_;
+  ChunkSink* sink_;
+  at::Tensor overlap_;  // the previous clip's overlap frames [3, n, H, W]
+  int64_t next_part_ = 0;
+  int64_t next_chunk_ = 0;
+  int64_t delivered_ = 0;
+  int64_t frames_ = 0;
+  Failure failure_;
+};
+
+// Concatenates the chunks of one clip into the frames of decode().
+class ConcatSink : public ChunkSink {
+ public:
+  explicit ConcatSink(DecodedVideo& out) : out_(out) {}
+  void on_chunk(const Chunk& c) override {
+    if (!out_.frames.defined()) {
+      std::vector<int64_t> shape = c.frames.sizes().vec();
+      shape[0] = c.total_frames;
+      out_.frames = at::empty(shape, c.frames.options());
+      if (c.frames_f32.defined()) out_.frames_f32 = at::empty(shape, c.frames_f32.options());
+    }
+    out_.frames.narrow(0, c.first_frame, c.frames.size(0)).copy_(c.frames);
+    if (c.frames_f32.defined())
+      out_.frames_f32.narrow(0, c.first_frame, c.frames.size(0)).copy_(c.frames_f32);
+    out_.chunk_frames.push_back(c.frames.size(0));
+  }
+
+ private:
+  DecodedVideo& out_;
+};
+
+}  // namespace
+
+VideoDecoder::VideoDecoder(VaeConfig config, DecoderWeights weights)
+    : config_(std::move(config)), weights_(std::move(weights)) {
+  config_.validate("video VAE config");
+  if (static_cast<int64_t>(weights_.blocks.size()) != config_.num_layers) {
+    throw Error(ErrorKind::kMismatch, "video VAE: " + std::to_string(weights_.blocks.size()) +
+                                          " decoder blocks bound for a config of " +
+                                          std::to_string(config_.num_layers) + " layers");
+  }
+}
+
+ChunkPlan VideoDecoder::plan(int64_t latent_frames) const {
+  return plan_chunks(latent_frames, temporal_params(config_));
+}
+
+DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* sink, dist::Group& g,
+                                         const DecodeOptions& opts) const {
+  // Who owns the sink is settled before any work, by every rank together.
+  dist::agree_owner(g, sink != nullptr);
+  const int rank = g.rank(), ranks = g.size();
+  const bool owner = rank == 0;
+
+  // The latents must be valid, and the same shape on every rank: the shape decides the
+  // number of clips and tiles, hence every later collective.
+  Setup s;
+  Failure setup_failure;
+  try {
+    s = prepare(config_, latents, opts);
+  } catch (...) {
+    setup_failure.capture();
+  }
+  const std::string shape = setup_failure ? std::string("invalid") : shape_str(latents.sizes());
+  const std::string root_shape = g.broadcast_string(shape, 0);
+  if (!setup_failure && shape != root_shape) {
+    try {
+      throw Error(ErrorKind::kMismatch, "rank " + std::to_string(rank) + " got latents " + shape +
+                                            " but rank 0 got " + root_shape +
+                                            ": every rank must decode the same");
+    } catch (...) {
+      setup_failure.capture();
+    }
+  }
+  agree_or_throw(g, setup_failure);
+
+  const ChunkPlan& plan = s.plan;
+  const int64_t num_tiles = s.grid.count();
+  DecodeReport report;
+  report.tiles_per_clip = num_tiles;
+  report.rank_local_tiles = num_tiles < ranks;
+  const bool gather = ranks > 1 && !report.rank_local_tiles;
+  Emitter emitter(s, opts, sink);
+
+  for (int64_t i = 0; i < plan.num_clips; ++i) {
+    Failure local;
+    std::vector<at::Tensor> mine;
+    try {
+      // De-normalised clip by clip: nothing of the size of the whole latent is allocated.
+      const at::Tensor clip =
+          s.z.index_select(2, clip_indices(plan, i)).to(at::kCPU, at::kFloat) * s.std + s.mean;
+      const int64_t step = gather ? ranks : 1;
+      const int64_t first = gather ? rank : 0;
+      for (int64_t k = first; k < num_tiles; k += step) {
+        mine.push_back(decode_tile(config_, weights_, tile_latent(clip, s.grid, k)));
+        ++report.tiles_decoded;
+      }
+    } catch (...) {
+      local.capture();
+    }
+
+    std::vector<at::Tensor> tiles;
+    if (!gather) {
+      tiles = std::move(mine);
+    } else {
+      // A rank that failed must not leave its peers waiting in the gather.
+      agree_or_throw(g, local);
+      const std::vector<at::Tensor> all = g.all_gather(at::stack(mine, 0));
+      mine.clear();
+      if (owner) {
+        tiles.resize(static_cast<size_t>(num_tiles));
+        for (int r = 0; r < ranks; ++r) {
+          const at::Tensor& got = all[static_cast<size_t>(r)];
+          for (int64_t m = 0; m < got.size(0); ++m) tiles[static_cast<size_t>(m * ranks + r)] = got[m];
+        }
+      }
+    }
+
+    Failure boundary = std::move(local);
+    if (owner && !boundary && !emitter.failure()) {
+      try {
+        emitter.clip(i, stitch_tiles(tiles, s.grid));
+      } catch (...) {
+        boundary.capture();
+      }
+    }
+    tiles.clear();
+    if (owner && !boundary && emitter.failure()) boundary = emitter.failure();
+    ++report.clips;
+    // Chunk boundary: a failed sink or rank stops every rank here.
+    agree_or_throw(g, boundary);
+  }
+  report.chunks_delivered = emitter.delivered();
+  report.frames_delivered = emitter.frames();
+  return report;
+}
+
+DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink& sink,
+                                         const DecodeOptions& opts) const {
+  auto g = dist::make_single_group();
+  return decode_chunks(latents, &sink, *g, opts);
+}
+
+DecodedVideo VideoDecoder::decode(const at::Tensor& latents, dist::Group& g,
+                                  const DecodeOptions& opts) const {
+  DecodedVideo out;
+  if (g.rank() == 0) {
+    ConcatSink sink(out);
+    out.report = decode_chunks(latents, &sink, g, opts);
+  } else {
+    out.report = decode_chunks(latents, nullptr, g, opts);
+  }
+  return out;
+}
+
+DecodedVideo VideoDecoder::decode(const at::Tensor& latents, const DecodeOptions& opts) const {
+  auto g = dist::make_single_group();
+  return decode(latents, *g, opts);
+}
+
+}  // namespace h3::vae

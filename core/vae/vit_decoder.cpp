@@ -1,0 +1,204 @@
+#include "vae/vit_decoder.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace h3::vae {
+namespace {
+
+std::string shape_str(at::IntArrayRef s) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << "]";
+  return o.str();
+}
+
+std::string block_prefix(int64_t n) {
+  return "decoder.transformer_blocks." + std::to_string(n) + ".";
+}
+
+// Loads one tensor as contiguous fp32 on CPU and checks its shape.
+at::Tensor fetch(const std::function<at::Tensor(const std::string&)>& get, const std::string& name,
+                 std::vector<int64_t> expected) {
+  at::Tensor t = get(name);
+  if (!t.defined()) throw Error(ErrorKind::kNotFound, "video VAE weights: tensor '" + name + "' is missing");
+  if (!at::isFloatingType(t.scalar_type())) {
+    throw Error(ErrorKind::kMismatch,
+                "video VAE weights: tensor '" + name + "' is not a floating-point tensor");
+  }
+  if (t.sizes() != at::IntArrayRef(expected)) {
+    throw Error(ErrorKind::kMismatch, "video VAE weights: tensor '" + name + "' has shape " +
+                                          shape_str(t.sizes()) + " but the config needs " +
+                                          shape_str(expected) + " (config and checkpoint disagree)");
+  }
+  return t.to(at::kCPU, at::kFloat).contiguous();
+}
+
+// RMS normalisation over the last dim, without weights: x / sqrt(mean(x^2) + eps).
+at::Tensor rms(const at::Tensor& x, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps);
+}
+
+// cos/sin tables [S, rope_dim] for a tile of t x h x w patches followed by `suffix`
+// tokens at position (0, 0, 0). Per axis, f = rope_dim / 6 frequencies theta^(-k/f)
+// times 2*pi times the tile-local coordinate; the three axes are concatenated (t, h, w)
+// and the result duplicated for rotate-half.
+std::pair<at::Tensor, at::Tensor> rope_tables(const VaeConfig& c, int64_t t, int64_t h, int64_t w,
+                                              int64_t suffix) {
+  const int64_t rd = c.rope_dim();
+  const int64_t f = rd / 6;
+  const auto fopt = at::TensorOptions().dtype(at::kFloat);
+  const at::Tensor k = at::arange(f, at::TensorOptions().dtype(at::kDouble));
+  const at::Tensor inv = at::pow(c.rope_theta, -k / static_cast<double>(f)).to(at::kFloat);
+  auto coords = [&](int64_t n) { return (at::arange(n, fopt) + 0.5) / static_cast<double>(n) * 2.0 - 1.0; };
+  const at::Tensor ct = coords(t).view({t, 1, 1}).expand({t, h, w});
+  const at::Tensor ch = coords(h).view({1, h, 1}).expand({t, h, w});
+  const at::Tensor cw = coords(w).view({1, 1, w}).expand({t, h, w});
+  at::Tensor pos = at::stack({ct, ch, cw}, -1).reshape({t * h * w, 3});
+  pos = at::cat({pos, at::zeros({suffix, 3}, fopt)}, 0);  // registers + zero token at (0, 0, 0)
+  at::Tensor ang = (pos.unsqueeze(-1) * inv.view({1, 1, f})) * (2.0 * M_PI);  // [S, 3, f]
+  ang = ang.reshape({pos.size(0), 3 * f});
+  ang = at::cat({ang, ang}, -1);  // [S, rd]
+  return {ang.cos(), ang.sin()};
+}
+
+// Rotates the first rope_dim dims of x [H, S, hd] (rotate-half); the rest pass through.
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t rd = cos.size(-1);
+  if (rd == 0) return x;
+  const at::Tensor xr = x.narrow(-1, 0, rd);
+  const at::Tensor x1 = xr.narrow(-1, 0, rd / 2), x2 = xr.narrow(-1, rd / 2, rd / 2);
+  const at::Tensor rotated = xr * cos + at::cat({-x2, x1}, -1) * sin;
+  if (rd == x.size(-1)) return rotated;
+  return at::cat({rotated, x.narrow(-1, rd, x.size(-1) - rd)}, -1);
+}
+
+// softmax(q k^T * scale) v for q, k, v [H, S, hd], a block of queries at a time so that the
+// score matrix stays small (the full-size decoder has 32 heads x 1797 tokens).
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t heads = q.size(0), s = q.size(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
+  const at::Tensor kt = k.transpose(1, 2);
+  constexpr int64_t kMaxScores = int64_t{1} << 23;  // 32 MiB of fp32 scores per block
+  const int64_t block =
+      std::max<int64_t>(1, std::min<int64_t>(s, kMaxScores / std::max<int64_t>(1, heads * s)));
+  if (block >= s) return at::matmul(at::softmax(at::matmul(q, kt).mul_(scale), -1), v);
+  at::Tensor out = at::empty_like(q);
+  for (int64_t b = 0; b < s; b += block) {
+    const int64_t n = std::min(block, s - b);
+    at::Tensor p = at::softmax(at::matmul(q.narrow(1, b, n), kt).mul_(scale), -1);
+    out.narrow(1, b, n).copy_(at::matmul(p, v));
+  }
+  return out;
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return at::addmm(b, x, w.t());
+}
+
+}  // namespace
+
+std::vector<std::string> decoder_tensor_names(const VaeConfig& c) {
+  std::vector<std::string> n = {"post_quant_conv.weight", "post_quant_conv.bias", "decoder.proj_in.weight",
+                                "decoder.proj_in.bias", "decoder.register_tokens"};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = block_prefix(i);
+    for (const char* leaf : {"norm1.weight", "attn.to_q.weight", "attn.to_k.weight", "attn.to_v.weight",
+                             "attn.to_q.bias", "attn.to_k.bias", "attn.to_v.bias", "attn.to_out.0.weight",
+                             "attn.to_out.0.bias", "scale1", "norm2.weight", "ff.net.0.proj.weight",
+                             "ff.net.0.proj.bias", "ff.net.2.weight", "ff.net.2.bias", "scale2"}) {
+      n.push_back(p + leaf);
+    }
+  }
+  for (const char* s : {"decoder.norm_out.weight", "decoder.norm_out.bias", "decoder.proj_out.weight",
+                        "decoder.proj_out.bias"}) {
+    n.push_back(s);
+  }
+  return n;
+}
+
+DecoderWeights bind_decoder_weights(const VaeConfig& c,
+                                    const std::function<at::Tensor(const std::string&)>& get) {
+  const int64_t C = c.latent_channels, D = c.dim(), F = c.ffn_inner(), R = c.num_register_tokens;
+  DecoderWeights w;
+  w.post_quant_conv_weight = fetch(get, "post_quant_conv.weight", {C, C, 1, 1, 1}).view({C, C});
+  w.post_quant_conv_bias = fetch(get, "post_quant_conv.bias", {C});
+  w.proj_in_weight = fetch(get, "decoder.proj_in.weight", {D, C});
+  w.proj_in_bias = fetch(get, "decoder.proj_in.bias", {D});
+  w.register_tokens = fetch(get, "decoder.register_tokens", {1, R, D}).view({R, D});
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = block_prefix(i);
+    BlockWeights b;
+    b.norm1_weight = fetch(get, p + "norm1.weight", {D});
+    // One fused projection: rows [q; k; v], each viewed per head below.
+    b.qkv_weight =
+        at::cat({fetch(get, p + "attn.to_q.weight", {D, D}), fetch(get, p + "attn.to_k.weight", {D, D}),
+                 fetch(get, p + "attn.to_v.weight", {D, D})},
+                0);
+    b.qkv_bias = at::cat({fetch(get, p + "attn.to_q.bias", {D}), fetch(get, p + "attn.to_k.bias", {D}),
+                          fetch(get, p + "attn.to_v.bias", {D})},
+                         0);
+    b.out_weight = fetch(get, p + "attn.to_out.0.weight", {D, D});
+    b.out_bias = fetch(get, p + "attn.to_out.0.bias", {D});
+    b.scale1 = fetch(get, p + "scale1", {D});
+    b.norm2_weight = fetch(get, p + "norm2.weight", {D});
+    b.ff_in_weight = fetch(get, p + "ff.net.0.proj.weight", {2 * F, D});
+    b.ff_in_bias = fetch(get, p + "ff.net.0.proj.bias", {2 * F});
+    b.ff_out_weight = fetch(get, p + "ff.net.2.weight", {D, F});
+    b.ff_out_bias = fetch(get, p + "ff.net.2.bias", {D});
+    b.scale2 = fetch(get, p + "scale2", {D});
+    w.blocks.push_back(std::move(b));
+  }
+  w.norm_out_weight = fetch(get, "decoder.norm_out.weight", {D});
+  w.norm_out_bias = fetch(get, "decoder.norm_out.bias", {D});
+  w.proj_out_weight = fetch(get, "decoder.proj_out.weight", {c.patch_values(), D});
+  w.proj_out_bias = fetch(get, "decoder.proj_out.bias", {c.patch_values()});
+  return w;
+}
+
+at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Tensor& latent_tile) {
+  at::Tensor z = latent_tile.dim() == 5 ? latent_tile.squeeze(0) : latent_tile;
+  if (z.dim() != 4 || z.size(0) != c.latent_channels) {
+    throw Error(ErrorKind::kInternal, "decode_tile: expected a latent tile [C, t, h, w]");
+  }
+  z = z.to(at::kFloat);
+  const int64_t t = z.size(1), h = z.size(2), wd = z.size(3);
+  const int64_t n = t * h * wd, D = c.dim(), H = c.num_heads, hd = c.head_dim, F = c.ffn_inner();
+  const int64_t R = c.num_register_tokens, suffix = R + 1;
+  const int64_t S = n + suffix;
+
+  // Tokens in (t, h, w) order; post_quant_conv is a 1x1x1 conv, i.e. a per-token linear map.
+  at::Tensor tokens = z.permute({1, 2, 3, 0}).reshape({n, c.latent_channels});
+  tokens = linear(tokens, w.post_quant_conv_weight, w.post_quant_conv_bias);
+  at::Tensor x = at::cat({linear(tokens, w.proj_in_weight, w.proj_in_bias), w.register_tokens,
+                          at::zeros({1, D}, tokens.options())},
+                         0);  // [S, D]
+
+  const auto [cos, sin] = rope_tables(c, t, h, wd, suffix);
+  for (const BlockWeights& b : w.blocks) {
+    const at::Tensor a = rms(x, c.norm_eps) * b.norm1_weight;
+    const at::Tensor qkv = linear(a, b.qkv_weight, b.qkv_bias).view({S, 3, H, hd}).permute({1, 2, 0, 3});
+    const at::Tensor q = apply_rope(rms(qkv[0], c.norm_eps), cos, sin);
+    const at::Tensor k = apply_rope(rms(qkv[1], c.norm_eps), cos, sin);
+    const at::Tensor o = attention(q, k, qkv[2].contiguous()).permute({1, 0, 2}).reshape({S, D});
+    x = x + linear(o, b.out_weight, b.out_bias) * b.scale1;
+
+    const at::Tensor m = rms(x, c.norm_eps) * b.norm2_weight;
+    const at::Tensor hidden = linear(m, b.ff_in_weight, b.ff_in_bias);  // [S, 2F]: [value; gate]
+    const at::Tensor act = hidden.narrow(1, 0, F) * at::silu(hidden.narrow(1, F, F));
+    x = x + linear(act, b.ff_out_weight, b.ff_out_bias) * b.scale2;
+  }
+  // The suffix tokens carry no pixels: drop them before the output head.
+  x = at::layer_norm(x.narrow(0, 0, n), {D}, w.norm_out_weight, w.norm_out_bias, c.norm_eps);
+  at::Tensor px = linear(x, w.proj_out_weight, w.proj_out_bias);  // [n, C*pt*p*p]
+  const int64_t oc = c.out_channels, pt = c.patch_size_t, p = c.patch_size;
+  px = px.view({t, h, wd, oc, pt, p, p}).permute({3, 0, 4, 1, 5, 2, 6});
+  return px.reshape({oc, t * pt, h * p, wd * p});
+}
+
+}  // namespace h3::vae
