@@ -649,17 +649,25 @@ void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const Progr
   impl_->run(std::move(j), cancel, at::Tensor(), progress, sink, &extras);
 }
 
-void Engine::decode(const at::Tensor& video_latents, const ClipPlan& plan, ChunkSink& sink,
+void Engine::decode(const at::Tensor& video_latents, const ClipPlan& given, ChunkSink& sink,
                     const ProgressFn& progress, CancelToken& cancel) {
   const ModelInfo& m = impl_->model;
+  // Re-derived from the size and frames, so that a plan edited by hand cannot disagree with itself.
+  GenerationRequest r;
+  r.width = given.width;
+  r.height = given.height;
+  r.num_frames = given.num_frames;
+  r.steps = given.steps != 0 ? given.steps : kMinSteps;
+  const ClipPlan plan = make_plan(m, r);
   const std::vector<int64_t> want{1, m.vae.latent_channels, plan.latent_frames,
                                   plan.canvas_height / dit::kVaeSpatialRatio,
                                   plan.canvas_width / dit::kVaeSpatialRatio};
   if (!video_latents.defined() || video_latents.sizes().vec() != want) {
-    throw Error(ErrorKind::kInvalidArgument, "decode: the latents must be [1, " + std::to_string(want[1]) +
-                                                 ", " + std::to_string(want[2]) + ", " +
-                                                 std::to_string(want[3]) + ", " + std::to_string(want[4]) +
-                                                 "] for this plan");
+    throw Error(ErrorKind::kInvalidArgument,
+                "decode: the latents must be [1, " + std::to_string(want[1]) + ", " +
+                    std::to_string(want[2]) + ", " + std::to_string(want[3]) + ", " +
+                    std::to_string(want[4]) + "] for a " + std::to_string(plan.width) + "x" +
+                    std::to_string(plan.height) + ", " + std::to_string(plan.num_frames) + "-frame plan");
   }
   Job j;
   j.kind = Job::Kind::kDecode;

@@ -60,7 +60,8 @@ class Engine {
                 CancelToken& cancel, const GenerateExtras& extras);
 
   // The decode half of generate() on given final latents (video [1, C, plan.latent_frames,
-  // canvas_h / 16, canvas_w / 16]): the same ranks, sink hand-over, trim and crop.
+  // canvas_h / 16, canvas_w / 16]): the same ranks, sink hand-over, trim and crop. Only the plan's
+  // width, height and num_frames are read (the rest is derived again from them).
   void decode(const at::Tensor& video_latents, const ClipPlan& plan, ChunkSink& sink,
               const ProgressFn& progress, CancelToken& cancel);
 
