@@ -193,7 +193,8 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
   }
   // Every rank sends max_numel elements (its own, zero-padded) as raw bytes,
   // so any dtype travels and the transport sees equal sizes everywhere.
-  const int64_t slot = max_numel * item;
+  // Slots are padded to whole 4-byte words so that backends may move them as int32.
+  const int64_t slot = (max_numel * item + 3) / 4 * 4;
   at::Tensor mine = at::zeros({slot}, at::TensorOptions().dtype(at::kByte).device(device_));
   if (t.numel() > 0) {
     mine.narrow(0, 0, t.numel() * item).copy_(t.contiguous().view({-1}).view(at::kByte));
