@@ -11,6 +11,7 @@
 #include "dit/parameters.h"
 #include "io/layout.h"
 #include "tools/command.h"
+#include "tools/inspect_model.h"
 
 namespace h3::tools {
 namespace {
@@ -33,9 +34,18 @@ std::vector<std::string> index_names(const std::string& path) {
 }
 
 int run(Args& args) {
-  const std::string config_path = args.string("shapes");
+  const auto shapes = args.opt_string("shapes");
   const auto index = args.opt_string("index");
+  const int tp = static_cast<int>(args.int_or("tp", 1, 1, 1024));
   args.finish();
+  if (!shapes) {
+    if (args.positional().size() != 1)
+      throw UsageError{"give one model folder, component folder or checkpoint"};
+    if (index) throw UsageError{"--index goes with --shapes"};
+    return inspect_path(args.positional().front(), tp, stdout);
+  }
+  if (!args.positional().empty()) throw UsageError{"--shapes takes no other path"};
+  const std::string config_path = *shapes;
 
   const auto c = dit::DitConfig::load(config_path);
   const auto specs = dit::dit_parameters(c);
@@ -81,9 +91,15 @@ int run(Args& args) {
   return missing || extra ? 1 : 0;
 }
 
-H3_REGISTER_COMMAND("inspect", "parameter set of a DiT config, checked against a checkpoint index",
-                    "usage: h3 inspect --shapes CONFIG.json [--index INDEX.json]\n"
+H3_REGISTER_COMMAND("inspect", "a model folder or checkpoint: configs, tensors, dtypes, bytes, shard plan",
+                    "usage: h3 inspect DIR|FILE [--tp N]\n"
+                    "       h3 inspect --shapes CONFIG.json [--index INDEX.json]\n"
                     "\n"
+                    "  DIR|FILE              a model folder (model_index.json, transformer/, vae/, ...), a\n"
+                    "                        component folder, or a checkpoint (.safetensors or index):\n"
+                    "                        configs, tensor count, dtypes and bytes; for a DiT the\n"
+                    "                        tensor-parallel shard plan\n"
+                    "  --tp N                ranks of the shard plan (default 1)\n"
                     "  --shapes CONFIG.json  a DiT config (transformer/config.json or the native\n"
                     "                        FL2VA/transformer/config.json); prints the parameter count\n"
                     "                        the engine builds from it (shapes only, no memory)\n"

@@ -1,0 +1,78 @@
+// The engine (CONTRACTS-engine.md): a model folder opened once across N ranks, serving many
+// requests: conditioning -> seeded noise -> N - 1 Euler steps of the tensor-parallel DiT ->
+// streaming VAE decode into a ChunkSink. Threading and collective agreement: docs/engine.md.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/model.h"
+#include "engine/progress.h"
+#include "engine/request.h"
+#include "vae/chunk_sink.h"
+
+namespace h3 {
+
+struct EngineOptions {
+  std::string model_dir;  // release layout: model_index.json, transformer/, vae/ (+ tiny text table)
+  int ranks = 1;          // ranks as threads in this process
+  int tp = 0;  // DiT tensor-parallel size; 0 = ranks (the only size supported: every rank is a TP rank)
+  std::string device = "cpu";  // "cpu" or "cuda" (cuda needs a CUDA LibTorch; single rank)
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // every collective
+};
+
+// The installed tiny model (H3_DEFAULT_MODEL_DIR), or the build tree's when running
+// uninstalled; the environment variable H3_MODEL_DIR overrides both.
+std::string default_model_dir();
+
+// Beyond the contract: observers the command line and the tests use.
+struct GenerateExtras {
+  // The final latents, before decoding: video [1, 24, T, h, w], audio [2A, 32], fp32 CPU.
+  // Called on the calling thread; a throw fails the request on every rank.
+  std::function<void(const at::Tensor& video, const at::Tensor& audio)> on_latents;
+};
+
+class Engine {
+ public:
+  // Loads each rank's shards once. Throws h3::Error (kNotFound for a missing dir/file, kFormat,
+  // kMismatch for configs disagreeing with weights, kInvalidArgument for ranks/tp/device).
+  // Loading progress is reported on the calling thread.
+  static std::unique_ptr<Engine> open(const EngineOptions& opts, const ProgressFn& progress = {});
+  ~Engine();  // joins rank threads
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  ClipPlan plan(const GenerationRequest& req) const;
+
+  // conditioning -> noise -> denoise -> streaming decode. Blocks the calling thread until done.
+  // The sink's on_chunk runs on the calling thread, in order; it may block (back-pressure).
+  // Cancel is agreed across ranks at step and chunk boundaries; a cancelled request throws
+  // h3::Error(kCancelled). A throwing sink stops all ranks at the next chunk boundary and its
+  // error is rethrown here. Peers' failures come back as h3::Error(kDistributed) naming the rank.
+  // One request at a time: concurrent calls wait for each other.
+  void generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
+                CancelToken& cancel);
+  void generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
+                CancelToken& cancel, const GenerateExtras& extras);
+
+  // The decode half of generate() on given final latents (video [1, C, plan.latent_frames,
+  // canvas_h / 16, canvas_w / 16]): the same ranks, sink hand-over, trim and crop. Only the plan's
+  // width, height and num_frames are read (the rest is derived again from them).
+  void decode(const at::Tensor& video_latents, const ClipPlan& plan, ChunkSink& sink,
+              const ProgressFn& progress, CancelToken& cancel);
+
+  const ModelInfo& model() const;
+  const EngineOptions& options() const;
+  double load_seconds() const;  // wall time open() spent loading
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace h3

@@ -1,0 +1,174 @@
+#include "engine/model.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.h"
+#include "dit/frames.h"
+#include "dit/sampler.h"
+#include "text/byte_encoder.h"
+#include "vae/chunk_plan.h"
+
+namespace h3 {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) throw Error(ErrorKind::kNotFound, p.string() + ": cannot read");
+  try {
+    return json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kFormat, p.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+// A scheduler folder's "shift", or the release value when the folder is absent.
+double read_shift(const fs::path& dir, double fallback) {
+  const fs::path p = dir / "scheduler_config.json";
+  if (!fs::is_regular_file(p)) return fallback;
+  const json j = read_json(p);
+  if (!j.is_object() || !j.contains("shift")) return fallback;
+  if (!j["shift"].is_number() || !(j["shift"].get<double>() > 0)) {
+    throw Error(ErrorKind::kFormat, p.string() + ": \"shift\" must be a positive number");
+  }
+  return j["shift"].get<double>();
+}
+
+int64_t default_field(const json& d, const char* key, int64_t fallback, const fs::path& origin) {
+  if (!d.contains(key)) return fallback;
+  if (!d[key].is_number_integer() || d[key].get<int64_t>() < 1) {
+    throw Error(ErrorKind::kFormat, origin.string() + ": gst_h3." + key + " must be a positive integer");
+  }
+  return d[key].get<int64_t>();
+}
+
+void check_range(const char* field, int64_t v, int64_t lo, int64_t hi, const std::string& note) {
+  if (v < lo || v > hi) {
+    throw Error(ErrorKind::kInvalidArgument, std::string(field) + " = " + std::to_string(v) +
+                                                 ": must be within " + std::to_string(lo) + ".." +
+                                                 std::to_string(hi) + note);
+  }
+}
+
+vae::TemporalParams temporal(const vae::VaeConfig& c) {
+  vae::TemporalParams tp;
+  tp.clip_length = c.clip_length;
+  tp.token_drop = c.token_drop;
+  tp.ratio_t = c.patch_size_t;
+  tp.isolated_first_frame = c.isolated_first_frame;
+  tp.isolated_last_frame = c.isolated_last_frame;
+  return tp;
+}
+
+}  // namespace
+
+ModelInfo read_model(const std::string& dir) {
+  const fs::path root(dir);
+  if (dir.empty()) throw Error(ErrorKind::kNotFound, "no model folder given");
+  if (!fs::is_directory(root)) {
+    throw Error(ErrorKind::kNotFound,
+                dir +
+                    ": no such model folder (expected model_index.json, transformer/ and "
+                    "vae/; `h3 make-tiny --out DIR` writes a tiny one)");
+  }
+  const fs::path index = root / "model_index.json";
+  if (!fs::is_regular_file(index)) {
+    throw Error(ErrorKind::kNotFound, index.string() + ": missing: " + dir +
+                                          " is not a model folder in the release layout (model_index.json, "
+                                          "transformer/, vae/)");
+  }
+  const json idx = read_json(index);
+  if (!idx.is_object()) throw Error(ErrorKind::kFormat, index.string() + ": must be a JSON object");
+
+  ModelInfo m;
+  m.dir = dir;
+  m.transformer_dir = (root / "transformer").string();
+  m.vae_dir = (root / "vae").string();
+  if (!fs::is_regular_file(root / "transformer" / "config.json")) {
+    throw Error(ErrorKind::kNotFound, (root / "transformer" / "config.json").string() +
+                                          ": missing (the DiT's config; the release "
+                                          "layout keeps it in transformer/)");
+  }
+  m.dit = dit::DitConfig::load(m.transformer_dir);
+  m.vae = vae::find_vae(m.vae_dir).config;
+
+  // The engine's frame arithmetic (17n+5 <-> 5n+2, 16 px per latent) and the DiT's input width
+  // assume the released VAE geometry: check it instead of producing mis-sized video.
+  const std::string pair = " (" + m.transformer_dir + "/config.json vs " + m.vae_dir + "/config.json)";
+  if (m.vae.latent_channels != m.dit.in_channels) {
+    throw Error(ErrorKind::kMismatch, "the VAE has " + std::to_string(m.vae.latent_channels) +
+                                          " latent channels but the transformer takes " +
+                                          std::to_string(m.dit.in_channels) + pair);
+  }
+  if (m.vae.patch_size != dit::kVaeSpatialRatio || m.vae.patch_size_t != 4 || m.vae.clip_length != 17 ||
+      m.vae.token_drop != 3) {
+    throw Error(ErrorKind::kMismatch,
+                m.vae_dir +
+                    "/config.json: the engine needs the released VAE geometry (16 px and "
+                    "4 frames per latent, clip_length 17, token_drop 3)");
+  }
+  if (m.dit.patch[0] != 1 || m.dit.patch[1] != 2 || m.dit.patch[2] != 2) {
+    throw Error(ErrorKind::kMismatch,
+                m.transformer_dir + "/config.json: the engine needs patch_size [1, 2, 2]");
+  }
+
+  const fs::path te = root / "text_encoder";
+  if (fs::is_directory(te)) {
+    m.text_encoder_dir = te.string();
+    m.byte_encoder = text::ByteEncoder::declared_in(m.text_encoder_dir);
+  }
+  m.video_shift = read_shift(root / "scheduler", dit::kVideoShift);
+  m.audio_shift = read_shift(root / "audio_scheduler", dit::kAudioShift);
+
+  if (idx.contains("gst_h3")) {
+    const json& d = idx["gst_h3"];
+    if (!d.is_object()) throw Error(ErrorKind::kFormat, index.string() + ": \"gst_h3\" must be an object");
+    m.defaults.width = default_field(d, "default_width", m.defaults.width, index);
+    m.defaults.height = default_field(d, "default_height", m.defaults.height, index);
+    m.defaults.num_frames = default_field(d, "default_frames", m.defaults.num_frames, index);
+    m.defaults.steps = default_field(d, "default_steps", m.defaults.steps, index);
+  }
+  return m;
+}
+
+ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
+  ClipPlan p{};
+  p.width = req.width != 0 ? req.width : m.defaults.width;
+  p.height = req.height != 0 ? req.height : m.defaults.height;
+  p.num_frames = req.num_frames != 0 ? req.num_frames : m.defaults.num_frames;
+  p.steps = req.steps != 0 ? req.steps : m.defaults.steps;
+  check_range("width", p.width, kMinSide, kMaxSide, " pixels (0 = the model default)");
+  check_range("height", p.height, kMinSide, kMaxSide, " pixels (0 = the model default)");
+  check_range("frames", p.num_frames, kMinFrames, kMaxFrames, " (0 = the model default)");
+  check_range("steps", p.steps, kMinSteps, kMaxSteps,
+              " grid points (N grid points make N - 1 denoiser evaluations; 0 = the model default)");
+
+  auto up32 = [](int64_t v) {
+    return (v + dit::kCanvasMultiple - 1) / dit::kCanvasMultiple * dit::kCanvasMultiple;
+  };
+  p.canvas_width = up32(p.width);
+  p.canvas_height = up32(p.height);
+  // The model makes 17n+5 frames; the VAE's temporal plan needs at least one whole chunk
+  // (7 latents -> 22 frames), so shorter requests are generated at 22 and trimmed.
+  p.generated_frames = std::max<int64_t>(dit::snap_pixel_frames(p.num_frames), 22);
+  const dit::LatentGeometry geo = dit::latent_geometry(p.generated_frames, p.canvas_width, p.canvas_height);
+  p.latent_frames = geo.t;
+  p.audio_latents = geo.audio;
+  p.fps_n = static_cast<int>(dit::kFps);
+  p.fps_d = 1;
+  p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();
+
+  const vae::ChunkPlan cp = vae::plan_chunks(p.latent_frames, temporal(m.vae));
+  p.total_chunks = 0;
+  for (const auto& c : cp.chunks) {
+    if (c.first_frame < p.num_frames) ++p.total_chunks;
+  }
+  return p;
+}
+
+}  // namespace h3

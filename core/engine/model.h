@@ -1,0 +1,40 @@
+// A model folder as the engine sees it, read without touching the weights: the release layout
+// (model_index.json, transformer/, vae/, scheduler/, audio_scheduler/, text_encoder/) or the tiny
+// default's (the same, with the byte encoder in text_encoder/ and gst-h3 request defaults in
+// model_index.json under "gst_h3").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dit/config.h"
+#include "engine/request.h"
+#include "vae/config.h"
+
+namespace h3 {
+
+struct ModelDefaults {
+  // §11 of H3-MODEL.md for the release: 16:9 canvas 1344x768, 124 frames, 50 grid points.
+  int64_t width = 1344, height = 768, num_frames = 124, steps = 50;
+};
+
+struct ModelInfo {
+  std::string dir;
+  std::string transformer_dir, vae_dir;
+  std::string text_encoder_dir;  // empty when the folder has none
+  bool byte_encoder = false;     // text_encoder/ holds the tiny built-in encoder
+  dit::DitConfig dit;
+  vae::VaeConfig vae;
+  double video_shift = 12.0, audio_shift = 3.0;  // scheduler/ and audio_scheduler/ "shift"
+  ModelDefaults defaults;
+};
+
+// Reads and cross-checks the configs. Throws h3::Error: kNotFound (no folder, no
+// model_index.json, no transformer/ or vae/ config), kFormat (unreadable JSON), kMismatch
+// (transformer and VAE disagree), each naming the file and what to fix.
+ModelInfo read_model(const std::string& dir);
+
+// Resolves 0 fields to the model's defaults and validates the request's numbers.
+ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req);
+
+}  // namespace h3

@@ -1,0 +1,36 @@
+// What a caller asks the engine for, and what that request will produce (CONTRACTS-engine.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace h3 {
+
+struct GenerationRequest {
+  std::string prompt;       // for models with a built-in text encoder (the tiny default)
+  std::string embeds_path;  // precomputed embeddings safetensors (`embeds` [L, text_dim], optional `tags`)
+  int64_t width = 0, height = 0;  // output size in pixels; 0 = model default
+  int64_t num_frames = 0;         // exact output frame count; 0 = model default
+  int64_t steps = 0;              // grid points N (N-1 evaluations); 0 = model default; >= 2
+  uint64_t seed = 0;
+};
+
+// Accepted ranges (a request outside them is h3::Error(kInvalidArgument) naming the field).
+constexpr int64_t kMinSide = 16, kMaxSide = 4096;  // width, height in pixels
+constexpr int64_t kMinFrames = 1, kMaxFrames = 1024;
+constexpr int64_t kMinSteps = 2, kMaxSteps = 1000;
+
+// What a request will produce, computed before any work (validated; throws h3::Error
+// kInvalidArgument naming the field and the allowed range).
+struct ClipPlan {
+  int64_t width, height, num_frames;    // exactly what the sink will receive in total
+  int64_t canvas_width, canvas_height;  // multiples of 32 the model computes at
+  int64_t latent_frames, total_chunks, steps;
+  int fps_n = 24, fps_d = 1;
+  // Additions beyond the contract:
+  int64_t generated_frames = 0;  // 17n+5 frames the model makes (>= num_frames; the rest is trimmed)
+  int64_t evaluations = 0;       // denoiser evaluations (steps - 1 unless the shifted grid repeats a value)
+  int64_t audio_latents = 0;     // audio latents per stereo channel
+};
+
+}  // namespace h3

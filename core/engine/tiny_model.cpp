@@ -1,0 +1,159 @@
+#include "engine/tiny_model.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "dit/random_model.h"
+#include "io/safetensors.h"
+#include "text/byte_encoder.h"
+#include "vae/random_weights.h"
+
+namespace h3 {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void write_text(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream out(p, std::ios::binary);
+  if (!out || !(out << text)) throw Error(ErrorKind::kNotFound, p.string() + ": cannot write");
+}
+
+// Each component draws from its own stream, so that it can be generated on its own.
+uint64_t sub_seed(uint64_t seed, uint64_t component) {
+  return seed * 1000003ULL + component;
+}
+
+json component_entry(const char* library, const char* cls, const char* subfolder) {
+  return json::array({library, cls, {{"type_hint", {library, cls}}, {"subfolder", subfolder}}});
+}
+
+std::string model_index_json(const TinySpec& s, uint64_t seed) {
+  json j = {
+      {"_class_name", "MiniMaxH3ModularPipeline"},
+      {"_diffusers_version", "0.36.0.dev0"},
+      {"_gst_h3_tiny",
+       "A tiny MiniMax-H3-architecture model with seeded random weights (no trained weights): the "
+       "embedded default of gst-h3, made by `h3 make-tiny`. Its output is structured noise."},
+      {"text_encoder", component_entry("gst-h3", text::ByteEncoder::kClassName, "text_encoder")},
+      {"vae", component_entry("diffusers", "AutoencoderKLMiniMaxH3", "vae")},
+      {"transformer", component_entry("diffusers", "MiniMaxH3Transformer3DModel", "transformer")},
+      {"scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "scheduler")},
+      {"audio_scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "audio_scheduler")},
+      {"gst_h3",
+       {{"seed", seed},
+        {"default_width", s.defaults.width},
+        {"default_height", s.defaults.height},
+        {"default_frames", s.defaults.num_frames},
+        {"default_steps", s.defaults.steps}}},
+  };
+  return j.dump(2) + "\n";
+}
+
+std::string scheduler_json(double shift) {
+  json j = {{"_class_name", "MiniMaxH3Scheduler"}, {"_diffusers_version", "0.36.0.dev0"}, {"shift", shift}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+TinySpec tiny_spec() {
+  TinySpec s;
+  dit::DitConfig& d = s.dit;
+  d.hidden_size = 64;
+  d.num_layers = 2;
+  d.num_refiner_layers = 2;
+  d.num_heads = 2;
+  d.head_dim = 128;  // inner 256 != hidden, as in the release; 96 of 128 dims rotated
+  d.ffn_dim = 128;
+  d.text_dim = 32;
+  d.time_embed_hidden_dim = 64;
+  d.time_embed_dim = 32;
+  s.vae = vae::small_config(/*layers=*/2, /*heads=*/2, /*head_dim=*/32, /*stats_seed=*/7);
+  s.defaults.width = 256;
+  s.defaults.height = 160;
+  s.defaults.num_frames = 48;
+  s.defaults.steps = 8;
+  return s;
+}
+
+const std::vector<std::string>& tiny_components() {
+  static const std::vector<std::string> c{"model_index",  "transformer", "vae",
+                                          "text_encoder", "scheduler",   "audio_scheduler"};
+  return c;
+}
+
+std::string vae_config_json(const vae::VaeConfig& c) {
+  json j = {
+      {"_class_name", "AutoencoderKLMiniMaxH3"},
+      {"_diffusers_version", "0.36.0.dev0"},
+      {"in_channels", 3},
+      {"out_channels", c.out_channels},
+      {"latent_channels", c.latent_channels},
+      {"block_out_channels", {128, 256, 256, 512, 512, 1024}},
+      {"layers_per_block", 2},
+      {"spatial_downsample_factors", {2, 2, 2, 2, 1, 1}},
+      {"temporal_downsample_factors", {1, 2, 2, 1, 1, 1}},
+      {"norm_num_groups", 32},
+      {"norm_eps", 1e-6},
+      {"spatial_padding_mode", "reflect"},
+      {"decoder_num_layers", c.num_layers},
+      {"decoder_num_attention_heads", c.num_heads},
+      {"decoder_attention_head_dim", c.head_dim},
+      {"decoder_num_register_tokens", c.num_register_tokens},
+      {"decoder_ffn_mult", c.ffn_mult},
+      {"decoder_rope_theta", c.rope_theta},
+      {"decoder_rope_dim_ratio", c.rope_dim_ratio},
+      {"decoder_norm_eps", c.norm_eps},
+      {"clip_length", c.clip_length},
+      {"token_drop", c.token_drop},
+      {"latents_mean", c.latents_mean},
+      {"latents_std", c.latents_std},
+  };
+  if (c.patch_size != 16 || c.patch_size_t != 4) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "vae_config_json: only the release's 16 x 4 patches are written");
+  }
+  return j.dump(2) + "\n";
+}
+
+void write_tiny_model(const std::string& dir, uint64_t seed, const std::string& component) {
+  write_random_model(dir, tiny_spec(), seed, component);
+}
+
+void write_random_model(const std::string& dir, const TinySpec& s, uint64_t seed,
+                        const std::string& component) {
+  const auto& all = tiny_components();
+  if (!component.empty() && std::find(all.begin(), all.end(), component) == all.end()) {
+    std::string names;
+    for (const auto& c : all) names += (names.empty() ? "" : ", ") + c;
+    throw Error(ErrorKind::kInvalidArgument, "component '" + component + "': must be one of " + names);
+  }
+  auto want = [&](const char* c) { return component.empty() || component == c; };
+  const fs::path root(dir);
+  fs::create_directories(root);
+  if (want("model_index")) write_text(root / "model_index.json", model_index_json(s, seed));
+  if (want("scheduler")) write_text(root / "scheduler" / "scheduler_config.json", scheduler_json(12.0));
+  if (want("audio_scheduler"))
+    write_text(root / "audio_scheduler" / "scheduler_config.json", scheduler_json(3.0));
+  if (want("transformer"))
+    dit::write_random_transformer((root / "transformer").string(), s.dit, sub_seed(seed, 1));
+  if (want("vae")) {
+    write_text(root / "vae" / "config.json", vae_config_json(s.vae));
+    const auto tensors = vae::random_decoder_tensors(s.vae, sub_seed(seed, 2));
+    io::write_safetensors((root / "vae" / "diffusion_pytorch_model.safetensors").string(),
+                          std::vector<std::pair<std::string, at::Tensor>>(tensors.begin(), tensors.end()));
+  }
+  if (want("text_encoder")) {
+    text::ByteEncoder::write((root / "text_encoder").string(),
+                             text::ByteEncoder::random_table(s.dit.text_dim, sub_seed(seed, 3)));
+  }
+}
+
+}  // namespace h3

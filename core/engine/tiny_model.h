@@ -1,0 +1,44 @@
+// The embedded default model: a tiny H3-architecture model with seeded random weights, in the
+// release layout, so that a machine without the H3 weights runs the very same engine path end to
+// end (`h3 make-tiny`; the build generates it and installs it to datadir/gst-h3/tiny).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dit/config.h"
+#include "engine/model.h"
+#include "vae/config.h"
+
+namespace h3 {
+
+constexpr uint64_t kTinyDefaultSeed = 20260801;
+
+struct TinySpec {
+  dit::DitConfig dit;
+  vae::VaeConfig vae;
+  ModelDefaults defaults;
+};
+
+// The tiny sizes: DiT hidden 64, 2 blocks + 2 refiner blocks, 2 heads x 128, FFN 128, text 32;
+// VAE decoder 2 layers, 2 heads x 32; request defaults 256x160, 48 frames, 8 grid points.
+TinySpec tiny_spec();
+
+// The parts of the model folder, each written on its own (the build generates them as
+// separate targets): "model_index", "transformer", "vae", "text_encoder", "scheduler",
+// "audio_scheduler".
+const std::vector<std::string>& tiny_components();
+
+// Writes the model into `dir` (created): everything, or only `component`. The same seed gives
+// the same bytes. Throws h3::Error(kInvalidArgument) for an unknown component.
+void write_tiny_model(const std::string& dir, uint64_t seed, const std::string& component = "");
+// The same for other sizes (the benchmark's medium model).
+void write_random_model(const std::string& dir, const TinySpec& spec, uint64_t seed,
+                        const std::string& component = "");
+
+// The release's diffusers vae/config.json schema for a decoder config (the encoder keys take the
+// release's values; the tiny checkpoints hold no encoder).
+std::string vae_config_json(const vae::VaeConfig& c);
+
+}  // namespace h3

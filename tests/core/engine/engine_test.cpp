@@ -1,0 +1,261 @@
+// The engine end to end on the tiny default model, at 1 and 2 ranks.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "engine_test_util.h"
+#include "io/safetensors.h"
+
+namespace h3 {
+namespace {
+
+using test::CollectSink;
+using test::open_tiny;
+
+GenerationRequest small(const std::string& prompt, uint64_t seed) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.width = 80;       // canvas 96: cropped
+  r.height = 48;      // canvas 64: cropped
+  r.num_frames = 30;  // generated as 39 and trimmed
+  r.steps = 3;
+  r.seed = seed;
+  return r;
+}
+
+struct Outcome {
+  at::Tensor frames, video, audio;
+  std::vector<Progress> progress;
+  size_t chunks = 0;
+};
+
+Outcome generate_one(Engine& e, const GenerationRequest& r) {
+  CollectSink sink;
+  Outcome out;
+  CancelToken cancel;
+  GenerateExtras x;
+  x.on_latents = [&](const at::Tensor& v, const at::Tensor& a) {
+    out.video = v.clone();
+    out.audio = a.clone();
+  };
+  const auto caller = std::this_thread::get_id();
+  e.generate(
+      r, sink,
+      [&](const Progress& p) {
+        EXPECT_EQ(std::this_thread::get_id(), caller) << "progress must run on the calling thread";
+        out.progress.push_back(p);
+      },
+      cancel, x);
+  EXPECT_TRUE(sink.seen_final);
+  out.frames = sink.all();
+  out.chunks = sink.chunks.size();
+  return out;
+}
+
+class EngineTiny : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    one_ = open_tiny(1).release();
+    two_ = open_tiny(2).release();
+  }
+  static void TearDownTestSuite() {
+    delete one_;
+    delete two_;
+  }
+  static Engine* one_;
+  static Engine* two_;
+};
+Engine* EngineTiny::one_ = nullptr;
+Engine* EngineTiny::two_ = nullptr;
+
+TEST_F(EngineTiny, DeliversExactlyTheRequestedFramesAndSize) {
+  for (Engine* e : {one_, two_}) {
+    const GenerationRequest r = small("a lighthouse at dusk", 1);
+    const ClipPlan p = e->plan(r);
+    EXPECT_EQ(p.canvas_width, 96);
+    EXPECT_EQ(p.canvas_height, 64);
+    EXPECT_EQ(p.generated_frames, 39);
+    EXPECT_EQ(p.latent_frames, 12);
+    EXPECT_EQ(p.total_chunks, 2);  // 17 + 13 of the 17 + 17 + 5 decoded
+    const Outcome out = generate_one(*e, r);
+    EXPECT_EQ(out.frames.sizes(), (std::vector<int64_t>{30, 48, 80, 3}));
+    EXPECT_EQ(static_cast<int64_t>(out.chunks), p.total_chunks);
+    EXPECT_EQ(out.video.sizes(), (std::vector<int64_t>{1, 24, 12, 4, 6}));
+    EXPECT_EQ(out.audio.sizes(), (std::vector<int64_t>{2 * 65, 32}));
+    // Progress: conditioning, every step, every chunk, done; frames count up to the total.
+    int steps = 0, chunks = 0;
+    for (const auto& pr : out.progress) {
+      if (pr.phase == Phase::kDenoising) ++steps;
+      if (pr.phase == Phase::kDecoding && pr.chunk > 0) ++chunks;
+    }
+    EXPECT_EQ(steps, p.evaluations);
+    EXPECT_EQ(chunks, p.total_chunks);
+    ASSERT_FALSE(out.progress.empty());
+    EXPECT_EQ(out.progress.back().phase, Phase::kDone);
+    EXPECT_EQ(out.progress.back().frames, 30);
+  }
+}
+
+TEST_F(EngineTiny, SameSeedAndPromptSameFramesOtherwiseDifferent) {
+  const Outcome a = generate_one(*one_, small("a lighthouse at dusk", 7));
+  const Outcome b = generate_one(*one_, small("a lighthouse at dusk", 7));
+  const Outcome other_prompt = generate_one(*one_, small("a lighthouse at dawn", 7));
+  const Outcome other_seed = generate_one(*one_, small("a lighthouse at dusk", 8));
+  EXPECT_TRUE(at::equal(a.frames, b.frames));
+  EXPECT_TRUE(at::equal(a.video, b.video));
+  EXPECT_FALSE(at::equal(a.frames, other_prompt.frames));
+  EXPECT_FALSE(at::equal(a.frames, other_seed.frames));
+  EXPECT_FALSE(at::equal(a.video, other_prompt.video));
+}
+
+TEST_F(EngineTiny, TwoRanksMatchOneRank) {
+  const GenerationRequest r = small("two ranks", 3);
+  const Outcome a = generate_one(*one_, r);
+  const Outcome b = generate_one(*two_, r);
+  // Tensor parallelism sums partial products in another order: within the DiT's TP tolerance.
+  EXPECT_LE((a.video - b.video).abs().max().item<double>(), 1e-4);
+  EXPECT_LE((a.audio - b.audio).abs().max().item<double>(), 1e-4);
+  // The decode is bit-identical at any rank count for identical latents.
+  const ClipPlan p = one_->plan(r);
+  CollectSink s1, s2;
+  CancelToken c;
+  one_->decode(a.video, p, s1, {}, c);
+  two_->decode(a.video, p, s2, {}, c);
+  EXPECT_TRUE(at::equal(s1.all(), s2.all()));
+  EXPECT_TRUE(at::equal(s1.all(), a.frames));  // and the same as generate's own decode
+}
+
+TEST_F(EngineTiny, ServesRequestsOfDifferentShapes) {
+  GenerationRequest r = small("shapes", 2);
+  r.width = 40;
+  r.height = 100;
+  r.num_frames = 5;  // below one chunk: generated as 22, trimmed
+  const Outcome out = generate_one(*two_, r);
+  EXPECT_EQ(out.frames.sizes(), (std::vector<int64_t>{5, 100, 40, 3}));
+  EXPECT_EQ(out.chunks, 1u);
+}
+
+// ---- cancellation and failures at 2 ranks ----
+
+TEST_F(EngineTiny, CancelMidDenoiseStopsEveryRankAndTheEngineServesOn) {
+  GenerationRequest r = small("cancel", 4);
+  r.steps = 40;
+  CancelToken cancel;
+  CollectSink sink;
+  int steps_seen = 0;
+  try {
+    two_->generate(
+        r, sink,
+        [&](const Progress& p) {
+          if (p.phase == Phase::kDenoising && ++steps_seen == 2) cancel.cancel();
+        },
+        cancel);
+    ADD_FAILURE() << "not cancelled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCancelled) << e.what();
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("denoising"));
+  }
+  EXPECT_LT(steps_seen, 10);
+  EXPECT_TRUE(sink.chunks.empty());
+  // Every rank left the cancelled request: the next one runs through on all of them.
+  cancel.reset();
+  const Outcome after = generate_one(*two_, small("cancel", 4));
+  EXPECT_EQ(after.frames.size(0), 30);
+}
+
+TEST_F(EngineTiny, CancelMidDecodeStopsAtTheNextChunkBoundary) {
+  GenerationRequest r = small("cancel decode", 5);
+  r.num_frames = 100;  // 6 chunks
+  CancelToken cancel;
+  struct CancellingSink : CollectSink {
+    CancelToken* token = nullptr;
+    void on_chunk(const Chunk& c) override {
+      CollectSink::on_chunk(c);
+      token->cancel();
+    }
+  } sink;
+  sink.token = &cancel;
+  try {
+    two_->generate(r, sink, {}, cancel);
+    ADD_FAILURE() << "not cancelled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCancelled) << e.what();
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("decoding"));
+  }
+  EXPECT_EQ(sink.chunks.size(), 1u);
+  cancel.reset();
+  EXPECT_EQ(generate_one(*two_, small("after", 5)).frames.size(0), 30);
+}
+
+TEST_F(EngineTiny, ASinkErrorStopsAllRanksAndComesBackAsIs) {
+  struct Throwing : ChunkSink {
+    int calls = 0;
+    void on_chunk(const Chunk&) override {
+      ++calls;
+      throw std::runtime_error("disk full");
+    }
+  } sink;
+  CancelToken c;
+  GenerationRequest r = small("sink error", 6);
+  r.num_frames = 100;
+  try {
+    two_->generate(r, sink, {}, c);
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "disk full");
+  }
+  EXPECT_EQ(sink.calls, 1);
+  EXPECT_EQ(generate_one(*two_, small("after", 6)).frames.size(0), 30);
+}
+
+// ---- bad requests ----
+
+TEST_F(EngineTiny, RequestsOutOfRangeNameTheField) {
+  auto bad = [&](auto edit, const char* field) {
+    GenerationRequest r = small("x", 1);
+    edit(r);
+    test::expect_error([&] { one_->plan(r); }, ErrorKind::kInvalidArgument, {field});
+    CollectSink s;
+    CancelToken c;
+    test::expect_error([&] { one_->generate(r, s, {}, c); }, ErrorKind::kInvalidArgument, {field});
+  };
+  bad([](GenerationRequest& r) { r.width = 8; }, "width = 8");
+  bad([](GenerationRequest& r) { r.width = 5000; }, "width = 5000");
+  bad([](GenerationRequest& r) { r.height = -1; }, "height = -1");
+  bad([](GenerationRequest& r) { r.num_frames = 5000; }, "frames = 5000");
+  bad([](GenerationRequest& r) { r.num_frames = -3; }, "frames = -3");
+  bad([](GenerationRequest& r) { r.steps = 1; }, "steps = 1");
+  bad([](GenerationRequest& r) { r.embeds_path = "/nonexistent.safetensors"; },
+      "both a prompt and an embeddings");
+}
+
+TEST_F(EngineTiny, EmbeddingsOfTheWrongWidthAreRefusedOnEveryRank) {
+  test::TempDir dir("engine");
+  io::write_safetensors(dir / "e.safetensors", {{"embeds", at::zeros({4, 5})}});
+  GenerationRequest r = small("", 1);
+  r.embeds_path = dir / "e.safetensors";
+  CollectSink s;
+  CancelToken c;
+  test::expect_error([&] { two_->generate(r, s, {}, c); }, ErrorKind::kMismatch,
+                     {"e.safetensors", "[4, 5]", "text_dim"});
+  // Embeddings of the right width condition the tiny model too.
+  io::write_safetensors(dir / "ok.safetensors", {{"embeds", at::randn({4, two_->model().dit.text_dim})}});
+  r.embeds_path = dir / "ok.safetensors";
+  two_->generate(r, s, {}, c);
+  EXPECT_EQ(s.frames_so_far, 30);
+}
+
+TEST_F(EngineTiny, TheDefaultsComeFromTheModel) {
+  GenerationRequest r;
+  r.prompt = "defaults";
+  const ClipPlan p = one_->plan(r);
+  EXPECT_EQ(p.width, one_->model().defaults.width);
+  EXPECT_EQ(p.height, one_->model().defaults.height);
+  EXPECT_EQ(p.num_frames, one_->model().defaults.num_frames);
+  EXPECT_EQ(p.steps, one_->model().defaults.steps);
+}
+
+}  // namespace
+}  // namespace h3

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "../text/test_util.h"
+#include "engine/engine.h"
+
+namespace h3::test {
+
+// Keeps every chunk; checks the contract's ordering as they arrive.
+class CollectSink : public ChunkSink {
+ public:
+  void on_chunk(const Chunk& c) override {
+    EXPECT_EQ(c.index, static_cast<int64_t>(chunks.size()));
+    EXPECT_EQ(c.first_frame, frames_so_far);
+    EXPECT_FALSE(seen_final) << "a chunk after the final one";
+    EXPECT_TRUE(c.frames.is_contiguous());
+    EXPECT_EQ(c.frames.scalar_type(), at::kByte);
+    seen_final = c.final;
+    frames_so_far += c.frames.size(0);
+    chunks.push_back(c);
+  }
+  at::Tensor all() const {
+    std::vector<at::Tensor> f;
+    for (const auto& c : chunks) f.push_back(c.frames);
+    return at::cat(f, 0);
+  }
+  std::vector<Chunk> chunks;
+  int64_t frames_so_far = 0;
+  bool seen_final = false;
+};
+
+inline std::unique_ptr<Engine> open_tiny(int ranks) {
+  EngineOptions o;
+  o.model_dir = default_model_dir();
+  o.ranks = ranks;
+  o.timeout = std::chrono::seconds(60);
+  return Engine::open(o);
+}
+
+}  // namespace h3::test

@@ -1,0 +1,180 @@
+// Model folders, the tiny default model, and what Engine::open refuses.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "engine/tiny_model.h"
+#include "engine_test_util.h"
+#include "io/safetensors.h"
+
+namespace h3 {
+namespace {
+namespace fs = std::filesystem;
+using test::expect_error;
+using test::TempDir;
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void edit_json(const std::string& path, const std::function<void(nlohmann::json&)>& f) {
+  nlohmann::json j = nlohmann::json::parse(slurp(path));
+  f(j);
+  std::ofstream(path) << j.dump(2);
+}
+
+EngineOptions opts(const std::string& dir, int ranks = 1) {
+  EngineOptions o;
+  o.model_dir = dir;
+  o.ranks = ranks;
+  o.timeout = std::chrono::seconds(30);
+  return o;
+}
+
+std::vector<std::string> files_of(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir).string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(TinyModel, IsACompleteReleaseLayoutDeterministicForASeedAndSmall) {
+  TempDir a("tiny"), b("tiny"), c("tiny");
+  write_tiny_model(a.str(), 5);
+  write_tiny_model(b.str(), 5);
+  write_tiny_model(c.str(), 6);
+  const std::vector<std::string> want{"audio_scheduler/scheduler_config.json",
+                                      "model_index.json",
+                                      "scheduler/scheduler_config.json",
+                                      "text_encoder/config.json",
+                                      "text_encoder/model.safetensors",
+                                      "transformer/config.json",
+                                      "transformer/diffusion_pytorch_model.safetensors",
+                                      "vae/config.json",
+                                      "vae/diffusion_pytorch_model.safetensors"};
+  ASSERT_EQ(files_of(a.str()), want);
+  uintmax_t bytes = 0;
+  for (const auto& f : want) {
+    EXPECT_EQ(slurp(a / f), slurp(b / f)) << f;
+    bytes += fs::file_size(a / f);
+  }
+  EXPECT_LT(bytes, 8u << 20);
+  EXPECT_NE(slurp(a / "transformer/diffusion_pytorch_model.safetensors"),
+            slurp(c / "transformer/diffusion_pytorch_model.safetensors"));
+  const ModelInfo m = read_model(a.str());
+  EXPECT_TRUE(m.byte_encoder);
+  EXPECT_EQ(m.dit.hidden_size, tiny_spec().dit.hidden_size);
+  EXPECT_EQ(m.vae.num_layers, 2);
+  EXPECT_DOUBLE_EQ(m.video_shift, 12.0);
+  EXPECT_DOUBLE_EQ(m.audio_shift, 3.0);
+  // The transformer config is in the release's schema: the same keys as the release's file.
+  const char* data = std::getenv("H3_TEST_DATA");
+  ASSERT_NE(data, nullptr);
+  auto keys = [](const std::string& p) {
+    std::set<std::string> k;
+    const nlohmann::json j = nlohmann::json::parse(slurp(p));
+    for (auto& [key, v] : j.items()) k.insert(key);
+    k.erase("_diffusers_version");
+    return k;
+  };
+  EXPECT_EQ(keys(a / "transformer/config.json"),
+            keys(std::string(data) + "/h3-release/transformer/config.json"));
+  EXPECT_EQ(keys(a / "vae/config.json"), keys(std::string(data) + "/h3-release/vae/config.json"));
+}
+
+TEST(TinyModel, TheBuildTreeCopyIsFoundWithoutTheEnvironment) {
+  const char* env = std::getenv("H3_MODEL_DIR");
+  const std::string saved = env ? env : "";
+  ::unsetenv("H3_MODEL_DIR");
+  const std::string found = default_model_dir();
+  if (!saved.empty()) ::setenv("H3_MODEL_DIR", saved.c_str(), 1);
+  EXPECT_TRUE(fs::is_regular_file(fs::path(found) / "model_index.json")) << found;
+  ::setenv("H3_MODEL_DIR", "/some/where", 1);
+  EXPECT_EQ(default_model_dir(), "/some/where");
+  if (saved.empty())
+    ::unsetenv("H3_MODEL_DIR");
+  else
+    ::setenv("H3_MODEL_DIR", saved.c_str(), 1);
+}
+
+TEST(OpenErrors, MissingFolderOrIndex) {
+  TempDir d("open");
+  expect_error([&] { Engine::open(opts(d / "nope")); }, ErrorKind::kNotFound, {d / "nope", "model folder"});
+  write_tiny_model(d.str(), 1);
+  fs::remove(d / "model_index.json");
+  expect_error([&] { Engine::open(opts(d.str())); }, ErrorKind::kNotFound, {"model_index.json"});
+  write_tiny_model(d.str(), 1, "model_index");
+  fs::remove_all(d / "transformer");
+  expect_error([&] { Engine::open(opts(d.str())); }, ErrorKind::kNotFound, {"transformer", "config.json"});
+}
+
+TEST(OpenErrors, ConfigsThatDisagreeWithTheWeightsNameTheTensor) {
+  TempDir d("open");
+  write_tiny_model(d.str(), 1);
+  edit_json(d / "transformer/config.json", [](nlohmann::json& j) { j["ffn_dim"] = 96; });
+  try {
+    Engine::open(opts(d.str(), 2));
+    ADD_FAILURE() << "opened";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("ff.net")) << e.what();
+  }
+  write_tiny_model(d.str(), 1, "transformer");
+  edit_json(d / "vae/config.json", [](nlohmann::json& j) { j["decoder_num_layers"] = 3; });
+  try {
+    Engine::open(opts(d.str()));
+    ADD_FAILURE() << "opened";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("decoder.transformer_blocks.2")) << e.what();
+  }
+  write_tiny_model(d.str(), 1, "vae");
+  edit_json(d / "text_encoder/config.json", [](nlohmann::json& j) { j["text_dim"] = 16; });
+  expect_error([&] { Engine::open(opts(d.str())); }, ErrorKind::kMismatch,
+               {"model.safetensors", "text_dim 16"});
+  write_tiny_model(d.str(), 1, "text_encoder");
+  edit_json(d / "transformer/config.json", [](nlohmann::json& j) { j["in_channels"] = 16; });
+  expect_error([&] { Engine::open(opts(d.str())); }, ErrorKind::kMismatch, {"latent channels"});
+}
+
+TEST(OpenErrors, RanksTpAndDevice) {
+  const std::string dir = default_model_dir();
+  auto o = opts(dir);
+  o.ranks = 0;
+  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"ranks = 0"});
+  o.ranks = 2;
+  o.tp = 1;
+  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"tp = 1"});
+  o.tp = 0;
+  o.device = "tpu";
+  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"device"});
+  o.device = "cpu";
+  o.ranks = 3;  // 2 heads cannot split over 3 ranks
+  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"size 3", "attention heads"});
+}
+
+TEST(OpenErrors, AModelWithoutABuiltInEncoderAsksForEmbeddings) {
+  // The golden model folder stands in for the full-size one: no built-in text encoder.
+  TempDir d("open");
+  const std::string data = std::getenv("H3_TEST_DATA");
+  fs::copy(data + "/golden/h3_dit/transformer_tiny", d / "transformer", fs::copy_options::recursive);
+  fs::copy(data + "/golden/h3_vae/diffusers", d / "vae", fs::copy_options::recursive);
+  fs::copy_file(data + "/h3-release/model_index.json", d / "model_index.json");
+  auto e = Engine::open(opts(d.str()));
+  EXPECT_FALSE(e->model().byte_encoder);
+  GenerationRequest r;
+  r.prompt = "a cat";
+  r.width = 96;
+  r.height = 64;
+  r.num_frames = 22;
+  r.steps = 2;
+  expect_error([&] { e->plan(r); }, ErrorKind::kInvalidArgument, {"embeds", "[L, 64]", "--embeds"});
+}
+
+}  // namespace
+}  // namespace h3
