@@ -404,6 +404,11 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
   p->reported_latency = GST_CLOCK_TIME_NONE;
   GST_OBJECT_UNLOCK(self);
 
+  // A live source's task starts at PAUSED -> PLAYING, possibly before the async
+  // start is complete: it must not negotiate before the plan fixes size and rate.
+  // Clear the pad's initial reconfigure flag; gst_base_src_start_complete() sets
+  // it again once the plan is known (and create() waits for that, below).
+  gst_pad_check_reconfigure(GST_BASE_SRC_PAD(bsrc));
   h3src::post_progress(self, GST_PROGRESS_TYPE_START, "opening the H3 engine");
   h3src::start_worker(self);
   return TRUE;
@@ -844,9 +849,14 @@ static GstFlowReturn gst_h3_video_src_create(GstPushSrc* psrc, GstBuffer** outbu
   if (p->restart_pending) h3src::restart_generation(self);
 
   GST_OBJECT_LOCK(self);
+  const bool have_plan = p->have_plan;
   const h3gst::ClipInfo plan = p->plan;
   const gint fn = p->fps_n, fd = p->fps_d;
   GST_OBJECT_UNLOCK(self);
+  // Live, the task may run before the async start completes. It may not block
+  // here (gst_base_src_start_complete() needs the stream lock it holds): pause it;
+  // the start's completion restarts it.
+  if (!have_plan) return GST_FLOW_FLUSHING;
 
   if (p->frame_n >= plan.num_frames) return GST_FLOW_EOS;
 

@@ -70,7 +70,8 @@ static void post_h3_progress(GstH3VideoSrc* self, const h3gst::ProgressInfo& pr)
 
 static h3gst::ClipRequest make_request(const Settings& s) {
   h3gst::ClipRequest r;
-  r.prompt = s.prompt;
+  // The embeddings file is the encoded prompt: the engine takes one or the other.
+  r.prompt = s.embeds.empty() ? s.prompt : std::string();
   r.embeds_path = s.embeds;
   // The element's -1 is the engine's 0 ("the model's default"); an explicit 0
   // was refused in start().

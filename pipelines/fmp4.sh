@@ -44,7 +44,7 @@ PY
 )
 moofs=$(echo "$boxes" | tr ',' '\n' | grep -c '^moof$' || true)
 echo "fmp4: top-level boxes: $boxes"
-case "$boxes" in ftyp,moov,moof,*) ;; *) echo "fmp4: expected ftyp, moov, then moof fragments" >&2; exit 1 ;; esac
+case "$boxes" in ftyp,moov,*moof,mdat,*) ;; *) echo "fmp4: expected ftyp, moov, then moof fragments" >&2; exit 1 ;; esac
 [ "$moofs" -ge 2 ] || { echo "fmp4: only $moofs fragment(s); lower FRAGMENT_MS or make the clip longer" >&2; exit 1; }
 
 # What a player sees while the muxer is still writing: the file up to the end

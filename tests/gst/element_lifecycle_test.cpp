@@ -71,8 +71,11 @@ struct Pipeline {
   GstElement* sink = nullptr;
   SinkLog log;
 
-  explicit Pipeline(const std::string& src_props, const std::string& sink_props = "sync=false") {
-    const std::string l = "h3videosrc name=src num-frames=" + std::to_string(kFrames) +
+  int64_t frames;
+  explicit Pipeline(const std::string& src_props, const std::string& sink_props = "sync=false",
+                    int64_t n = kFrames)
+      : frames(n) {
+    const std::string l = "h3videosrc name=src num-frames=" + std::to_string(n) +
                           " width=" + std::to_string(h3test::kWidth) +
                           " height=" + std::to_string(h3test::kHeight) + " " + src_props +
                           " ! fakesink name=sink signal-handoffs=true " + sink_props;
@@ -90,7 +93,7 @@ struct Pipeline {
   // The whole clip arrived, in order, the first frame flagged DISCONT.
   void expect_whole_clip() {
     std::lock_guard<std::mutex> lock(log.mutex);
-    ASSERT_EQ(log.offsets.size(), static_cast<size_t>(kFrames));
+    ASSERT_EQ(log.offsets.size(), static_cast<size_t>(frames));
     for (size_t i = 0; i < log.offsets.size(); ++i) {
       EXPECT_EQ(log.offsets[i], i);
       EXPECT_EQ(log.discont[i], i == 0) << i;
@@ -165,9 +168,10 @@ TEST(H3VideoSrcLifecycle, FiftyCyclesNullPlayingNullMidDecodeNeitherHangNorLeakT
 }
 
 TEST(H3VideoSrcLifecycle, ASlowDownstreamKeepsFramesInFlightBoundedAndLosesNone) {
-  Pipeline p("queue-chunks=1");
+  // Enough frames for several chunks.
+  Pipeline p("queue-chunks=1", "sync=false", 90);
   BusRecorder rec(p.pipeline);
-  p.log.sleep_ms = 40;
+  p.log.sleep_ms = 20;
   p.log.recorder = &rec;
   gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
   ASSERT_TRUE(rec.wait_for_end(600));
@@ -184,7 +188,7 @@ TEST(H3VideoSrcLifecycle, ASlowDownstreamKeepsFramesInFlightBoundedAndLosesNone)
   ASSERT_GE(total_chunks, 3) << "the clip needs at least three chunks for this test";
   // One chunk queued plus one being taken apart, whatever the sink's speed.
   EXPECT_LE(p.log.in_flight_max.load(), 2 * largest_chunk);
-  EXPECT_LT(p.log.in_flight_max.load(), kFrames);
+  EXPECT_LT(p.log.in_flight_max.load(), p.frames);
 }
 
 }  // namespace
