@@ -140,7 +140,11 @@ int main(int argc, char** argv) {
     }
     if (st.error || gst_app_sink_is_eos(GST_APP_SINK(sink))) break;
   }
-  drain_bus(bus, t0, &st);
+  // The engine's "done" may come just after EOS (it is posted from the engine's thread).
+  for (int i = 0; i < 50 && st.done_at < 0 && !st.error; ++i) {
+    drain_bus(bus, t0, &st);
+    if (st.done_at < 0) g_usleep(20000);
+  }
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(bus);
   gst_object_unref(pipeline);
