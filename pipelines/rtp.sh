@@ -3,7 +3,8 @@
 # receiver udpsrc -> depay -> decode that stops by itself after the expected
 # number of frames. Both run under a timeout.
 # Usage: bash pipelines/rtp.sh BUILD_DIR [FRAMES]
-# PORT (default 5004); H3_PROPS for more element properties; TIMEOUT_S (default 120)
+# PORT (default 5004); H3_PROPS for more element properties; TIMEOUT_S (default 120);
+# LIVE (default true): is-live of the sender
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=pipelines/env.sh
@@ -13,6 +14,7 @@ frames=${2:-25}
 port=${PORT:-5004}
 limit=${TIMEOUT_S:-120}
 props=${H3_PROPS:-}
+live=${LIVE:-true}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
@@ -26,7 +28,7 @@ sleep 1
 
 set +e
 # shellcheck disable=SC2086
-eval timeout "$limit" gst-launch-1.0 -q h3videosrc is-live=true num-frames="$frames" $props ! \
+eval timeout "$limit" gst-launch-1.0 -q h3videosrc is-live="$live" num-frames="$frames" $props ! \
   videoconvert ! video/x-raw,format=I420 ! x264enc tune=zerolatency key-int-max=10 ! \
   rtph264pay config-interval=1 pt=96 ! udpsink host=127.0.0.1 port="$port"
 sender_rc=$?

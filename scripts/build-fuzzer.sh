@@ -25,5 +25,5 @@ src=$3
 "$cxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -D_GLIBCXX_USE_CXX11_ABI=1 -I"$src/core" -isystem /usr/include/torch/csrc/api/include \
   "$src/tests/fuzz/safetensors_header_fuzz.cpp" "$src/core/io/safetensors_header.cpp" \
-  "$src/core/io/json_strict.cpp" "$src/core/common/error.cpp" \
+  "$src/core/io/json_strict.cpp" "$src/core/common/error.cpp" "$src/core/common/shape.cpp" \
   -lc10 -o "$out"

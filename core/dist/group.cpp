@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/shape.h"
 
 namespace h3::dist {
 
@@ -19,14 +20,6 @@ constexpr int64_t kNoRoot = -1;  // all_reduce and all_gather have no root
 constexpr int64_t kMetaLen = 5 + kMaxDims;
 
 enum MetaStatus : int64_t { kMetaOk = 0, kMetaWrongDevice = 1, kMetaTooManyDims = 2 };
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
-}
 
 // Dtypes that Gloo reduces natively; the others are reduced in float32 (half
 // precision) or refused (bool, complex) by every rank alike.

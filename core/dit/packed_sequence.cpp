@@ -7,14 +7,11 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/shape.h"
 #include "dit/frames.h"
 
 namespace h3::dit {
 namespace {
-
-std::string shape_str(at::IntArrayRef s) {
-  return c10::str(s);
-}
 
 [[noreturn]] void bad(const std::string& what) {
   throw Error(ErrorKind::kInvalidArgument, what);
@@ -100,7 +97,7 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
   check_float(in.video, "video");
   check_float(in.audio, "audio");
   if (in.text.dim() != 2 || in.text.size(0) < 1) {
-    bad("DiT input 'text' has shape " + shape_str(in.text.sizes()) + ": give [L, " +
+    bad("DiT input 'text' has shape " + shape_string(in.text.sizes()) + ": give [L, " +
         std::to_string(c.text_dim) + "] text embeddings with L >= 1");
   }
   if (in.text.size(1) != c.text_dim) {
@@ -110,7 +107,7 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
   }
   const int64_t l = in.text.size(0);
   if (in.video.dim() != 5 || in.video.size(0) != 1 || in.video.size(1) != c.in_channels) {
-    bad("DiT input 'video' has shape " + shape_str(in.video.sizes()) + ": give [1, " +
+    bad("DiT input 'video' has shape " + shape_string(in.video.sizes()) + ": give [1, " +
         std::to_string(c.in_channels) + ", T, h, w] latents");
   }
   const int64_t t = in.video.size(2), h = in.video.size(3), w = in.video.size(4);
@@ -127,7 +124,7 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
   }
   if (in.audio.dim() != 2 || in.audio.size(1) != c.audio_in_channels || in.audio.size(0) < 2 ||
       in.audio.size(0) % 2 != 0) {
-    bad("DiT input 'audio' has shape " + shape_str(in.audio.sizes()) + ": give stereo latents [2A, " +
+    bad("DiT input 'audio' has shape " + shape_string(in.audio.sizes()) + ": give stereo latents [2A, " +
         std::to_string(c.audio_in_channels) + "] (A >= 1 left rows, then A right rows)");
   }
   check_t(in.t_video, "t_video");
@@ -136,7 +133,7 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
   if (in.text_tags.defined()) {
     if (in.text_tags.dim() != 1 || in.text_tags.size(0) != l ||
         at::isFloatingType(in.text_tags.scalar_type())) {
-      bad("DiT input 'tags' has shape " + shape_str(in.text_tags.sizes()) +
+      bad("DiT input 'tags' has shape " + shape_string(in.text_tags.sizes()) +
           ": give one integer tag per text row [" + std::to_string(l) + "]");
     }
     text_tags = in.text_tags.to(at::kCPU, at::kLong);

@@ -3,13 +3,10 @@
 #include <ATen/ATen.h>
 
 #include "common/error.h"
+#include "common/shape.h"
 
 namespace h3::dit {
 namespace {
-
-std::string shape_str(at::IntArrayRef s) {
-  return c10::str(s);
-}
 
 template <typename Fn>
 void for_each_tensor(const DitWeights& w, Fn fn) {
@@ -103,8 +100,8 @@ DitWeights DitWeights::bind(const DitConfig& c, int tp,
     if (!t.defined() || t.sizes() != at::IntArrayRef(shape)) {
       throw Error(ErrorKind::kMismatch,
                   "tensor '" + name + "' has shape " +
-                      (t.defined() ? shape_str(t.sizes()) : std::string("(none)")) + " but the config" +
-                      (tp > 1 ? " at tp " + std::to_string(tp) : "") + " needs " + shape_str(shape) +
+                      (t.defined() ? shape_string(t.sizes()) : std::string("(none)")) + " but the config" +
+                      (tp > 1 ? " at tp " + std::to_string(tp) : "") + " needs " + shape_string(shape) +
                       ": the checkpoint does not match its config.json");
     }
   };

@@ -10,6 +10,7 @@
 #include "dit/sampler.h"
 #include "text/byte_encoder.h"
 #include "vae/chunk_plan.h"
+#include "vae/video_decoder.h"
 
 namespace h3 {
 namespace fs = std::filesystem;
@@ -53,16 +54,6 @@ void check_range(const char* field, int64_t v, int64_t lo, int64_t hi, const std
                                                  ": must be within " + std::to_string(lo) + ".." +
                                                  std::to_string(hi) + note);
   }
-}
-
-vae::TemporalParams temporal(const vae::VaeConfig& c) {
-  vae::TemporalParams tp;
-  tp.clip_length = c.clip_length;
-  tp.token_drop = c.token_drop;
-  tp.ratio_t = c.patch_size_t;
-  tp.isolated_first_frame = c.isolated_first_frame;
-  tp.isolated_last_frame = c.isolated_last_frame;
-  return tp;
 }
 
 }  // namespace
@@ -163,7 +154,7 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   p.fps_d = 1;
   p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();
 
-  const vae::ChunkPlan cp = vae::plan_chunks(p.latent_frames, temporal(m.vae));
+  const vae::ChunkPlan cp = vae::plan_chunks(p.latent_frames, vae::temporal_params(m.vae));
   p.total_chunks = 0;
   for (const auto& c : cp.chunks) {
     if (c.first_frame < p.num_frames) ++p.total_chunks;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/shape.h"
 #include "io/json_strict.h"
 
 namespace h3::io {
@@ -47,12 +48,6 @@ std::optional<uint64_t> as_index(const nlohmann::json& v, bool* negative) {
   return std::nullopt;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 std::string supported_list() {
   std::string out;
   for (const auto& d : kDtypes) out += (out.empty() ? "" : " ") + std::string(d.name);
@@ -90,7 +85,7 @@ TensorInfo parse_entry(const std::string& path, const std::string& name, const n
   uint64_t need = 0;
   overflow =
       overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(c10::elementSize(t.dtype)), &need);
-  if (overflow) fail_tensor(path, name, "shape " + shape_str(t.shape) + " overflows 64-bit byte counts");
+  if (overflow) fail_tensor(path, name, "shape " + shape_string(t.shape) + " overflows 64-bit byte counts");
 
   auto o = e.find("data_offsets");
   if (o == e.end() || !o->is_array() || o->size() != 2) {
@@ -113,7 +108,7 @@ TensorInfo parse_entry(const std::string& path, const std::string& name, const n
   if (t.end - t.begin != need) {
     fail_tensor(path, name,
                 "byte span " + std::to_string(t.end - t.begin) + " disagrees with shape " +
-                    shape_str(t.shape) + " x " + dtype_to_string(t.dtype) + " = " + std::to_string(need) +
+                    shape_string(t.shape) + " x " + dtype_to_string(t.dtype) + " = " + std::to_string(need) +
                     " bytes");
   }
   return t;

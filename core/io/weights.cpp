@@ -6,6 +6,7 @@
 #include <map>
 
 #include "common/error.h"
+#include "common/shape.h"
 #include "io/layout.h"
 
 namespace h3::io {
@@ -32,12 +33,6 @@ int64_t cols_of(const std::vector<int64_t>& shape) {
   int64_t c = 1;
   for (size_t i = 1; i < shape.size(); ++i) c *= shape[i];
   return c;
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 // Bytes of source read per block: bounds both the resident mapped pages and the
@@ -93,8 +88,8 @@ Plan plan_for(const Weights::State& s, const std::string& name, const Entry& e, 
   auto bad = [&](const std::string& why) -> Error {
     return Error(ErrorKind::kInvalidArgument, s.ckpt.path() + ": cannot take shard rank " +
                                                   std::to_string(sh.rank) + " of " + std::to_string(sh.size) +
-                                                  " of tensor '" + name + "' " + shape_str(e.shape) + ": " +
-                                                  why);
+                                                  " of tensor '" + name + "' " + shape_string(e.shape) +
+                                                  ": " + why);
   };
   if (sh.size < 1 || sh.rank < 0 || sh.rank >= sh.size) throw bad("the rank must lie in [0, size)");
   Plan p;
@@ -183,7 +178,7 @@ Weights Weights::open(const std::string& path, const LayoutParams& params) {
         case Rearrange::kSwapHalves:
           if (info->shape.empty() || R % 2 != 0) {
             throw Error(ErrorKind::kMismatch, s->ckpt.path() + ": tensor '" + name + "' " +
-                                                  shape_str(info->shape) +
+                                                  shape_string(info->shape) +
                                                   " must have an even dim 0 (two stacked halves)");
           }
           e.segments.push_back({file, info, R / 2, R / 2});

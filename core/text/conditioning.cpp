@@ -5,27 +5,20 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/shape.h"
 #include "io/safetensors.h"
 
 namespace h3::text {
-namespace {
-
-std::string shape_str(at::IntArrayRef s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void check_conditioning(const Conditioning& c, int64_t text_dim, const std::string& origin) {
   if (!c.embeds.defined() || c.embeds.dim() != 2 || c.embeds.size(0) < 1) {
     throw Error(ErrorKind::kFormat,
                 origin + ": `embeds` must be [L, " + std::to_string(text_dim) + "] with L >= 1 prompt rows" +
-                    (c.embeds.defined() ? ", not " + shape_str(c.embeds.sizes()) : std::string()));
+                    (c.embeds.defined() ? ", not " + shape_string(c.embeds.sizes()) : std::string()));
   }
   if (c.embeds.size(1) != text_dim) {
-    throw Error(ErrorKind::kMismatch, origin + ": `embeds` is " + shape_str(c.embeds.sizes()) +
+    throw Error(ErrorKind::kMismatch, origin + ": `embeds` is " + shape_string(c.embeds.sizes()) +
                                           " but this model's transformer takes " + std::to_string(text_dim) +
                                           "-wide text rows (transformer/config.json text_dim): compute the "
                                           "embeddings with the text encoder that belongs to this model");
@@ -35,8 +28,9 @@ void check_conditioning(const Conditioning& c, int64_t text_dim, const std::stri
   }
   if (c.tags.defined()) {
     if (c.tags.dim() != 1 || c.tags.size(0) != c.embeds.size(0)) {
-      throw Error(ErrorKind::kFormat, origin + ": `tags` is " + shape_str(c.tags.sizes()) + " but must be [" +
-                                          std::to_string(c.embeds.size(0)) + "], one tag per `embeds` row");
+      throw Error(ErrorKind::kFormat, origin + ": `tags` is " + shape_string(c.tags.sizes()) +
+                                          " but must be [" + std::to_string(c.embeds.size(0)) +
+                                          "], one tag per `embeds` row");
     }
     if (at::isFloatingType(c.tags.scalar_type()) || c.tags.scalar_type() == at::kBool) {
       throw Error(ErrorKind::kFormat, origin + ": `tags` must hold integers (1 text, 0 vision tokens)");

@@ -6,30 +6,13 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/shape.h"
 #include "dist/agree.h"
 #include "dist/group.h"
 #include "vae/pixels.h"
 
 namespace h3::vae {
 namespace {
-
-std::string shape_str(at::IntArrayRef s) {
-  std::ostringstream o;
-  o << "[";
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << "]";
-  return o.str();
-}
-
-TemporalParams temporal_params(const VaeConfig& c) {
-  TemporalParams tp;
-  tp.clip_length = c.clip_length;
-  tp.token_drop = c.token_drop;
-  tp.ratio_t = c.patch_size_t;
-  tp.isolated_first_frame = c.isolated_first_frame;
-  tp.isolated_last_frame = c.isolated_last_frame;
-  return tp;
-}
 
 // Everything the loop needs, derived from the latent shape and the options alone.
 struct Setup {
@@ -43,15 +26,16 @@ struct Setup {
 Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions& o) {
   if (!latents.defined()) throw Error(ErrorKind::kInvalidArgument, "latents: no tensor given");
   if (latents.dim() != 5 || latents.size(0) != 1 || latents.size(1) != c.latent_channels) {
-    throw Error(ErrorKind::kInvalidArgument, "latents: shape " + shape_str(latents.sizes()) + " is not [1, " +
-                                                 std::to_string(c.latent_channels) +
+    throw Error(ErrorKind::kInvalidArgument, "latents: shape " + shape_string(latents.sizes()) +
+                                                 " is not [1, " + std::to_string(c.latent_channels) +
                                                  ", T, h, w] (one clip of normalised DiT latents)");
   }
   if (!at::isFloatingType(latents.scalar_type())) {
     throw Error(ErrorKind::kInvalidArgument, "latents: dtype must be floating point");
   }
   if (latents.size(3) < 1 || latents.size(4) < 1) {
-    throw Error(ErrorKind::kInvalidArgument, "latents: empty spatial extent " + shape_str(latents.sizes()));
+    throw Error(ErrorKind::kInvalidArgument,
+                "latents: empty spatial extent " + shape_string(latents.sizes()));
   }
   Setup s;
   s.plan = plan_chunks(latents.size(2), temporal_params(c));
@@ -248,6 +232,16 @@ class ConcatSink : public ChunkSink {
 
 }  // namespace
 
+TemporalParams temporal_params(const VaeConfig& c) {
+  TemporalParams tp;
+  tp.clip_length = c.clip_length;
+  tp.token_drop = c.token_drop;
+  tp.ratio_t = c.patch_size_t;
+  tp.isolated_first_frame = c.isolated_first_frame;
+  tp.isolated_last_frame = c.isolated_last_frame;
+  return tp;
+}
+
 VideoDecoder::VideoDecoder(VaeConfig config, DecoderWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)) {
   config_.validate("video VAE config");
@@ -278,7 +272,7 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
   } catch (...) {
     setup_failure.capture();
   }
-  const std::string shape = setup_failure ? std::string("invalid") : shape_str(latents.sizes());
+  const std::string shape = setup_failure ? std::string("invalid") : shape_string(latents.sizes());
   const std::string root_shape = g.broadcast_string(shape, 0);
   if (!setup_failure && shape != root_shape) {
     try {

@@ -33,6 +33,9 @@ class Group;
 
 namespace h3::vae {
 
+// The temporal constants of a decoder config, as the chunk planner takes them.
+TemporalParams temporal_params(const VaeConfig& c);
+
 struct DecodeOptions {
   std::optional<bool> tiling;  // spatial tiling; default: the config's (on in the release)
   int64_t height = 0;          // output crop (top-left); 0 = the decoded height (16 h)

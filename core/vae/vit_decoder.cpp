@@ -6,17 +6,10 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/shape.h"
 
 namespace h3::vae {
 namespace {
-
-std::string shape_str(at::IntArrayRef s) {
-  std::ostringstream o;
-  o << "[";
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << "]";
-  return o.str();
-}
 
 std::string block_prefix(int64_t n) {
   return "decoder.transformer_blocks." + std::to_string(n) + ".";
@@ -33,8 +26,8 @@ at::Tensor fetch(const std::function<at::Tensor(const std::string&)>& get, const
   }
   if (t.sizes() != at::IntArrayRef(expected)) {
     throw Error(ErrorKind::kMismatch, "video VAE weights: tensor '" + name + "' has shape " +
-                                          shape_str(t.sizes()) + " but the config needs " +
-                                          shape_str(expected) + " (config and checkpoint disagree)");
+                                          shape_string(t.sizes()) + " but the config needs " +
+                                          shape_string(expected) + " (config and checkpoint disagree)");
   }
   return t.to(at::kCPU, at::kFloat).contiguous();
 }
