@@ -855,7 +855,8 @@ static GstFlowReturn gst_h3_video_src_create(GstPushSrc* psrc, GstBuffer** outbu
   GST_OBJECT_UNLOCK(self);
   // Live, the task may run before the async start completes. It may not block
   // here (gst_base_src_start_complete() needs the stream lock it holds): pause it;
-  // the start's completion restarts it.
+  // the start's completion restarts it. The plan is published under the stream
+  // lock together with that completion (h3videosrc_run.cpp: complete_start).
   if (!have_plan) return GST_FLOW_FLUSHING;
 
   if (p->frame_n >= plan.num_frames) return GST_FLOW_EOS;

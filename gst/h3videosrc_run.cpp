@@ -83,12 +83,33 @@ static h3gst::ClipRequest make_request(const Settings& s) {
   return r;
 }
 
-// Completes the async start unless a stop has begun; true when completed.
-static bool complete_start(GstH3VideoSrc* self, GstFlowReturn ret) {
+// Completes the async start unless a stop has begun; true when completed. On
+// success `plan` is published in the same step.
+//
+// A live source's streaming task may already be running (PLAYING comes before
+// the model is loaded): its create() returns FLUSHING until the plan is known,
+// but once it sees the plan it blocks in the frame queue, holding the stream
+// lock, while gst_base_src_start_complete() needs that lock and the frames come
+// only after it returns. So the plan is published and the start completed
+// while this thread holds the (recursive) stream lock: create() sees either no
+// plan, or a plan with the start already complete.
+static bool complete_start(GstH3VideoSrc* self, GstFlowReturn ret, const h3gst::ClipInfo* plan = nullptr,
+                           gint fps_n = 0, gint fps_d = 1) {
   H3VideoSrcPrivate* p = self->priv;
   std::lock_guard<std::mutex> lock(p->run_lock);
   if (p->stopping) return false;
+  GstPad* pad = GST_BASE_SRC_PAD(self);
+  GST_PAD_STREAM_LOCK(pad);
+  if (plan) {
+    GST_OBJECT_LOCK(self);
+    p->plan = *plan;
+    p->have_plan = true;
+    p->fps_n = fps_n;
+    p->fps_d = fps_d;
+    GST_OBJECT_UNLOCK(self);
+  }
   gst_base_src_start_complete(GST_BASE_SRC(self), ret);
+  GST_PAD_STREAM_UNLOCK(pad);
   return true;
 }
 
@@ -217,19 +238,15 @@ static void worker_main(GstH3VideoSrc* self) {
     fail_start(self, f, "The requested clip is not possible");
     return;
   }
-  GST_OBJECT_LOCK(self);
-  p->plan = plan;
-  p->have_plan = true;
-  p->fps_n = s.fps_n > 0 ? s.fps_n : plan.fps_n;
-  p->fps_d = s.fps_n > 0 ? s.fps_d : plan.fps_d;
-  GST_OBJECT_UNLOCK(self);
   GST_INFO_OBJECT(self,
                   "clip: %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
                   " frames in %" G_GINT64_FORMAT " chunks, %" G_GINT64_FORMAT " steps",
                   plan.width, plan.height, plan.num_frames, plan.total_chunks, plan.steps);
   post_progress(self, GST_PROGRESS_TYPE_COMPLETE, "model ready");
 
-  if (!complete_start(self, GST_FLOW_OK)) return;
+  const gint fps_n = s.fps_n > 0 ? s.fps_n : static_cast<gint>(plan.fps_n);
+  const gint fps_d = s.fps_n > 0 ? s.fps_d : static_cast<gint>(plan.fps_d);
+  if (!complete_start(self, GST_FLOW_OK, &plan, fps_n, fps_d)) return;
   run_generation(self);
 }
 

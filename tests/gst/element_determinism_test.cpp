@@ -1,7 +1,8 @@
 // The frames h3videosrc pushes are exactly the engine's: a checksum over the
 // element's RGB buffers (visible bytes only, whatever the stride) equals the
-// checksum of h3::Engine::generate's own chunks for the same request; the same
-// seed gives the same frames, another seed other frames.
+// checksum of h3::Engine::generate's own chunks for the same request, on one
+// rank and on two (tensor-parallel DiT, spatially split VAE); the same seed
+// gives the same frames, another seed other frames.
 #include <ATen/ATen.h>
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
@@ -40,9 +41,10 @@ class HashSink : public h3::ChunkSink {
   int64_t frames = 0;
 };
 
-uint64_t engine_hash(uint64_t seed) {
+uint64_t engine_hash(uint64_t seed, int ranks = 1) {
   h3::EngineOptions o;
   o.model_dir = h3::default_model_dir();
+  o.ranks = ranks;
   auto engine = h3::Engine::open(o);
   h3::GenerationRequest r;
   r.prompt = "a red kite";
@@ -57,10 +59,10 @@ uint64_t engine_hash(uint64_t seed) {
   return sink.hash;
 }
 
-uint64_t element_hash(uint64_t seed) {
+uint64_t element_hash(uint64_t seed, int ranks = 1) {
   const std::string l = "h3videosrc prompt=\"a red kite\" width=" + std::to_string(kW) +
                         " height=" + std::to_string(kH) + " num-frames=" + std::to_string(kN) +
-                        " seed=" + std::to_string(seed);
+                        " seed=" + std::to_string(seed) + " ranks=" + std::to_string(ranks);
   GstHarness* h = gst_harness_new_parse(l.c_str());
   gst_harness_set_sink_caps_str(h, "video/x-raw,format=RGB");
   gst_harness_play(h);
@@ -89,6 +91,10 @@ uint64_t element_hash(uint64_t seed) {
 
 TEST(H3VideoSrcDeterminism, TheElementsFramesAreTheEnginesFrames) {
   EXPECT_EQ(element_hash(5), engine_hash(5));
+}
+
+TEST(H3VideoSrcDeterminism, OnTwoRanksTheElementsFramesAreTheTwoRankEnginesFrames) {
+  EXPECT_EQ(element_hash(5, 2), engine_hash(5, 2));
 }
 
 TEST(H3VideoSrcDeterminism, SameSeedSameFramesOtherSeedOtherFrames) {

@@ -133,9 +133,11 @@ TEST(H3VideoSrcLifecycle, PlayingToReadyWhileCreateWaitsReturns) {
   EXPECT_EQ(p.log.count(), 0u);
 }
 
-TEST(H3VideoSrcLifecycle, PausedToReadyMidDecodeThenAFreshClipFromTheFirstFrame) {
-  // A real-time sink and one queued chunk keep the engine mid-decode.
-  Pipeline p("queue-chunks=1", "sync=true");
+// A real-time sink and one queued chunk keep the engine mid-decode; going to
+// READY cancels the request (agreed by every rank) and PLAYING again starts
+// the clip from its first frame.
+void stop_mid_decode_and_restart(const std::string& props) {
+  Pipeline p("queue-chunks=1 " + props, "sync=true");
   BusRecorder rec(p.pipeline);
   gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
   ASSERT_TRUE(rec.wait_for_phase("decoding", 1, 300)) << rec.error_message();
@@ -148,6 +150,33 @@ TEST(H3VideoSrcLifecycle, PausedToReadyMidDecodeThenAFreshClipFromTheFirstFrame)
   ASSERT_TRUE(rec.wait_for_end(300));
   EXPECT_TRUE(rec.eos()) << rec.error_message();
   p.expect_whole_clip();
+}
+
+TEST(H3VideoSrcLifecycle, PausedToReadyMidDecodeThenAFreshClipFromTheFirstFrame) {
+  stop_mid_decode_and_restart("");
+}
+
+TEST(H3VideoSrcLifecycle, OnTwoRanksPausedToReadyMidDecodeThenAFreshClipFromTheFirstFrame) {
+  stop_mid_decode_and_restart("ranks=2");
+}
+
+// A live source's task runs from PLAYING on, while the model is still loading:
+// the start's completion must not wait for a create() that waits for frames
+// (a deadlock that hung some live RTP runs). Each cycle keeps the engine open
+// (READY), so the start completes fast and races the running task.
+TEST(H3VideoSrcLifecycle, LiveStartsStraightToPlayingAlwaysReachEos) {
+  Pipeline p("is-live=true", "sync=false", 5);
+  BusRecorder rec(p.pipeline);
+  for (int i = 0; i < 40; ++i) {
+    SCOPED_TRACE(i);
+    p.log.reset();
+    rec.clear();
+    gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
+    ASSERT_TRUE(rec.wait_for_end(120)) << "no EOS and no error within 120 s";
+    EXPECT_TRUE(rec.eos()) << rec.error_message();
+    p.expect_whole_clip();
+    ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
+  }
 }
 
 TEST(H3VideoSrcLifecycle, FiftyCyclesNullPlayingNullMidDecodeNeitherHangNorLeakThreads) {
