@@ -1,7 +1,7 @@
 #!/bin/bash
 # Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
 # on a small clip of the tiny default model and checks what came out.
-# Usage: pipeline_test.sh mp4|fmp4|rtp|app|inspect|linkage BUILD_DIR SOURCE_DIR
+# Usage: pipeline_test.sh mp4|fmp4|rtp|app|inspect|linkage|installed BUILD_DIR SOURCE_DIR
 set -euo pipefail
 what=$1
 build=$2
@@ -63,6 +63,37 @@ case "$what" in
       readelf -d "$module" | grep -q 'NEEDED.*libtorch_cpu' || { echo "the engine module does not link libtorch_cpu" >&2; exit 1; }
       readelf --dyn-syms -W "$module" | grep -q ' h3gst_engine_module$' || { echo "the engine module does not export h3gst_engine_module" >&2; exit 1; }
     fi
+    ;;
+  installed)
+    # `meson install` into a staging root; the installed plugin, found through its
+    # folder only, must open the installed engine module and model, not the build tree's.
+    meson install -C "$build" --destdir "$out/root" --no-rebuild --quiet
+    plugin=$(find "$out/root" -name libgsth3.so -path '*/gstreamer-1.0/*')
+    [ -n "$plugin" ] || { echo "no libgsth3.so installed under a gstreamer-1.0 folder" >&2; exit 1; }
+    module=$(cd "$(dirname "$plugin")/../gst-h3" 2>/dev/null && pwd)/libgsth3-engine.so
+    [ -f "$module" ] || { echo "no engine module next to the plugin folder ($module)" >&2; exit 1; }
+    # The model the plugin falls back to is where the install put it.
+    model_dir=$(sed -n 's/^#define H3_DEFAULT_MODEL_DIR "\(.*\)"$/\1/p' "$build/h3_config.h")
+    [ -f "$out/root$model_dir/model_index.json" ] ||
+      { echo "the default model $model_dir was not installed" >&2; exit 1; }
+    for f in "$plugin" "$module"; do
+      if readelf -d "$f" | grep -E '(RPATH|RUNPATH)' | grep -qF "$build"; then
+        echo "$f keeps a run path into the build tree" >&2; exit 1
+      fi
+    done
+    # Only the installed h3 plugin and GStreamer's own: never the build tree's.
+    GST_PLUGIN_PATH_1_0="$(dirname "$plugin"):$(pkg-config --variable=pluginsdir gstreamer-1.0)" \
+      GST_PLUGIN_SYSTEM_PATH_1_0= GST_REGISTRY_1_0="$out/registry.bin" H3_ENGINE_MODULE= \
+      GST_DEBUG=h3videosrc:5 GST_DEBUG_NO_COLOR=1 GST_DEBUG_FILE="$out/debug.log" \
+      gst-launch-1.0 -q h3videosrc model="$out/root$model_dir" num-frames=$frames width=$width height=$height ! \
+      video/x-raw,format=RGB ! filesink location="$out/frames.rgb"
+    grep -qF "engine module $(dirname "$plugin")/../gst-h3/libgsth3-engine.so" "$out/debug.log" ||
+      { echo "the installed plugin did not open the installed engine module:" >&2;
+        grep 'engine module' "$out/debug.log" >&2; exit 1; }
+    # RGB rows of 80 pixels need no padding: 22 whole frames.
+    size=$(stat -c %s "$out/frames.rgb")
+    [ "$size" -eq $((frames * width * height * 3)) ] ||
+      { echo "the installed element wrote $size bytes, expected $((frames * width * height * 3))" >&2; exit 1; }
     ;;
   *) echo "unknown pipeline test $what" >&2; exit 2 ;;
 esac
