@@ -179,6 +179,21 @@ TEST(H3VideoSrcLifecycle, LiveStartsStraightToPlayingAlwaysReachEos) {
   }
 }
 
+// An application ends the stream early (gst-launch -e on Ctrl-C, a recorder's
+// stop button): the element sends EOS at once, after whole frames, in order.
+TEST(H3VideoSrcLifecycle, AnEosSentByTheApplicationMidDecodeEndsTheStreamCleanly) {
+  Pipeline p("queue-chunks=1", "sync=true");
+  BusRecorder rec(p.pipeline);
+  gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
+  ASSERT_TRUE(rec.wait_for_phase("decoding", 1, 300)) << rec.error_message();
+  EXPECT_TRUE(gst_element_send_event(p.pipeline, gst_event_new_eos()));
+  ASSERT_TRUE(rec.wait_for_end(60)) << "no EOS within 60 s of the application's EOS";
+  EXPECT_TRUE(rec.eos()) << rec.error_message();
+  std::lock_guard<std::mutex> lock(p.log.mutex);
+  EXPECT_LT(p.log.offsets.size(), static_cast<size_t>(kFrames));
+  for (size_t i = 0; i < p.log.offsets.size(); ++i) EXPECT_EQ(p.log.offsets[i], i);
+}
+
 TEST(H3VideoSrcLifecycle, FiftyCyclesNullPlayingNullMidDecodeNeitherHangNorLeakThreads) {
   Pipeline p("queue-chunks=1", "sync=true");
   BusRecorder rec(p.pipeline);

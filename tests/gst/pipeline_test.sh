@@ -1,7 +1,7 @@
 #!/bin/bash
 # Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
 # on a small clip of the tiny default model and checks what came out.
-# Usage: pipeline_test.sh mp4|fmp4|rtp|app|inspect|linkage|installed BUILD_DIR SOURCE_DIR
+# Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|app|inspect|linkage|installed BUILD_DIR SOURCE_DIR
 set -euo pipefail
 what=$1
 build=$2
@@ -22,6 +22,31 @@ case "$what" in
     # The prompt went into the file's tags (title / comment).
     ffprobe -v error -show_entries format_tags=title -of default=nw=1:nk=1 "$out/clip.mp4" | grep -q 'paper boat' ||
       { echo "the MP4 has no title tag with the prompt" >&2; exit 1; }
+    ;;
+  mp4-interrupt)
+    # Ctrl-C on `gst-launch-1.0 -e` mid-clip: the application's EOS must still give a
+    # finalised, playable MP4 of the frames made so far.
+    # shellcheck source=pipelines/env.sh
+    . "$src/pipelines/env.sh"
+    h3_pipeline_env "$build"
+    long=240
+    gst-launch-1.0 -e -q h3videosrc num-frames=$long width=$width height=$height ! videoconvert ! \
+      video/x-raw,format=I420 ! x264enc ! mp4mux ! filesink location="$out/cut.mp4" &
+    pid=$!
+    # mp4mux writes once the first encoded frames arrive: interrupt then.
+    for _ in $(seq 1 1200); do
+      [ -s "$out/cut.mp4" ] && break
+      kill -0 $pid 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -INT $pid
+    rc=0
+    timeout 60 tail --pid=$pid -f /dev/null || { kill -9 $pid; echo "gst-launch did not stop after SIGINT" >&2; exit 1; }
+    wait $pid || rc=$?
+    [ "$rc" -eq 0 ] || { echo "gst-launch -e exited $rc after SIGINT" >&2; exit 1; }
+    bash "$src/pipelines/check-mp4.sh" "$out/cut.mp4" "" "$width" "$height" | tee "$out/check.txt"
+    n=$(sed -n 's/.*, \([0-9]*\) frames,.*/\1/p' "$out/check.txt")
+    [ "$n" -lt $long ] || { echo "the interrupted clip has all $n frames: it was not cut short" >&2; exit 1; }
     ;;
   fmp4)
     FRAGMENT_MS=300 bash "$src/pipelines/fmp4.sh" "$build" "$out/frag.mp4"
