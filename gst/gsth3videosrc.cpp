@@ -193,8 +193,9 @@ static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
   g_object_class_install_property(
       gobject_class, PROP_TIMEOUT,
       g_param_spec_uint("timeout", "Collective timeout",
-                        "Seconds any collective between ranks may wait before the request fails", 1, 3600,
-                        DEFAULT_TIMEOUT, ready));
+                        "Seconds a rank may wait for a peer that shows no sign of life before the request "
+                        "fails (waiting for a stalled downstream is not limited)",
+                        1, 3600, DEFAULT_TIMEOUT, ready));
 
   gst_element_class_set_static_metadata(
       element_class, "H3 video generator", "Source/Video",

@@ -4,8 +4,11 @@
 #include "dist/group.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "common/error.h"
 #include "common/shape.h"
@@ -77,6 +80,91 @@ void Group::report_failure(const std::string& message) {
   } catch (...) {
     // The board is unreachable (a dead store server): peers then find out
     // through the closed connections or their timeout.
+  }
+}
+
+void Group::run_on_owner(int owner, const std::function<void()>& work, const char* what) {
+  if (size_ == 1) {
+    work();
+    return;
+  }
+  if (owner < 0 || owner >= size_) {
+    throw Error(ErrorKind::kInvalidArgument, std::string(what) + ": owner rank " + std::to_string(owner) +
+                                                 " is not in the group of " + std::to_string(size_));
+  }
+  check_usable(what);
+  const int64_t seq = ++owner_calls_;
+  // A sign of life several times per timeout, and often enough that a short
+  // timeout still sees some.
+  const auto beat = std::clamp<std::chrono::milliseconds>(timeout_ / 4, std::chrono::milliseconds(5),
+                                                          std::chrono::milliseconds(500));
+  if (rank_ == owner) {
+    std::mutex m;
+    std::condition_variable cv;
+    bool finished = false;
+    std::thread heartbeat([&] {
+      std::unique_lock<std::mutex> lk(m);
+      while (!cv.wait_for(lk, beat, [&] { return finished; })) {
+        try {
+          owner_alive();
+        } catch (...) {
+          // The store is unreachable: the peers will say so when they give up.
+        }
+      }
+    });
+    std::exception_ptr err;
+    try {
+      owner_alive();  // at once: a peer that started waiting long ago must not give up now
+      work();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lk(m);
+      finished = true;
+    }
+    cv.notify_all();
+    heartbeat.join();
+    try {
+      owner_done(seq);
+    } catch (const std::exception& e) {
+      report_failure(std::string(what) + ": could not release the peers: " + e.what());
+      fail("rank " + std::to_string(rank_) + ": " + what + ": could not release the peers: " + e.what());
+    }
+    if (err) std::rethrow_exception(err);
+    return;
+  }
+  // A peer: wait for the owner while it shows that it is alive.
+  const std::chrono::milliseconds slice(20);
+  int64_t last_alive = -1;
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    try {
+      if (owner_wait_done(seq, slice)) return;
+    } catch (const std::exception& e) {
+      report_failure(std::string(what) + ": " + e.what());
+      fail("rank " + std::to_string(rank_) + ": " + what + ": the store failed: " + e.what());
+    }
+    if (auto f = peer_failure(); f && f->rank != rank_) {
+      fail("rank " + std::to_string(f->rank) + " failed: " + f->message);
+    }
+    int64_t alive = last_alive;
+    try {
+      alive = owner_alive_count();
+    } catch (...) {
+      // Counted as no sign of life.
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (alive != last_alive) {
+      last_alive = alive;
+      deadline = now + timeout_;
+    } else if (now >= deadline) {
+      const std::string message = "rank " + std::to_string(rank_) + ": " + what + " timed out after " +
+                                  std::to_string(timeout_.count()) + " ms: rank " + std::to_string(owner) +
+                                  " showed no sign of life (group of " + std::to_string(size_) + ")";
+      report_failure(message);
+      fail(message);
+    }
   }
 }
 
@@ -287,6 +375,11 @@ class SingleGroup final : public Group {
   void raw_barrier(const char*) override {}
   void post_failure(const PeerFailure&) override {}
   std::optional<PeerFailure> read_failure() override { return std::nullopt; }
+  // run_on_owner never waits at size 1.
+  void owner_alive() override {}
+  int64_t owner_alive_count() override { return 0; }
+  void owner_done(int64_t) override {}
+  bool owner_wait_done(int64_t, std::chrono::milliseconds) override { return true; }
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,18 @@ class Group {  // one rank's view of its process group; used from one thread
   int64_t broadcast_int(int64_t v, int root);
   std::string broadcast_string(const std::string& s, int root);
 
+  // Rank `owner` runs `work`, code of the caller's that may take any time (a
+  // chunk sink waiting for a slow consumer, a paused pipeline), while the
+  // other ranks wait for it here instead of in their next collective, where
+  // timeout() would end the wait. Every rank calls it at the same point. The
+  // owner shows that it is alive from a thread of its own while `work` runs;
+  // a peer waits without a limit while it does, gives up (kDistributed, and
+  // posts its failure) when the owner shows no sign of life for timeout(),
+  // and stops at once on a failure a rank posted. What `work` throws reaches
+  // the owner's caller after its peers were released. `what` names the wait
+  // in errors. At size 1 it just runs `work`.
+  void run_on_owner(int owner, const std::function<void()>& work, const char* what);
+
   // Tells the peers that this rank failed with `message`: their pending and
   // later collectives end with "rank <this> failed: <message>" instead of
   // waiting for the timeout. The first failure reported in a group wins.
@@ -91,6 +104,12 @@ class Group {  // one rank's view of its process group; used from one thread
   // The failure board shared by the ranks (the rendezvous store for Gloo and NCCL).
   virtual void post_failure(const PeerFailure& f) = 0;
   virtual std::optional<PeerFailure> read_failure() = 0;
+  // The owner-wait marks of run_on_owner, in the same store; owner_alive() is
+  // called from the owner's heartbeat thread, so it must be thread-safe.
+  virtual void owner_alive() = 0;
+  virtual int64_t owner_alive_count() = 0;
+  virtual void owner_done(int64_t seq) = 0;
+  virtual bool owner_wait_done(int64_t seq, std::chrono::milliseconds slice) = 0;
 
   // Backends count each transport collective that completed on this rank.
   void note_completed() { ++completed_; }
@@ -114,6 +133,7 @@ class Group {  // one rank's view of its process group; used from one thread
   c10::Device device_;
   std::string broken_;
   int64_t completed_ = 0;
+  int64_t owner_calls_ = 0;  // run_on_owner calls so far: the same count on every rank
 };
 
 // Size 1: every collective is local (no Gloo), on tensors of any device.

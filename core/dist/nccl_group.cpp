@@ -138,6 +138,12 @@ class NcclGroup final : public Group {
 
   void post_failure(const PeerFailure& f) override { store_post_failure(*store_, f); }
   std::optional<PeerFailure> read_failure() override { return store_read_failure(*store_); }
+  void owner_alive() override { store_owner_alive(*store_); }
+  int64_t owner_alive_count() override { return store_owner_alive_count(*store_); }
+  void owner_done(int64_t seq) override { store_owner_done(*store_, seq); }
+  bool owner_wait_done(int64_t seq, std::chrono::milliseconds slice) override {
+    return store_owner_wait_done(*store_, seq, slice);
+  }
 
  private:
   std::string here(const char* what) const { return "rank " + std::to_string(rank()) + ": " + what; }

@@ -12,6 +12,8 @@ constexpr const char* kFailureSeqKey = "h3/failure_seq";
 constexpr const char* kFailureKey = "h3/failure";
 constexpr const char* kDepartedKey = "h3/departed";
 constexpr const char* kAllDepartedKey = "h3/all_departed";
+constexpr const char* kOwnerAliveKey = "h3/owner_alive";
+constexpr const char* kOwnerDonePrefix = "h3/owner_done/";
 
 }  // namespace
 
@@ -50,6 +52,31 @@ void store_depart(c10d::Store& store, int size, std::chrono::milliseconds bound)
     }
   } catch (...) {
     // The store is gone (its server left): nobody is left to wait for.
+  }
+}
+
+void store_owner_alive(c10d::Store& store) {
+  store.add(kOwnerAliveKey, 1);
+}
+
+int64_t store_owner_alive_count(c10d::Store& store) {
+  return store.add(kOwnerAliveKey, 0);
+}
+
+void store_owner_done(c10d::Store& store, int64_t seq) {
+  store.set(kOwnerDonePrefix + std::to_string(seq), std::vector<uint8_t>{1});
+}
+
+bool store_owner_wait_done(c10d::Store& store, int64_t seq, std::chrono::milliseconds slice) {
+  const std::string key = kOwnerDonePrefix + std::to_string(seq);
+  if (store.check({key})) return true;
+  try {
+    // The store wakes the waiter as soon as the key is set (HashStore: a
+    // condition variable; TCPStore: a notification from the server).
+    store.wait({key}, slice);
+    return true;
+  } catch (const std::exception&) {
+    return store.check({key});  // the slice ended first
   }
 }
 

@@ -464,12 +464,18 @@ struct Engine::Impl {
 
     if (j.want_latents) {
       Failure lf;
-      if (root) {
-        Event e{Event::Kind::kLatents};
-        e.video = x.video.to(at::kCPU).contiguous();
-        e.audio = x.audio.to(at::kCPU).contiguous();
-        lf.set(mailbox.call(std::move(e)));
-      }
+      // The observer is the caller's code and may take any time: the peers
+      // wait for rank 0 without the collective timeout while it runs.
+      g.run_on_owner(
+          0,
+          [&] {
+            if (!root) return;
+            Event e{Event::Kind::kLatents};
+            e.video = x.video.to(at::kCPU).contiguous();
+            e.audio = x.audio.to(at::kCPU).contiguous();
+            lf.set(mailbox.call(std::move(e)));
+          },
+          "waiting for rank 0 to hand the latents to the observer");
       agree_or_throw(g, lf);
     }
     return x.video.to(at::kCPU, at::kFloat).contiguous();

@@ -328,13 +328,20 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
     }
 
     Failure boundary = std::move(local);
-    if (owner && !boundary && !emitter.failure()) {
-      try {
-        emitter.clip(i, stitch_tiles(tiles, s.grid));
-      } catch (...) {
-        boundary.capture();
-      }
-    }
+    // Rank 0 stitches and hands the chunk to the sink, which may wait for a
+    // slow consumer for any time: its peers wait for it in run_on_owner (no
+    // limit while rank 0 is alive), not in the boundary's collective.
+    g.run_on_owner(
+        0,
+        [&] {
+          if (!owner || boundary || emitter.failure()) return;
+          try {
+            emitter.clip(i, stitch_tiles(tiles, s.grid));
+          } catch (...) {
+            boundary.capture();
+          }
+        },
+        "waiting for rank 0 to hand a chunk to its sink");
     tiles.clear();
     if (owner && !boundary && emitter.failure()) boundary = emitter.failure();
     ++report.clips;

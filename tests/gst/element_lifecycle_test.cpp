@@ -24,6 +24,9 @@ struct SinkLog {
   std::vector<guint64> offsets;
   std::vector<bool> discont;
   guint sleep_ms = 0;
+  // One long stall of downstream at frame `stall_at`.
+  guint64 stall_at = G_MAXUINT64;
+  guint stall_ms = 0;
   std::atomic<int> in_flight_max{0};
   BusRecorder* recorder = nullptr;  // for the slow-downstream bound
 
@@ -63,6 +66,7 @@ void on_handoff(GstElement*, GstBuffer* buf, GstPad*, gpointer data) {
     }
   }
   if (log->sleep_ms) g_usleep(log->sleep_ms * 1000);
+  if (GST_BUFFER_OFFSET(buf) == log->stall_at) g_usleep(static_cast<gulong>(log->stall_ms) * 1000);
 }
 
 struct Pipeline {
@@ -186,6 +190,13 @@ TEST(H3VideoSrcLifecycle, AnEosSentByTheApplicationMidDecodeEndsTheStreamCleanly
   BusRecorder rec(p.pipeline);
   gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
   ASSERT_TRUE(rec.wait_for_phase("decoding", 1, 300)) << rec.error_message();
+  // As gst-launch does it: in PLAYING. (Sent while the pipeline still
+  // completes its async PAUSED -> PLAYING, an EOS from the application holds
+  // the pipeline's state lock while GstBaseSrc waits for a streaming thread
+  // blocked in the sink's preroll, which needs that lock: any source hangs.)
+  GstState state = GST_STATE_VOID_PENDING;
+  ASSERT_EQ(gst_element_get_state(p.pipeline, &state, nullptr, 60 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
+  ASSERT_EQ(state, GST_STATE_PLAYING);
   EXPECT_TRUE(gst_element_send_event(p.pipeline, gst_event_new_eos()));
   ASSERT_TRUE(rec.wait_for_end(60)) << "no EOS within 60 s of the application's EOS";
   EXPECT_TRUE(rec.eos()) << rec.error_message();
@@ -209,6 +220,21 @@ TEST(H3VideoSrcLifecycle, FiftyCyclesNullPlayingNullMidDecodeNeitherHangNorLeakT
   // Thread pools made once (LibTorch's, GLib's) are there after the first
   // cycle; nothing may pile up after that.
   EXPECT_LE(thread_count(), after_first + 2);
+}
+
+// On two ranks, rank 0 waits in its chunk sink while downstream stalls; its
+// peer waits for it without the collective timeout (1 s here), so a stall of
+// three timeouts loses nothing (90 frames: more chunks than the queue holds).
+TEST(H3VideoSrcLifecycle, OnTwoRanksADownstreamStallLongerThanTheTimeoutLosesNoFrame) {
+  Pipeline p("ranks=2 timeout=1 queue-chunks=1", "sync=false", 90);
+  BusRecorder rec(p.pipeline);
+  p.log.stall_at = 2;
+  p.log.stall_ms = 3000;
+  gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
+  ASSERT_TRUE(rec.wait_for_end(300));
+  EXPECT_TRUE(rec.eos()) << rec.error_message();
+  EXPECT_FALSE(rec.error()) << rec.error_message();
+  p.expect_whole_clip();
 }
 
 TEST(H3VideoSrcLifecycle, ASlowDownstreamKeepsFramesInFlightBoundedAndLosesNone) {
