@@ -57,4 +57,23 @@ void throw_agreed(const ErrorAgreement& a, int my_rank) {
   throw Error(ErrorKind::kDistributed, "rank " + std::to_string(a.rank) + " failed: " + a.message);
 }
 
+void LocalFailure::set(std::exception_ptr e) {
+  exception = std::move(e);
+  if (!exception) return;
+  try {
+    std::rethrow_exception(exception);
+  } catch (const std::exception& x) {
+    message = x.what();
+  } catch (...) {
+    message = "unknown exception";
+  }
+}
+
+void agree_or_throw(Group& g, const LocalFailure& mine) {
+  const ErrorAgreement a = agree_error(g, mine.message);
+  if (!a.failed) return;
+  if (a.rank == g.rank() && mine.exception) std::rethrow_exception(mine.exception);
+  throw_agreed(a, g.rank());
+}
+
 }  // namespace h3::dist

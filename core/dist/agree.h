@@ -4,6 +4,7 @@
 // every rank.
 #pragma once
 
+#include <exception>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,24 @@ ErrorAgreement agree_error(Group& g, const std::optional<std::string>& my_error)
 
 // True on every rank if any rank asked to cancel (the element is flushing).
 bool agree_cancel(Group& g, bool cancel_requested_here);
+
+// What one rank brings to an agreement: nothing (ok), or its error message
+// and the exception to rethrow on that rank.
+struct LocalFailure {
+  std::optional<std::string> message;
+  std::exception_ptr exception;
+  // Records the exception being handled (call inside a catch block).
+  void capture() { set(std::current_exception()); }
+  // Records `e`; a null `e` leaves this ok.
+  void set(std::exception_ptr e);
+  explicit operator bool() const { return message.has_value(); }
+};
+
+// agree_error on `mine`; when any rank failed, every rank leaves together:
+// the failing rank rethrows its own exception, the others throw
+// h3::Error(kDistributed, "rank R failed: <message>"). Call at the same point
+// on every rank.
+void agree_or_throw(Group& g, const LocalFailure& mine);
 
 // Throws the agreed failure: on peers h3::Error(kDistributed, "rank R failed:
 // <message>"); on the failing rank itself the same text (a caller holding the

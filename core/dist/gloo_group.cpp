@@ -24,11 +24,11 @@ std::string first_line(const std::string& s) {
   return s.substr(0, s.find('\n'));
 }
 
-class GlooGroup final : public Group {
+class GlooGroup final : public StoreBoardGroup {
  public:
   GlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
             std::chrono::milliseconds timeout, const std::string& hostname)
-      : Group(rank, size, timeout, c10::Device(c10::kCPU)), store_(store) {
+      : StoreBoardGroup(store, rank, size, timeout, c10::Device(c10::kCPU)) {
     // Gloo's own timeout is a backstop behind ours (which names the
     // operation): it bounds an abandoned collective still on the worker.
     auto options = c10d::ProcessGroupGloo::Options::create(timeout + std::max(timeout / 2, kGlooGrace));
@@ -99,15 +99,6 @@ class GlooGroup final : public Group {
     wait(start(what, [&] { return pg_->barrier(); }), what);
   }
 
-  void post_failure(const PeerFailure& f) override { store_post_failure(*store_, f); }
-  std::optional<PeerFailure> read_failure() override { return store_read_failure(*store_); }
-  void owner_alive() override { store_owner_alive(*store_); }
-  int64_t owner_alive_count() override { return store_owner_alive_count(*store_); }
-  void owner_done(int64_t seq) override { store_owner_done(*store_, seq); }
-  bool owner_wait_done(int64_t seq, std::chrono::milliseconds slice) override {
-    return store_owner_wait_done(*store_, seq, slice);
-  }
-
  private:
   std::string here(const char* what) const { return "rank " + std::to_string(rank()) + ": " + what; }
 
@@ -174,7 +165,6 @@ class GlooGroup final : public Group {
     }
   }
 
-  c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   c10::intrusive_ptr<c10d::Work> abandoned_;
 };

@@ -44,12 +44,12 @@ ncclDataType_t nccl_type(at::ScalarType t) {
   }
 }
 
-class NcclGroup final : public Group {
+class NcclGroup final : public StoreBoardGroup {
  public:
   NcclGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
             std::chrono::milliseconds timeout, int cuda_device)
-      : Group(rank, size, timeout, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(cuda_device))),
-        store_(store) {
+      : StoreBoardGroup(store, rank, size, timeout,
+                        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(cuda_device))) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || cuda_device < 0 || cuda_device >= count) {
       throw Error(ErrorKind::kInvalidArgument, "rank " + std::to_string(rank) + ": CUDA device " +
@@ -134,15 +134,6 @@ class NcclGroup final : public Group {
     run(what, [&](cudaStream_t s) {
       return ncclAllReduce(barrier_.data_ptr(), barrier_.data_ptr(), 1, ncclInt32, ncclSum, comm_, s);
     });
-  }
-
-  void post_failure(const PeerFailure& f) override { store_post_failure(*store_, f); }
-  std::optional<PeerFailure> read_failure() override { return store_read_failure(*store_); }
-  void owner_alive() override { store_owner_alive(*store_); }
-  int64_t owner_alive_count() override { return store_owner_alive_count(*store_); }
-  void owner_done(int64_t seq) override { store_owner_done(*store_, seq); }
-  bool owner_wait_done(int64_t seq, std::chrono::milliseconds slice) override {
-    return store_owner_wait_done(*store_, seq, slice);
   }
 
  private:
@@ -237,7 +228,6 @@ class NcclGroup final : public Group {
     }
   }
 
-  c10::intrusive_ptr<c10d::Store> store_;
   ncclComm_t comm_ = nullptr;
   cudaEvent_t done_ = nullptr;
   at::Tensor barrier_;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <utility>
 
 #include "dist/group.h"
 
@@ -27,5 +28,25 @@ int64_t store_owner_alive_count(c10d::Store& store);
 void store_owner_done(c10d::Store& store, int64_t seq);
 // Waits at most `slice` for the owner's `seq`-th piece of work; true once it is done.
 bool store_owner_wait_done(c10d::Store& store, int64_t seq, std::chrono::milliseconds slice);
+
+// The board half of a Group whose ranks share a rendezvous store (Gloo, NCCL):
+// failures and the owner-wait marks of run_on_owner live in `store_`.
+class StoreBoardGroup : public Group {
+ protected:
+  StoreBoardGroup(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                  std::chrono::milliseconds timeout, c10::Device device)
+      : Group(rank, size, timeout, device), store_(std::move(store)) {}
+
+  void post_failure(const PeerFailure& f) override { store_post_failure(*store_, f); }
+  std::optional<PeerFailure> read_failure() override { return store_read_failure(*store_); }
+  void owner_alive() override { store_owner_alive(*store_); }
+  int64_t owner_alive_count() override { return store_owner_alive_count(*store_); }
+  void owner_done(int64_t seq) override { store_owner_done(*store_, seq); }
+  bool owner_wait_done(int64_t seq, std::chrono::milliseconds slice) override {
+    return store_owner_wait_done(*store_, seq, slice);
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+};
 
 }  // namespace h3::dist

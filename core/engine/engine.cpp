@@ -49,28 +49,8 @@ std::string message_of(const std::exception_ptr& e) {
   }
 }
 
-// What a rank contributes to an agreement: its message and the exception to rethrow.
-struct Failure {
-  std::optional<std::string> message;
-  std::exception_ptr exception;
-  void capture() {
-    exception = std::current_exception();
-    message = message_of(exception);
-  }
-  void set(std::exception_ptr e) {
-    exception = std::move(e);
-    if (exception) message = message_of(exception);
-  }
-};
-
-// Every rank calls this at the same point; all leave together when any rank failed. The
-// failing rank rethrows its own exception, the others h3::Error(kDistributed, "rank R failed").
-void agree_or_throw(dist::Group& g, const Failure& mine) {
-  const dist::ErrorAgreement a = dist::agree_error(g, mine.message);
-  if (!a.failed) return;
-  if (a.rank == g.rank() && mine.exception) std::rethrow_exception(mine.exception);
-  dist::throw_agreed(a, g.rank());
-}
+using dist::agree_or_throw;
+using Failure = dist::LocalFailure;
 
 // A request as it travels from rank 0 to every rank (broadcast_string).
 struct Job {

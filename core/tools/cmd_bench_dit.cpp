@@ -22,6 +22,7 @@
 #include "dit/random_model.h"
 #include "dit/transformer.h"
 #include "tools/command.h"
+#include "tools/scratch_dir.h"
 
 namespace h3::tools {
 namespace {
@@ -183,16 +184,9 @@ int run(Args& args) {
   args.finish();
   c.validate("bench config");
 
-  const auto dir =
-      (std::filesystem::temp_directory_path() / ("h3-bench-dit-" + std::to_string(::getpid()))).string();
+  const tools::ScratchDir scratch(std::filesystem::temp_directory_path().string(), "h3-bench-dit-");
+  const std::string& dir = scratch.path();
   dit::write_random_transformer(dir, c, 1);
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } cleanup{dir};
 
   dit::DitInputs in;
   const int64_t text_rows = 64, audio = 37;

@@ -1,7 +1,6 @@
 // `h3 bench generate`: the engine end to end on the tiny default model and on a medium random
 // model, at 1 and 2 ranks: load time, seconds per denoising step, decode time, time to the first
 // chunk, total. Figures only; nothing asserts a time.
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -13,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/tiny_model.h"
 #include "tools/command.h"
+#include "tools/scratch_dir.h"
 
 namespace h3::tools {
 namespace {
@@ -71,7 +71,8 @@ int run(Args& a) {
   const int repeats = static_cast<int>(a.int_or("repeats", 1, 1, 10));
   a.finish();
 
-  const std::string tmp = tmp_base + "/h3-bench-generate-" + std::to_string(::getpid());
+  const tools::ScratchDir scratch(tmp_base, "h3-bench-generate-");
+  const std::string& tmp = scratch.path();
   std::vector<Case> cases;
   GenerationRequest tiny;
   tiny.prompt = "a benchmark";
@@ -103,25 +104,15 @@ int run(Args& a) {
   std::printf("h3 bench generate (CPU, fp32; OMP threads as set by the environment)\n");
   std::printf("%-8s %5s %6s %9s %6s %5s %9s %8s %9s %8s\n", "model", "ranks", "load_s", "size", "frames",
               "evals", "s/step", "decode_s", "1st_chunk", "total_s");
-  int rc = 0;
-  try {
-    for (const auto& c : cases) {
-      for (int ranks : {1, 2}) run_case(c, ranks, repeats);
-    }
-  } catch (...) {
-    rc = 1;
-    std::error_code ec;
-    std::filesystem::remove_all(tmp, ec);
-    throw;
+  for (const auto& c : cases) {
+    for (int ranks : {1, 2}) run_case(c, ranks, repeats);
   }
-  std::error_code ec;
-  std::filesystem::remove_all(tmp, ec);
   std::printf(
       "\nmedium = DiT hidden 384, 6 blocks + 2 refiners, 4 heads x 128, ffn 1024, text 256; VAE decoder 4\n"
       "layers, 4 heads x 64. s/step: denoising time / evaluations (conditioning included);\n"
       "decode_s: from the end of denoising to the last chunk; 1st_chunk: from generate() to the\n"
       "first chunk at the sink.\n");
-  return rc;
+  return 0;
 }
 
 H3_REGISTER_COMMAND("bench generate", "the engine end to end: load, s/step, decode, first chunk, total",

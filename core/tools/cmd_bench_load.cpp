@@ -29,6 +29,7 @@
 #include "io/shard_plan.h"
 #include "io/weights.h"
 #include "tools/command.h"
+#include "tools/scratch_dir.h"
 
 namespace h3::tools {
 namespace {
@@ -213,17 +214,8 @@ double mib(uint64_t b) {
 }
 
 int run_parent(int64_t blocks, const std::string& tmp_root) {
-  std::string tmpl = tmp_root + "/h3-bench-load-XXXXXX";
-  if (!::mkdtemp(tmpl.data()))
-    throw Error(ErrorKind::kInvalidArgument, tmp_root + ": cannot create a temp folder");
-  const std::string dir = tmpl;
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } cleanup{dir};
+  const tools::ScratchDir scratch(tmp_root, "h3-bench-load-");
+  const std::string& dir = scratch.path();
 
   const auto specs = model_specs(blocks);
   uint64_t total = 0, largest = 0;

@@ -74,30 +74,8 @@ at::Tensor clip_indices(const ChunkPlan& p, int64_t i) {
   return at::tensor(idx, at::TensorOptions().dtype(at::kLong));
 }
 
-// The failure this rank brings to an agreement: its message, and the exception to rethrow.
-struct Failure {
-  std::optional<std::string> message;
-  std::exception_ptr exception;
-  void capture() {
-    exception = std::current_exception();
-    try {
-      std::rethrow_exception(exception);
-    } catch (const std::exception& e) {
-      message = e.what();
-    } catch (...) {
-      message = "unknown exception";
-    }
-  }
-  explicit operator bool() const { return message.has_value(); }
-};
-
-// Every rank calls this at the same points; all leave together when any rank failed.
-void agree_or_throw(dist::Group& g, const Failure& mine) {
-  const dist::ErrorAgreement a = dist::agree_error(g, mine.message);
-  if (!a.failed) return;
-  if (a.rank == g.rank() && mine.exception) std::rethrow_exception(mine.exception);
-  dist::throw_agreed(a, g.rank());
-}
+using dist::agree_or_throw;
+using Failure = dist::LocalFailure;
 
 // The owner's side of the loop: temporal assembly of stitched clips, the pad trim, the
 // pixel processor and the sink.

@@ -10,6 +10,7 @@
 namespace h3::dit {
 namespace {
 
+using testing::case_inputs;
 using testing::golden_dir;
 using testing::max_abs_diff;
 using testing::read_tensors;
@@ -17,16 +18,6 @@ using testing::read_tensors;
 // The tiny golden model from its diffusers folder, or from the native-layout copy.
 Transformer tiny_model(bool native = false) {
   return Transformer::load(golden_dir() + (native ? "/transformer_tiny_native" : "/transformer_tiny"));
-}
-
-DitInputs case_inputs(const std::map<std::string, at::Tensor>& c) {
-  DitInputs in;
-  in.text = c.at("text");
-  in.video = c.at("video");
-  in.audio = c.at("audio");
-  in.t_video = c.at("t_video").item<float>();
-  in.t_audio = c.at("t_audio").item<float>();
-  return in;
 }
 
 class GoldenForward : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "dit/packed_sequence.h"
 #include "io/safetensors.h"
 
 namespace h3::dit::testing {
@@ -25,6 +26,17 @@ inline std::map<std::string, at::Tensor> read_tensors(const std::string& path) {
   std::map<std::string, at::Tensor> out;
   for (const auto& info : f->tensors()) out[info.name] = f->view(info.name).clone();
   return out;
+}
+
+// A golden forward case's inputs (case_*.safetensors of the reference run).
+inline DitInputs case_inputs(const std::map<std::string, at::Tensor>& c) {
+  DitInputs in;
+  in.text = c.at("text");
+  in.video = c.at("video");
+  in.audio = c.at("audio");
+  in.t_video = c.at("t_video").item<float>();
+  in.t_audio = c.at("t_audio").item<float>();
+  return in;
 }
 
 inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {

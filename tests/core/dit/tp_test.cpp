@@ -28,14 +28,7 @@ using testing::read_tensors;
 constexpr double kTpTolerance = 2e-5;
 
 DitInputs case_inputs(const std::string& name) {
-  auto c = read_tensors(golden_dir() + "/case_" + name + ".safetensors");
-  DitInputs in;
-  in.text = c.at("text");
-  in.video = c.at("video");
-  in.audio = c.at("audio");
-  in.t_video = c.at("t_video").item<float>();
-  in.t_audio = c.at("t_audio").item<float>();
-  return in;
+  return testing::case_inputs(read_tensors(golden_dir() + "/case_" + name + ".safetensors"));
 }
 
 // Runs `fn` on `n` ranks and returns each rank's velocity; fails the test for a failed rank.
