@@ -1,31 +1,33 @@
 #!/bin/bash
-# Installs the Debian 12 packages gst-h3 needs, and only those that are missing.
+# Installs what gst-h3 needs, and only what is missing: Debian 12 packages, then the pinned LibTorch
+# (the PyPI torch wheel, unpacked into ~/.cache/gst-h3 by scripts/install-torch.sh).
 # Idempotent: a second run installs nothing and takes well under a second.
 set -euo pipefail
 
 PKGS=(
-  meson ninja-build pkg-config g++ python3
-  libtorch-dev libgloo-dev libopenblas0-pthread nlohmann-json3-dev
+  meson ninja-build pkg-config g++ python3 python3-pip
+  libgloo-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
   gstreamer1.0-plugins-base-apps ffmpeg
 )
-# libtorch-dev's default BLAS is the reference one (28x slower matmul);
-# libopenblas0-pthread takes over through update-alternatives.
-# libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes.
+# libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes (the wheel has none).
+# python3-pip only downloads the wheels (nothing is installed into any Python).
 
 missing=()
 for p in "${PKGS[@]}"; do
+  # A python3 that already has pip (pyenv, a venv) needs no Debian pip.
+  if [ "$p" = python3-pip ] && python3 -m pip --version >/dev/null 2>&1; then continue; fi
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  SUDO=()
+  if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" apt-get update -qq
+  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "install-deps: installing ${missing[*]}" >&2
-SUDO=()
-if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${SUDO[@]}" apt-get update -qq
-"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+bash "$(dirname "$0")/install-torch.sh"

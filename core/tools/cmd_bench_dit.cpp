@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/device.h"
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
@@ -49,7 +50,7 @@ thread_local RankMemory* t_rank_memory = nullptr;
 class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     c10::DataPtr inner = base_->allocate(n);
     RankMemory* m = t_rank_memory;
     if (!m) return inner;
@@ -62,6 +63,9 @@ class CountingAllocator final : public c10::Allocator {
     return c10::DataPtr(data, ctx, &Ctx::release, c10::Device(c10::kCPU));
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 
  private:
   struct Ctx {
@@ -125,7 +129,13 @@ struct TpResult {
   std::vector<int64_t> peak_bytes, weight_bytes;
 };
 
-TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int tp, int steps) {
+// Waits for the device to finish a step (a no-op on the CPU): GPU kernels run asynchronously.
+void wait_for(const dit::Velocity& v) {
+  if (v.video.is_cuda()) (void)v.video.sum().item<float>();
+}
+
+TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int tp, int steps,
+                const dit::TransformerOptions& opts) {
   TpResult r;
   r.peak_bytes.assign(static_cast<size_t>(tp), 0);
   r.weight_bytes.assign(static_cast<size_t>(tp), 0);
@@ -136,14 +146,16 @@ TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int tp, int st
     t_rank_memory = &memory;
     const int rank = g ? g->rank() : 0;
     {
-      auto model = dit::Transformer::load(dir, g);
+      dit::TransformerOptions to = opts;
+      if (to.device.is_cuda() && g) to.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank));
+      auto model = dit::Transformer::load(dir, g, to);
       int64_t wb = 0;
       for (const auto& [name, t] : model.weights().named()) wb += static_cast<int64_t>(t.nbytes());
-      model.forward(in);  // warm-up
+      wait_for(model.forward(in));  // warm-up
       if (g) g->barrier();
       const auto t0 = Clock::now();
       const double c0 = thread_cpu_seconds();
-      for (int i = 0; i < steps; ++i) model.forward(in);
+      for (int i = 0; i < steps; ++i) wait_for(model.forward(in));
       cpu[static_cast<size_t>(rank)] = (thread_cpu_seconds() - c0) / steps;
       secs[static_cast<size_t>(rank)] = std::chrono::duration<double>(Clock::now() - t0).count() / steps;
       r.weight_bytes[static_cast<size_t>(rank)] = wb;
@@ -154,7 +166,9 @@ TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int tp, int st
   if (tp == 1) {
     body(nullptr);
   } else {
-    auto results = dist::run_threads(tp, [&](dist::Group& g) { body(&g); });
+    dist::WorldOptions wo;
+    if (opts.device.is_cuda()) wo.backend = dist::Backend::kNccl;  // rank r on cuda:r
+    auto results = dist::run_threads(tp, [&](dist::Group& g) { body(&g); }, wo);
     for (const auto& res : results) {
       if (!res.ok && res.exception) std::rethrow_exception(res.exception);
     }
@@ -181,6 +195,11 @@ int run(Args& args) {
   const int steps = static_cast<int>(args.int_or("steps", 2, 1, 100));
   const int max_tp = static_cast<int>(args.int_or("max-ranks", 2, 1, 16));
   const bool malloc_default = args.flag("malloc-default");
+  dit::TransformerOptions opts;
+  opts.device = parse_device(args.string_or("device", "cpu"), "--device");
+  const std::string dtype = args.string_or("dtype", "fp32");
+  if (dtype != "fp32" && dtype != "bf16") throw UsageError{"--dtype must be fp32 or bf16"};
+  opts.dtype = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   args.finish();
   c.validate("bench config");
 
@@ -211,9 +230,10 @@ int run(Args& args) {
   at::set_num_threads(1);
   std::printf(
       "h3 bench dit: hidden %lld, %lld blocks + 2 refiner, %lld heads x 128, ffn %lld, %lld rows "
-      "(%lld text, %lld audio, %lld video); fp32, one intra-op thread per rank\n",
+      "(%lld text, %lld audio, %lld video); %s on %s, one intra-op thread per rank\n",
       (long long)c.hidden_size, (long long)c.num_layers, (long long)c.num_heads, (long long)c.ffn_dim,
-      (long long)rows, (long long)text_rows, (long long)(2 * audio), (long long)video_rows);
+      (long long)rows, (long long)text_rows, (long long)(2 * audio), (long long)video_rows, dtype.c_str(),
+      opts.device.is_cuda() ? "CUDA (rank r on cuda:r)" : "the CPU");
   std::printf("malloc: %s\n",
               malloc_default ? "glibc defaults (large blocks mmapped and returned on free)"
                              : "heap only, freed memory kept (mallopt M_MMAP_MAX 0, M_TRIM_THRESHOLD 1 GiB)");
@@ -226,7 +246,8 @@ int run(Args& args) {
   double base_wall = 0, base_cpu = 0;
   for (int tp = 1; tp <= max_tp; tp *= 2) {
     if (c.num_heads % tp != 0) break;
-    const auto r = run_tp(dir, in, tp, steps);
+    if (opts.device.is_cuda() && tp > cuda_device_count()) break;
+    const auto r = run_tp(dir, in, tp, steps, opts);
     const double flops = gemm_flops(c, rows, text_rows, tp);
     if (tp == 1) {
       base_wall = r.seconds_per_step;
@@ -254,11 +275,14 @@ H3_REGISTER_COMMAND(
     "usage: h3 bench dit [--hidden 512] [--layers 4] [--heads 4] [--ffn 3*hidden]\n"
     "                    [--frames 7] [--latent-height 48] [--latent-width 52]\n"
     "                    [--steps 2] [--max-ranks 2] [--malloc-default]\n"
+    "                    [--device cpu|cuda] [--dtype fp32|bf16]\n"
     "\n"
     "A random model (head_dim 128, 2 refiner blocks, 64 text rows, 74 audio rows) is written\n"
     "to a temporary folder and loaded through the engine's loader at each TP size (ranks as\n"
     "threads, one intra-op and one BLAS thread each). Prints seconds per step, GEMM FLOP/s\n"
-    "per rank against a plain at::mm measured in the same run, and peak tensor memory per rank.",
+    "per rank against a plain at::mm measured in the same run, and peak tensor memory per rank\n"
+    "(host memory: on CUDA only the weights' bytes mean anything). --device cuda runs rank r on\n"
+    "cuda:r (NCCL between ranks, TP sizes up to the GPUs present); --dtype bf16 as released.",
     run);
 
 }  // namespace
