@@ -248,7 +248,8 @@ void Group::all_reduce(at::Tensor& t, ReduceOp op) {
   }
   if (size_ == 1 || t.numel() == 0) return;
   // Half-precision sums are carried out in float32 (also more accurate), then rounded once.
-  at::Tensor work = reducible_natively(dtype) ? t.contiguous() : t.to(at::kFloat).contiguous();
+  // A CPU tensor given to a CUDA group travels through the group's device (staged).
+  at::Tensor work = t.to(device_, reducible_natively(dtype) ? dtype : at::kFloat).contiguous();
   raw_all_reduce(work, op, "all_reduce");
   if (!work.is_same(t)) t.copy_(work);
 }
@@ -267,7 +268,8 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
     out.push_back(t.clone(at::MemoryFormat::Contiguous));
     return out;
   }
-  at::TensorOptions opts = at::TensorOptions().dtype(dtype).device(device_);
+  // The parts come back on the caller's device (a CPU tensor given to a CUDA group is staged).
+  at::TensorOptions opts = at::TensorOptions().dtype(dtype).device(t.device());
   if (max_numel == 0) {
     for (const auto& m : metas) out.push_back(at::empty(m.shape, opts));
     return out;
@@ -282,6 +284,7 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
   }
   at::Tensor all = at::empty({size_ * slot}, mine.options());
   raw_all_gather(mine, all, "all_gather");
+  all = all.to(t.device());
   for (int r = 0; r < size_; ++r) {
     at::Tensor bytes = all.narrow(0, r * slot, metas[r].numel * item);
     out.push_back(metas[r].numel == 0 ? at::empty(metas[r].shape, opts)
@@ -300,7 +303,7 @@ void Group::broadcast(at::Tensor& t, int root) {
     }
   }
   if (size_ == 1 || t.numel() == 0) return;
-  at::Tensor work = t.contiguous();
+  at::Tensor work = t.to(device_).contiguous();
   at::Tensor bytes = work.view({-1}).view(at::kByte);
   raw_broadcast(bytes, root, "broadcast");
   if (!work.is_same(t)) t.copy_(work);

@@ -48,7 +48,9 @@ class Group {  // one rank's view of its process group; used from one thread
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  // The device the group's tensors must live on (CPU for Gloo, a CUDA device for NCCL).
+  // The device the group's transport runs on (CPU for Gloo, a CUDA device for NCCL). An NCCL
+  // group also takes CPU tensors: they are staged through its device (a copy each way), so
+  // code that keeps its tensors on the CPU (the VAE's tile gather) runs unchanged on it.
   c10::Device device() const { return device_; }
   // "gloo", "nccl" or "single".
   virtual const char* backend() const = 0;

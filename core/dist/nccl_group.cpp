@@ -107,7 +107,8 @@ class NcclGroup final : public StoreBoardGroup {
   const char* backend() const override { return "nccl"; }
 
  protected:
-  bool accepts_device(const c10::Device& d) const override { return d == device(); }
+  // Its own device, or the CPU (staged through the device by Group).
+  bool accepts_device(const c10::Device& d) const override { return d == device() || d.is_cpu(); }
 
   void raw_all_reduce(at::Tensor& t, ReduceOp op, const char* what) override {
     run(what, [&](cudaStream_t s) {

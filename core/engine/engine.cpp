@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/device.h"
 #include "common/error.h"
 #include "dist/agree.h"
 #include "dist/group.h"
@@ -292,11 +293,14 @@ struct Engine::Impl {
     try {
       const int64_t parts = model.byte_encoder ? 3 : 2;
       if (root) post_progress(Progress{Phase::kLoading, 0, parts, 0, 0, 0, 0, 0.0});
+      // device=cuda: rank r runs on cuda:r (Engine::open checked that enough GPUs are visible).
+      const c10::Device device = opts.device == "cuda" ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(g.rank()))
+                                                       : c10::Device(c10::kCPU);
       dit::TransformerOptions to;
-      to.device = c10::Device(opts.device == "cuda" ? c10::kCUDA : c10::kCPU);
+      to.device = device;
       st.dit.emplace(dit::Transformer::load(model.transformer_dir, &g, to));
       if (root) post_progress(Progress{Phase::kLoading, 1, parts, 0, 0, 0, 0, seconds_since(t0)});
-      st.vae.emplace(vae::VideoDecoder::load(model.vae_dir));
+      st.vae.emplace(vae::VideoDecoder::load(model.vae_dir).to(device));
       if (root) post_progress(Progress{Phase::kLoading, 2, parts, 0, 0, 0, 0, seconds_since(t0)});
       if (root && model.byte_encoder) {
         st.bytes.emplace(text::ByteEncoder::load(model.text_encoder_dir));
@@ -556,19 +560,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
   if (opts.device != "cpu" && opts.device != "cuda") {
     throw Error(ErrorKind::kInvalidArgument, "device = \"" + opts.device + "\": must be \"cpu\" or \"cuda\"");
   }
-  if (opts.device == "cuda") {
-#if !H3_TORCH_HAS_CUDA
-    throw Error(
-        ErrorKind::kInvalidArgument,
-        "device = \"cuda\": this build's LibTorch has no CUDA (configure with -Dtorch_root=<CUDA LibTorch>)");
-#endif
-    if (opts.ranks > 1) {
-      throw Error(
-          ErrorKind::kInvalidArgument,
-          "device = \"cuda\" with " + std::to_string(opts.ranks) +
-              " ranks: the engine runs CUDA on one rank only (the decode's collectives are CPU/Gloo)");
-    }
-  }
+  if (opts.device == "cuda") require_cuda_devices(opts.ranks, "device");
   if (opts.timeout.count() <= 0) throw Error(ErrorKind::kInvalidArgument, "timeout must be positive");
 
   auto impl = std::make_unique<Impl>();
@@ -582,6 +574,9 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
     try {
       dist::WorldOptions wo;
       wo.timeout = self->opts.timeout;
+      // One GPU per rank talks NCCL (the DiT's tensor-parallel sums on the GPU; the CPU
+      // tensors of the control collectives are staged through it).
+      if (self->opts.device == "cuda" && self->opts.ranks > 1) wo.backend = dist::Backend::kNccl;
       const auto results = dist::run_threads(
           self->opts.ranks, [self](dist::Group& g) { self->rank_main(g); }, wo);
       for (const auto& r : results) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device.h"
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/tiny_model.h"
@@ -39,10 +40,11 @@ struct Case {
   GenerationRequest req;
 };
 
-void run_case(const Case& c, int ranks, int repeats) {
+void run_case(const Case& c, int ranks, int repeats, const std::string& device) {
   EngineOptions eo;
   eo.model_dir = c.model_dir;
   eo.ranks = ranks;
+  eo.device = device;
   auto engine = Engine::open(eo);
   const ClipPlan plan = engine->plan(c.req);
   for (int rep = 0; rep < repeats; ++rep) {
@@ -69,7 +71,13 @@ int run(Args& a) {
   const std::string tmp_base = a.string_or("dir", std::filesystem::temp_directory_path().string());
   const bool skip_medium = a.flag("tiny-only");
   const int repeats = static_cast<int>(a.int_or("repeats", 1, 1, 10));
+  const std::string device = a.string_or("device", "cpu");
   a.finish();
+  if (device != "cpu" && device != "cuda") throw UsageError{"--device must be cpu or cuda"};
+  // On CUDA rank r runs on cuda:r: 2 ranks only where 2 GPUs are visible.
+  if (device == "cuda") require_cuda_devices(1, "--device");
+  std::vector<int> rank_counts{1};
+  if (device == "cpu" || cuda_device_count() >= 2) rank_counts.push_back(2);
 
   const tools::ScratchDir scratch(tmp_base, "h3-bench-generate-");
   const std::string& tmp = scratch.path();
@@ -101,11 +109,15 @@ int run(Args& a) {
     med.seed = 1;
     cases.push_back({"medium", tmp + "/medium", med});
   }
-  std::printf("h3 bench generate (CPU, fp32; OMP threads as set by the environment)\n");
+  if (device == "cpu") {
+    std::printf("h3 bench generate (CPU, fp32; OMP threads as set by the environment)\n");
+  } else {
+    std::printf("h3 bench generate (CUDA: DiT in bf16 as released, VAE in fp32; rank r on cuda:r)\n");
+  }
   std::printf("%-8s %5s %6s %9s %6s %5s %9s %8s %9s %8s\n", "model", "ranks", "load_s", "size", "frames",
               "evals", "s/step", "decode_s", "1st_chunk", "total_s");
   for (const auto& c : cases) {
-    for (int ranks : {1, 2}) run_case(c, ranks, repeats);
+    for (int ranks : rank_counts) run_case(c, ranks, repeats, device);
   }
   std::printf(
       "\nmedium = DiT hidden 384, 6 blocks + 2 refiners, 4 heads x 128, ffn 1024, text 256; VAE decoder 4\n"
@@ -116,7 +128,7 @@ int run(Args& a) {
 }
 
 H3_REGISTER_COMMAND("bench generate", "the engine end to end: load, s/step, decode, first chunk, total",
-                    "usage: h3 bench generate [--tiny-only] [--repeats N] [--dir DIR]\n"
+                    "usage: h3 bench generate [--tiny-only] [--repeats N] [--dir DIR] [--device cpu|cuda]\n"
                     "\n"
                     "Runs the tiny default model at its default request and a medium random model (written\n"
                     "to a temp folder under DIR, default $TMPDIR or /tmp, deleted after) at 320x192, 56\n"
@@ -124,7 +136,8 @@ H3_REGISTER_COMMAND("bench generate", "the engine end to end: load, s/step, deco
                     "denoising step, decode time, time to the first chunk and the total.\n"
                     "\n"
                     "  --tiny-only   skip the medium model\n"
-                    "  --repeats N   generations per engine (default 1; later ones show the warm figures)",
+                    "  --repeats N   generations per engine (default 1; later ones show the warm figures)\n"
+                    "  --device D    cpu (default) or cuda (rank r on cuda:r; 2 ranks where 2 GPUs are visible)",
                     run);
 
 }  // namespace

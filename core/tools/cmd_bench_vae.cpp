@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/device.h"
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
@@ -178,19 +179,22 @@ int run_bench(Args& a) {
   const int max_ranks = static_cast<int>(a.int_or("ranks", 2, 1, 16));
   const bool no_rss = a.flag("no-rss");
   const int64_t repeat = a.int_or("repeat", 2, 1, 100);
+  const c10::Device device = parse_device(a.string_or("device", "cpu"), "--device");
   a.finish();
   if (s.width % 64 != 0) throw UsageError{"--width must be a multiple of 64 (heads of 64)"};
   if (child > 0) return rss_child(s, child);
 
-  const vae::VideoDecoder d = make_decoder(s);
+  // On a GPU: one rank, no resident-memory probe (it measures host memory).
+  const vae::VideoDecoder d = device.is_cuda() ? make_decoder(s).to(device) : make_decoder(s);
+  const int ranks_to = device.is_cuda() ? 1 : max_ranks;
   const at::Tensor lat = make_latents(s, s.t);
   const vae::ChunkPlan plan = d.plan(s.t);
   const auto grid = vae::plan_tiles(s.h, s.w, 16, true, d.config().tile_size, d.config().tile_overlap_min);
   std::printf(
-      "h3 bench vae: decoder %lld layers x width %lld (%lld heads x 64), random weights, fp32 CPU, tiles "
+      "h3 bench vae: decoder %lld layers x width %lld (%lld heads x 64), random weights, fp32 on %s, tiles "
       "%lld px (overlap >= %lld)\n",
       static_cast<long long>(s.layers), static_cast<long long>(s.width), static_cast<long long>(s.width / 64),
-      static_cast<long long>(s.tile), static_cast<long long>(s.overlap));
+      device.str().c_str(), static_cast<long long>(s.tile), static_cast<long long>(s.overlap));
   std::printf(
       "  latent [1, 24, %lld, %lld, %lld] -> %lld frames of %lldx%lld; %lld clips, %lld chunks, %lld tiles "
       "per clip\n",
@@ -206,7 +210,7 @@ int run_bench(Args& a) {
     (void)vae::decode_tile(d.config(), d.weights(), vae::tile_latent(clip, grid, 0));
   }
   double whole1 = 0;
-  for (int ranks = 1; ranks <= max_ranks; ranks *= 2) {
+  for (int ranks = 1; ranks <= ranks_to; ranks *= 2) {
     // Alternating runs, the fastest of each kind: the machine is shared, and the minimum is
     // the figure least disturbed by other work.
     Run whole, chunked;
@@ -227,7 +231,7 @@ int run_bench(Args& a) {
     std::printf("\n");
     std::fflush(stdout);
   }
-  if (!no_rss) {
+  if (!no_rss && !device.is_cuda()) {
     const Rss one = rss_in_child(s, 1);
     const Rss four = rss_in_child(s, 4);
     const double growth_mb = static_cast<double>(four.peak_kb - one.peak_kb) / 1024.0;
@@ -245,7 +249,7 @@ H3_REGISTER_COMMAND(
     "bench vae", "streaming video-VAE decode: chunked vs whole, first chunk, memory, ranks",
     "usage: h3 bench vae [--layers N] [--width W] [--latent-t T] [--latent-h H] [--latent-w W]\n"
     "                    [--tile PX] [--overlap PX] [--ranks N] [--repeat N]\n"
-    "                    [--no-rss]\n"
+    "                    [--no-rss] [--device cpu|cuda|cuda:K]\n"
     "\n"
     "Decodes random latents with a random-weight decoder of the release's shape (heads of 64,\n"
     "24 latent channels) in fp32 on the CPU, one CPU thread per rank (ATen and OpenBLAS):\n"
@@ -254,7 +258,8 @@ H3_REGISTER_COMMAND(
     "the sink in fresh processes (each after a 1x warm-up decode). Defaults: 4 layers x 256, latent [1, 24, "
     "30, 12, 12]\n"
     "(6 chunks of 17 frames), tiles of 128 px with overlap >= 32 (2 x 2 per clip), 2 ranks.\n"
-    "--tile 256 --overlap 64 --latent-h 24 --latent-w 24 uses the release tiles (slower).",
+    "--tile 256 --overlap 64 --latent-h 24 --latent-w 24 uses the release tiles (slower).\n"
+    "--device cuda decodes on a GPU (1 rank, no memory probe).",
     run_bench);
 
 }  // namespace

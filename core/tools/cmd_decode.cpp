@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "common/device.h"
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
@@ -61,7 +62,11 @@ int run_decode(Args& a) {
   const bool no_tiling = a.flag("no-tiling");
   const int64_t height = a.int_or("height", 0, 0, 1 << 16);
   const int64_t width = a.int_or("width", 0, 0, 1 << 16);
+  const std::string device_name = a.string_or("device", "cpu");
   a.finish();
+  // On CUDA, rank r decodes on cuda:r and the ranks talk NCCL.
+  const c10::Device device = parse_device(device_name, "--device");
+  if (device.is_cuda() && ranks > 1) require_cuda_devices(ranks, "--device");
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
 
   const auto t0 = Clock::now();
@@ -93,10 +98,21 @@ int run_decode(Args& a) {
   opts.float_frames = true;
   FileSink sink(static_cast<int64_t>(plan.chunks.size()), t0);
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
-  const auto results = dist::run_threads(ranks, [&](dist::Group& g) {
-    vae::set_cpu_threads(threads);
-    decoder.decode_chunks(latents, g.rank() == 0 ? &sink : nullptr, g, opts);
-  });
+  dist::WorldOptions wo;
+  if (device.is_cuda() && ranks > 1) wo.backend = dist::Backend::kNccl;
+  const auto results = dist::run_threads(
+      ranks,
+      [&](dist::Group& g) {
+        vae::set_cpu_threads(threads);
+        if (!device.is_cuda()) {
+          decoder.decode_chunks(latents, g.rank() == 0 ? &sink : nullptr, g, opts);
+          return;
+        }
+        const c10::Device mine =
+            ranks > 1 ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(g.rank())) : device;
+        decoder.to(mine).decode_chunks(latents, g.rank() == 0 ? &sink : nullptr, g, opts);
+      },
+      wo);
   for (const auto& r : results) {
     if (!r.ok && r.exception) std::rethrow_exception(r.exception);
     if (!r.ok) throw Error(ErrorKind::kDistributed, "rank " + std::to_string(r.rank) + " failed: " + r.error);
@@ -114,12 +130,12 @@ int run_decode(Args& a) {
 
 H3_REGISTER_COMMAND("decode", "decode video latents to frames with the H3 video VAE",
                     "usage: h3 decode --vae DIR --latents FILE --out FILE [--ranks N] [--no-tiling]\n"
-                    "                 [--height H] [--width W]\n"
+                    "                 [--height H] [--width W] [--device cpu|cuda|cuda:K]\n"
                     "\n"
                     "Decodes normalised DiT latents (tensor `latents` [1, 24, T, h, w] in a safetensors\n"
                     "file) with the video VAE in DIR: a diffusers vae/ folder (config.json + weights) or a\n"
                     "native video_vae/ folder (wrapper config.json + source/). Chunks are decoded in\n"
-                    "fp32 on the CPU; progress goes to stderr.\n"
+                    "fp32 on the CPU (or the GPU with --device); progress goes to stderr.\n"
                     "\n"
                     "  --vae DIR        the video VAE folder\n"
                     "  --latents FILE   safetensors file holding `latents`\n"
@@ -128,7 +144,9 @@ H3_REGISTER_COMMAND("decode", "decode video latents to frames with the H3 video 
                     "  --ranks N        decode spatial tiles on N ranks (threads); default 1\n"
                     "  --no-tiling      decode each temporal clip whole (changes the output)\n"
                     "  --height H       crop the frames to H rows (default: 16 h)\n"
-                    "  --width W        crop the frames to W columns (default: 16 w)",
+                    "  --width W        crop the frames to W columns (default: 16 w)\n"
+                    "  --device D       cpu (default), cuda or cuda:K; with --ranks N on CUDA rank r\n"
+                    "                   decodes on cuda:r and the ranks talk NCCL",
                     run_decode);
 
 }  // namespace

@@ -98,7 +98,7 @@ H3_REGISTER_COMMAND(
     "  --ranks R            ranks as threads; the DiT runs tensor-parallel over them (default 1)\n"
     "  --out FILE.y4m       YUV4MPEG2 output (C444, BT.601 limited range, 24 fps); '-' = stdout\n"
     "  --save-latents FILE  also write the final `video` and `audio` latents (before decoding)\n"
-    "  --device cpu|cuda    where the DiT runs (cuda: one rank, CUDA LibTorch builds only)\n"
+    "  --device cpu|cuda    where the DiT and the VAE run (cuda: rank r on cuda:r, NCCL between ranks)\n"
     "  --quiet              no progress on stderr\n"
     "\n"
     "Progress goes to stderr: a bar on a terminal, plain lines otherwise.",

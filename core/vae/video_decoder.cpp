@@ -23,7 +23,7 @@ struct Setup {
   at::Tensor mean, std;           // per-channel statistics [1, C, 1, 1, 1], fp32
 };
 
-Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions& o) {
+Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions& o, const c10::Device& device) {
   if (!latents.defined()) throw Error(ErrorKind::kInvalidArgument, "latents: no tensor given");
   if (latents.dim() != 5 || latents.size(0) != 1 || latents.size(1) != c.latent_channels) {
     throw Error(ErrorKind::kInvalidArgument, "latents: shape " + shape_string(latents.sizes()) +
@@ -51,8 +51,8 @@ Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions
                                                  " must be positive and fit the decoded " +
                                                  std::to_string(full_h) + "x" + std::to_string(full_w));
   }
-  const at::Tensor mean = at::tensor(c.latents_mean, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);
-  const at::Tensor std = at::tensor(c.latents_std, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);
+  const at::Tensor mean = at::tensor(c.latents_mean, at::TensorOptions().dtype(at::kDouble)).to(device, at::kFloat);
+  const at::Tensor std = at::tensor(c.latents_std, at::TensorOptions().dtype(at::kDouble)).to(device, at::kFloat);
   s.z = latents;
   s.mean = mean.view({1, -1, 1, 1, 1});
   s.std = std.view({1, -1, 1, 1, 1});
@@ -143,8 +143,9 @@ class Emitter {
     c.total_frames = p.output_frames;
     c.final = pc.first_frame + pc.frames == p.output_frames;
     const at::Tensor unit = to_unit_rgb(frames.narrow(1, 0, pc.frames), s_.height, s_.width);
-    c.frames = quantize_u8(unit);
-    if (opts_.float_frames) c.frames_f32 = unit;
+    // Sinks get CPU frames whatever device decoded them (a no-op on the CPU).
+    c.frames = quantize_u8(unit).cpu();
+    if (opts_.float_frames) c.frames_f32 = unit.cpu();
     try {
       sink_->on_chunk(c);
     } catch (const Error& e) {
@@ -230,6 +231,10 @@ VideoDecoder::VideoDecoder(VaeConfig config, DecoderWeights weights)
   }
 }
 
+VideoDecoder VideoDecoder::to(const c10::Device& device) const {
+  return VideoDecoder(config_, to_device(weights_, device));
+}
+
 ChunkPlan VideoDecoder::plan(int64_t latent_frames) const {
   return plan_chunks(latent_frames, temporal_params(config_));
 }
@@ -246,7 +251,7 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
   Setup s;
   Failure setup_failure;
   try {
-    s = prepare(config_, latents, opts);
+    s = prepare(config_, latents, opts, device());
   } catch (...) {
     setup_failure.capture();
   }
@@ -277,7 +282,8 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
     try {
       // De-normalised clip by clip: nothing of the size of the whole latent is allocated.
       const at::Tensor clip =
-          s.z.index_select(2, clip_indices(plan, i)).to(at::kCPU, at::kFloat) * s.std + s.mean;
+          s.z.index_select(2, clip_indices(plan, i).to(s.z.device())).to(device(), at::kFloat) * s.std +
+          s.mean;
       const int64_t step = gather ? ranks : 1;
       const int64_t first = gather ? rank : 0;
       for (int64_t k = first; k < num_tiles; k += step) {

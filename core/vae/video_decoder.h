@@ -69,6 +69,11 @@ class VideoDecoder {
   // native tensors are converted to diffusers names; tensors decode does not use are skipped.
   static VideoDecoder load(const std::string& vae_dir);
 
+  // The same decoder with its weights on `device` (a CUDA device for the GPU decode). Latents
+  // may live anywhere; frames reach the sink on the CPU whatever the device.
+  VideoDecoder to(const c10::Device& device) const;
+  c10::Device device() const { return weights_.proj_in_weight.device(); }
+
   const VaeConfig& config() const { return config_; }
   const DecoderWeights& weights() const { return weights_; }
 

@@ -159,7 +159,7 @@ at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Te
   if (z.dim() != 4 || z.size(0) != c.latent_channels) {
     throw Error(ErrorKind::kInternal, "decode_tile: expected a latent tile [C, t, h, w]");
   }
-  z = z.to(at::kFloat);
+  z = z.to(w.proj_in_weight.device(), at::kFloat);  // the weights' device (VideoDecoder::to)
   const int64_t t = z.size(1), h = z.size(2), wd = z.size(3);
   const int64_t n = t * h * wd, D = c.dim(), H = c.num_heads, hd = c.head_dim, F = c.ffn_inner();
   const int64_t R = c.num_register_tokens, suffix = R + 1;
@@ -172,7 +172,8 @@ at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Te
                           at::zeros({1, D}, tokens.options())},
                          0);  // [S, D]
 
-  const auto [cos, sin] = rope_tables(c, t, h, wd, suffix);
+  const auto tables = rope_tables(c, t, h, wd, suffix);
+  const at::Tensor cos = tables.first.to(x.device()), sin = tables.second.to(x.device());
   for (const BlockWeights& b : w.blocks) {
     const at::Tensor a = rms(x, c.norm_eps) * b.norm1_weight;
     const at::Tensor qkv = linear(a, b.qkv_weight, b.qkv_bias).view({S, 3, H, hd}).permute({1, 2, 0, 3});
@@ -192,6 +193,26 @@ at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Te
   const int64_t oc = c.out_channels, pt = c.patch_size_t, p = c.patch_size;
   px = px.view({t, h, wd, oc, pt, p, p}).permute({3, 0, 4, 1, 5, 2, 6});
   return px.reshape({oc, t * pt, h * p, wd * p});
+}
+
+DecoderWeights to_device(const DecoderWeights& w, const c10::Device& device) {
+  auto to = [&](const at::Tensor& t) { return t.to(device); };
+  DecoderWeights d;
+  d.post_quant_conv_weight = to(w.post_quant_conv_weight);
+  d.post_quant_conv_bias = to(w.post_quant_conv_bias);
+  d.proj_in_weight = to(w.proj_in_weight);
+  d.proj_in_bias = to(w.proj_in_bias);
+  d.register_tokens = to(w.register_tokens);
+  for (const BlockWeights& b : w.blocks) {
+    d.blocks.push_back(BlockWeights{to(b.norm1_weight), to(b.qkv_weight), to(b.qkv_bias), to(b.out_weight),
+                                    to(b.out_bias), to(b.scale1), to(b.norm2_weight), to(b.ff_in_weight),
+                                    to(b.ff_in_bias), to(b.ff_out_weight), to(b.ff_out_bias), to(b.scale2)});
+  }
+  d.norm_out_weight = to(w.norm_out_weight);
+  d.norm_out_bias = to(w.norm_out_bias);
+  d.proj_out_weight = to(w.proj_out_weight);
+  d.proj_out_bias = to(w.proj_out_bias);
+  return d;
 }
 
 }  // namespace h3::vae

@@ -1,5 +1,5 @@
 // The H3 ViT video decoder (H3-MODEL.md §7.2): one decoder call on one latent
-// tile, fp32 on CPU. Functional: the weights are plain tensors bound from the
+// tile, fp32 on the weights' device (the CPU unless moved with to_device). Functional: the weights are plain tensors bound from the
 // checkpoint by their diffusers names (the release's vae/ index); native
 // checkpoints are converted to those names by h3::io::Weights at load.
 #pragma once
@@ -52,6 +52,9 @@ std::vector<std::string> decoder_tensor_names(const VaeConfig& c);
 // is h3::Error(kMismatch) naming the tensor, its shape and the expected one.
 DecoderWeights bind_decoder_weights(const VaeConfig& c,
                                     const std::function<at::Tensor(const std::string&)>& get);
+
+// The same weights on `device` (copies; the CUDA decode).
+DecoderWeights to_device(const DecoderWeights& w, const c10::Device& device);
 
 // Decodes one latent tile of denormalised latents [C, t, h, w] (or [1, C, t, h, w]) to
 // ImageNet-normalised pixels [3, 4t, 16h, 16w] (fp32). RoPE coordinates are local to

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/device.h"
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
@@ -179,3 +180,44 @@ TEST_F(BrokenCheckpoint, ConfigThatDisagreesWithTheWeightsIsAMismatch) {
 }
 
 }  // namespace
+
+// The decode on a GPU (weights moved with VideoDecoder::to; the frames reach the sink on the
+// CPU): the same golden tolerances, one rank on cuda:0 and, where two GPUs are present, two
+// ranks over NCCL. Skipped, with the reason, where no GPU is usable.
+TEST(GoldenCuda, MatchesTheReferenceOnTheGpu) {
+  const int gpus = h3::cuda_device_count();
+  if (gpus == 0) GTEST_SKIP() << "no CUDA GPU usable here (a CPU-only build, no driver or no GPU)";
+  const VideoDecoder cpu = VideoDecoder::load(golden("diffusers"));
+  for (const char* name : {"t12_h8w12", "t9_h8w20"}) {
+    const auto file = h3::io::SafetensorsFile::open(golden(std::string("case_") + name + ".safetensors"));
+    const at::Tensor lat = file->view("latents");
+    const at::Tensor want_u8 = file->view("frames_u8");
+    for (int ranks = 1; ranks <= std::min(gpus, 2); ++ranks) {
+      SCOPED_TRACE(std::string(name) + ", " + std::to_string(ranks) + " GPU rank(s)");
+      Sink sink;
+      h3::vae::DecodeOptions o;
+      o.float_frames = true;
+      h3::dist::WorldOptions wo;
+      if (ranks > 1) wo.backend = h3::dist::Backend::kNccl;
+      const auto results = h3::dist::run_threads(
+          ranks,
+          [&](h3::dist::Group& g) {
+            const VideoDecoder d = cpu.to(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(g.rank())));
+            EXPECT_TRUE(d.device().is_cuda());
+            d.decode_chunks(lat, g.rank() == 0 ? &sink : nullptr, g, o);
+          },
+          wo);
+      for (const auto& r : results) EXPECT_TRUE(r.ok) << "rank " << r.rank << ": " << r.error;
+      ASSERT_FALSE(sink.u8.empty());
+      const at::Tensor u8 = at::cat(sink.u8, 0);
+      EXPECT_FALSE(u8.is_cuda());
+      ASSERT_EQ(u8.sizes(), want_u8.sizes());
+      const at::Tensor diff = (u8.to(at::kInt) - want_u8.to(at::kInt)).abs();
+      EXPECT_LE(diff.max().item<int>(), 1);
+      EXPECT_LE(static_cast<double>(diff.gt(0).sum().item<int64_t>()), 0.001 * static_cast<double>(diff.numel()));
+      if (file->find("frames_f32") != nullptr) {
+        EXPECT_LE((at::cat(sink.f32, 0) - file->view("frames_f32")).abs().max().item<double>(), 1e-4);
+      }
+    }
+  }
+}
