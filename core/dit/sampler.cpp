@@ -1,5 +1,7 @@
 #include "dit/sampler.h"
 
+#include <vector>
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -9,6 +11,35 @@
 
 namespace h3::dit {
 
+namespace {
+
+// torch.linspace(1, 0, n) in fp32 exactly as the reference ran it (the golden grids): LibTorch's CPU
+// kernel with AVX2, 8 fp32 lanes and two vectors per loop step. Each vector is its first point
+// (counted up from the start in the first half, down from the end in the second) plus k steps,
+// and the remainder point by point, so a grid point depends on the lane layout: LibTorch 2.x on
+// AVX-512 (and other versions) round some points one ulp away. Written out so that the grid is
+// the reference's whatever LibTorch and CPU run the engine.
+std::vector<float> reference_linspace(int64_t n) {
+  constexpr int64_t kLanes = 8;
+  std::vector<float> g(static_cast<size_t>(n));
+  const float start = 1.0f, end = 0.0f, step = (end - start) / static_cast<float>(n - 1);
+  const int64_t halfway = n / 2;
+  auto first = [&](int64_t i) {
+    return i < halfway ? start + step * static_cast<float>(i) : end - step * static_cast<float>(n - i - 1);
+  };
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n;) {  // two vectors per step
+    for (int v = 0; v < 2; ++v, i += kLanes) {
+      const float base = first(i);
+      for (int64_t k = 0; k < kLanes; ++k) g[static_cast<size_t>(i + k)] = base + static_cast<float>(k) * step;
+    }
+  }
+  for (; i < n; ++i) g[static_cast<size_t>(i)] = first(i);
+  return g;
+}
+
+}  // namespace
+
 Schedule make_schedule(int64_t grid_points, double shift) {
   if (grid_points < 2) {
     throw Error(ErrorKind::kInvalidArgument, "steps = " + std::to_string(grid_points) +
@@ -17,7 +48,7 @@ Schedule make_schedule(int64_t grid_points, double shift) {
   }
   if (!(shift > 0)) throw Error(ErrorKind::kInvalidArgument, "the schedule's shift must be positive");
   // The reference computes this in fp32 tensor arithmetic, in this order; so do we, bit for bit.
-  auto base = at::linspace(1.0, 0.0, grid_points, at::kFloat);
+  auto base = at::tensor(reference_linspace(grid_points), at::kFloat);
   auto sigmas = at::mul(base, shift).div(at::mul(base, shift - 1.0).add(1.0));
   sigmas = std::get<0>(at::unique_consecutive(sigmas));
   Schedule s;
