@@ -3,7 +3,7 @@
 # compiles with g++, and libFuzzer needs clang's -fsanitize=fuzzer runtime).
 #
 #   scripts/build-fuzzer.sh --probe CLANGXX        exit 0 when CLANGXX can link a fuzzer
-#   scripts/build-fuzzer.sh CLANGXX OUTPUT SRCDIR  build OUTPUT from the sources in SRCDIR
+#   scripts/build-fuzzer.sh CLANGXX OUTPUT SRCDIR [TORCH_ROOT]  build OUTPUT from the sources in SRCDIR
 #
 # Called by tests/fuzz/meson.build (option -Dfuzzers) and by scripts/fuzz-safetensors.sh.
 set -eu
@@ -20,10 +20,13 @@ fi
 cxx=$1
 out=$2
 src=$3
+# The project's LibTorch (scripts/torch-root.sh) unless a 4th argument names one.
+torch=${4:-$("$src/scripts/torch-root.sh")}
+[ -n "$torch" ] || { echo "build-fuzzer: no LibTorch (run scripts/install-deps.sh)" >&2; exit 1; }
 # c10 headers (ScalarType) come from LibTorch's include folder; libc10 resolves
 # the few out-of-line helpers they reference. Only the parser is instrumented.
 "$cxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -D_GLIBCXX_USE_CXX11_ABI=1 -I"$src/core" -isystem /usr/include/torch/csrc/api/include \
+  -D_GLIBCXX_USE_CXX11_ABI=1 -I"$src/core" -isystem "$torch/include" \
   "$src/tests/fuzz/safetensors_header_fuzz.cpp" "$src/core/io/safetensors_header.cpp" \
   "$src/core/io/json_strict.cpp" "$src/core/common/error.cpp" "$src/core/common/shape.cpp" \
-  -lc10 -o "$out"
+  -L"$torch/lib" -Wl,-rpath,"$torch/lib" -lc10 -o "$out"
