@@ -2,6 +2,7 @@
 # Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
 # on a small clip of the tiny default model and checks what came out.
 # Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|app|inspect|linkage|installed BUILD_DIR SOURCE_DIR
+#        (inspect also takes the expected LICENSE and ORIGIN)
 set -euo pipefail
 what=$1
 build=$2
@@ -76,6 +77,14 @@ case "$what" in
     done
     n=$(grep -c 'changeable only in NULL or READY state' "$out/inspect.txt")
     [ "$n" -ge 15 ] || { echo "only $n properties say when they may change" >&2; exit 1; }
+    # The plugin declares the licence of LICENSE (MIT, "MIT/X11" in GStreamer's spelling) and
+    # the origin the build was configured with (arguments 4 and 5).
+    licence=$(sed -n 's/^  License  *//p' "$out/inspect.txt")
+    origin=$(sed -n 's/^  Origin URL  *//p' "$out/inspect.txt")
+    [ "$licence" = "$4" ] || { echo "gst-inspect shows License '$licence', expected '$4'" >&2; exit 1; }
+    [ "$origin" = "$5" ] || { echo "gst-inspect shows Origin URL '$origin', expected '$5'" >&2; exit 1; }
+    [ "$licence" = MIT/X11 ] && [ "$(head -n 1 "$src/LICENSE")" = "MIT License" ] ||
+      { echo "the plugin's licence '$licence' is not the one in $src/LICENSE" >&2; exit 1; }
     ;;
   linkage)
     # The plugin GStreamer scans must not pull LibTorch in; the engine module must
