@@ -110,6 +110,11 @@ case "$what" in
     model_dir=$(sed -n 's/^#define H3_DEFAULT_MODEL_DIR "\(.*\)"$/\1/p' "$build/h3_config.h")
     [ -f "$out/root$model_dir/model_index.json" ] ||
       { echo "the default model $model_dir was not installed" >&2; exit 1; }
+    # The licence and the notices travel with the installed plugin and data (share/doc/gst-h3).
+    doc_dir="$out/root$(dirname "$(dirname "$model_dir")")/doc/gst-h3"
+    for f in LICENSE NOTICE LICENSES/Apache-2.0.txt; do
+      cmp -s "$src/$f" "$doc_dir/$f" || { echo "$f was not installed to $doc_dir" >&2; exit 1; }
+    done
     for f in "$plugin" "$module"; do
       if readelf -d "$f" | grep -E '(RPATH|RUNPATH)' | grep -qF "$build"; then
         echo "$f keeps a run path into the build tree" >&2; exit 1
