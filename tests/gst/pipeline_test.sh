@@ -2,6 +2,7 @@
 # Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
 # on a small clip of the tiny default model and checks what came out.
 # Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|app|inspect|linkage|installed BUILD_DIR SOURCE_DIR
+#        (inspect also takes the expected LICENSE and ORIGIN)
 set -euo pipefail
 what=$1
 build=$2
@@ -76,6 +77,14 @@ case "$what" in
     done
     n=$(grep -c 'changeable only in NULL or READY state' "$out/inspect.txt")
     [ "$n" -ge 15 ] || { echo "only $n properties say when they may change" >&2; exit 1; }
+    # The plugin declares the licence of LICENSE (MIT, "MIT/X11" in GStreamer's spelling) and
+    # the origin the build was configured with (arguments 4 and 5).
+    licence=$(sed -n 's/^  License  *//p' "$out/inspect.txt")
+    origin=$(sed -n 's/^  Origin URL  *//p' "$out/inspect.txt")
+    [ "$licence" = "$4" ] || { echo "gst-inspect shows License '$licence', expected '$4'" >&2; exit 1; }
+    [ "$origin" = "$5" ] || { echo "gst-inspect shows Origin URL '$origin', expected '$5'" >&2; exit 1; }
+    [ "$licence" = MIT/X11 ] && [ "$(head -n 1 "$src/LICENSE")" = "MIT License" ] ||
+      { echo "the plugin's licence '$licence' is not the one in $src/LICENSE" >&2; exit 1; }
     ;;
   linkage)
     # The plugin GStreamer scans must not pull LibTorch in; the engine module must
@@ -101,6 +110,11 @@ case "$what" in
     model_dir=$(sed -n 's/^#define H3_DEFAULT_MODEL_DIR "\(.*\)"$/\1/p' "$build/h3_config.h")
     [ -f "$out/root$model_dir/model_index.json" ] ||
       { echo "the default model $model_dir was not installed" >&2; exit 1; }
+    # The licence and the notices travel with the installed plugin and data (share/doc/gst-h3).
+    doc_dir="$out/root$(dirname "$(dirname "$model_dir")")/doc/gst-h3"
+    for f in LICENSE NOTICE LICENSES/Apache-2.0.txt; do
+      cmp -s "$src/$f" "$doc_dir/$f" || { echo "$f was not installed to $doc_dir" >&2; exit 1; }
+    done
     for f in "$plugin" "$module"; do
       if readelf -d "$f" | grep -E '(RPATH|RUNPATH)' | grep -qF "$build"; then
         echo "$f keeps a run path into the build tree" >&2; exit 1
