@@ -1,6 +1,6 @@
 // The DiT's weights as plain tensors bound to their canonical (diffusers) checkpoint names.
 // Under tensor parallelism each rank's struct holds only its shards of the split tensors
-// (H3-MODEL.md §10.4): to_q/to_k/to_v and ff.net.0.proj by rows, to_out.0 and ff.net.2 by
+// (docs/h3-model.md §10.4): to_q/to_k/to_v and ff.net.0.proj by rows, to_out.0 and ff.net.2 by
 // columns, adaln_proj.linear by rows with its bias; everything else whole.
 #pragma once
 

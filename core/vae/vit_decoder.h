@@ -1,4 +1,4 @@
-// The H3 ViT video decoder (H3-MODEL.md §7.2): one decoder call on one latent
+// The H3 ViT video decoder (docs/h3-model.md §7.2): one decoder call on one latent
 // tile, fp32 on CPU. Functional: the weights are plain tensors bound from the
 // checkpoint by their diffusers names (the release's vae/ index); native
 // checkpoints are converted to those names by h3::io::Weights at load.
