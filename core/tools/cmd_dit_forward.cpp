@@ -11,6 +11,7 @@
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/transformer.h"
+#include "engine/limits.h"
 #include "io/safetensors.h"
 #include "tools/command.h"
 
@@ -42,7 +43,7 @@ int run(Args& args) {
   const std::string dir = args.string("transformer");
   const std::string inputs = args.string("inputs");
   const std::string out = args.string("out");
-  const int ranks = static_cast<int>(args.int_or("ranks", 1, 1, 64));
+  const int ranks = static_cast<int>(args.int_or("ranks", 1, kMinRanks, kMaxRanks));
   args.finish();
 
   const auto in = read_inputs(inputs);
