@@ -41,8 +41,9 @@ struct DitWeights {
   LinearWeights norm_out_linear;
   LinearWeights proj_out, audio_proj_out;
 
-  // Fills every tensor from `get(canonical_name)`, which returns this rank's tensor (shard or
-  // whole); then checks each shape against the config for a group of `tp` ranks.
+  // Fills every tensor declared by declare_parameters (dit/parameters.h) from
+  // `get(canonical_name)`, which returns this rank's tensor (shard or whole), and checks its
+  // shape against the declaration for a group of `tp` ranks.
   static DitWeights bind(const DitConfig& c, int tp,
                          const std::function<at::Tensor(const std::string&)>& get);
 
