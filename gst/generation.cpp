@@ -93,8 +93,8 @@ bool Generation::open_engine(const h3gst::EngineModule& module, h3gst::Failure* 
   if (engine_ && options == engine_options_) return true;
   engine_.reset();
   observer_.opening(options);
-  h3gst::EngineHandle* handle =
-      module.open(options, [this](const h3::Progress& p) { observer_.progress(p); }, failure);
+  h3gst::EngineHandle* handle = module.open(
+      options, [this](const h3::Progress& p) { observer_.progress(p); }, failure);
   if (!handle) return false;
   engine_.reset(handle);
   engine_options_ = options;

@@ -827,7 +827,8 @@ void ElementObserver::module_missing(const std::string& error) {
 }
 
 void ElementObserver::opening(const h3::EngineOptions& o) {
-  gchar* text = g_strdup_printf("loading %s on %d %s rank(s)", o.model_dir.c_str(), o.ranks, o.device.c_str());
+  gchar* text =
+      g_strdup_printf("loading %s on %d %s rank(s)", o.model_dir.c_str(), o.ranks, o.device.c_str());
   h3src::post_open_progress(element(), GST_PROGRESS_TYPE_CONTINUE, text, 0);
   g_free(text);
 }
@@ -885,7 +886,8 @@ void ElementObserver::chunk_decoded(std::chrono::nanoseconds time) {
   // Like a re-measured processing deadline: tell the pipeline when the estimate
   // moved by more than a quarter.
   const GstClockTime est = pub.chunk_time;
-  if (p->active.live && (!GST_CLOCK_TIME_IS_VALID(pub.reported_latency) || est > pub.reported_latency * 5 / 4)) {
+  if (p->active.live &&
+      (!GST_CLOCK_TIME_IS_VALID(pub.reported_latency) || est > pub.reported_latency * 5 / 4)) {
     pub.reported_latency = est;
     post = true;
   }

@@ -303,7 +303,8 @@ Engine::~Engine() {
 std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn& progress) {
   if (opts.ranks < kMinRanks || opts.ranks > kMaxRanks) {
     throw Error(ErrorKind::kInvalidArgument, "ranks = " + std::to_string(opts.ranks) + ": must be within " +
-                                                 std::to_string(kMinRanks) + ".." + std::to_string(kMaxRanks));
+                                                 std::to_string(kMinRanks) + ".." +
+                                                 std::to_string(kMaxRanks));
   }
   if (opts.tp != 0 && opts.tp != opts.ranks) {
     throw Error(ErrorKind::kInvalidArgument,

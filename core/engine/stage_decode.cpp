@@ -77,8 +77,8 @@ void decode_stage(const StageContext& c, const at::Tensor& video) {
     throw;
   }
   if (sink.frames() != p.num_frames) {
-    throw Error(ErrorKind::kInternal, "the decode delivered " + std::to_string(sink.frames()) + " frames of " +
-                                          std::to_string(p.num_frames));
+    throw Error(ErrorKind::kInternal, "the decode delivered " + std::to_string(sink.frames()) +
+                                          " frames of " + std::to_string(p.num_frames));
   }
 }
 
