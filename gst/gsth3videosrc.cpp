@@ -29,10 +29,10 @@
 #include <gst/video/video.h>
 
 #include <chrono>
-#include <cstring>
 #include <mutex>
 #include <string>
 
+#include "frame_writer.h"
 #include "generation.h"
 #include "h3videosrc_messages.h"
 #include "h3videosrc_settings.h"
@@ -114,9 +114,7 @@ struct H3VideoSrcPrivate {
   Published pub;  // GST_OBJECT_LOCK
 
   // Streaming thread only (and start()/stop(), while it does not run).
-  GstVideoInfo info;
-  GstVideoInfo src_info;
-  GstVideoConverter* converter = nullptr;
+  h3src::FrameWriter writer;  // the negotiated format and the conversion to it
   StreamState stream;
 };
 
@@ -193,8 +191,6 @@ static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
 
 static void gst_h3_video_src_init(GstH3VideoSrc* self) {
   self->priv = new H3VideoSrcPrivate(self);
-  gst_video_info_init(&self->priv->info);
-  gst_video_info_init(&self->priv->src_info);
   gst_base_src_set_format(GST_BASE_SRC(self), GST_FORMAT_TIME);
   gst_base_src_set_live(GST_BASE_SRC(self), self->priv->props.live);
   // The engine opens in start(), on a thread of its own: READY -> PAUSED returns at once.
@@ -203,9 +199,7 @@ static void gst_h3_video_src_init(GstH3VideoSrc* self) {
 
 static void gst_h3_video_src_finalize(GObject* object) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(object);
-  H3VideoSrcPrivate* p = self->priv;
-  if (p->converter) gst_video_converter_free(p->converter);
-  delete p;  // the generation joins its worker (stop() did already) and releases the engine
+  delete self->priv;  // the generation joins its worker (stop() did already) and releases the engine
   self->priv = nullptr;
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
@@ -342,10 +336,7 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
 static void stop_running(GstH3VideoSrc* self) {
   H3VideoSrcPrivate* p = self->priv;
   p->generation.stop();
-  if (p->converter) {
-    gst_video_converter_free(p->converter);
-    p->converter = nullptr;
-  }
+  p->writer.reset();
   GST_OBJECT_LOCK(self);
   p->pub.have_plan = false;
   GST_OBJECT_UNLOCK(self);
@@ -496,31 +487,10 @@ static gboolean gst_h3_video_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
                        static_cast<void*>(caps), plan.width, plan.height, fn, fd);
     return FALSE;
   }
-  // The engine delivers packed RGB rows of width*3 bytes.
-  GstVideoInfo src;
-  gst_video_info_set_format(&src, GST_VIDEO_FORMAT_RGB, GST_VIDEO_INFO_WIDTH(&info),
-                            GST_VIDEO_INFO_HEIGHT(&info));
-  GST_VIDEO_INFO_PLANE_STRIDE(&src, 0) = GST_VIDEO_INFO_WIDTH(&info) * 3;
-  GST_VIDEO_INFO_SIZE(&src) =
-      static_cast<gsize>(GST_VIDEO_INFO_WIDTH(&info)) * 3 * GST_VIDEO_INFO_HEIGHT(&info);
-  GST_VIDEO_INFO_FPS_N(&src) = fn;
-  GST_VIDEO_INFO_FPS_D(&src) = fd;
-  if (p->converter) {
-    gst_video_converter_free(p->converter);
-    p->converter = nullptr;
+  if (!p->writer.configure(info)) {
+    GST_ERROR_OBJECT(self, "no conversion from RGB to %s", GST_VIDEO_INFO_NAME(&info));
+    return FALSE;
   }
-  if (GST_VIDEO_INFO_FORMAT(&info) != GST_VIDEO_FORMAT_RGB) {
-    p->converter = gst_video_converter_new(
-        &src, &info,
-        gst_structure_new("GstVideoConverter", GST_VIDEO_CONVERTER_OPT_DITHER_METHOD,
-                          GST_TYPE_VIDEO_DITHER_METHOD, GST_VIDEO_DITHER_NONE, nullptr));
-    if (!p->converter) {
-      GST_ERROR_OBJECT(self, "no conversion from RGB to %s", GST_VIDEO_INFO_NAME(&info));
-      return FALSE;
-    }
-  }
-  p->src_info = src;
-  p->info = info;
   GST_DEBUG_OBJECT(self, "negotiated %" GST_PTR_FORMAT, static_cast<void*>(caps));
   return TRUE;
 }
@@ -611,8 +581,9 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
       GstFormat src_fmt, dest_fmt;
       gint64 src_val, dest_val;
       gst_query_parse_convert(query, &src_fmt, &src_val, &dest_fmt, &dest_val);
-      if (GST_VIDEO_INFO_FORMAT(&p->info) == GST_VIDEO_FORMAT_UNKNOWN) break;
-      if (!gst_video_info_convert(&p->info, src_fmt, src_val, dest_fmt, &dest_val)) return FALSE;
+      const GstVideoInfo& info = p->writer.info();
+      if (GST_VIDEO_INFO_FORMAT(&info) == GST_VIDEO_FORMAT_UNKNOWN) break;
+      if (!gst_video_info_convert(&info, src_fmt, src_val, dest_fmt, &dest_val)) return FALSE;
       gst_query_set_convert(query, src_fmt, src_val, dest_fmt, dest_val);
       return TRUE;
     }
@@ -675,34 +646,6 @@ static void send_chunk_event(GstH3VideoSrc* self, const h3src::Frame& f, int64_t
                                       G_TYPE_INT64, total_frames, nullptr);
   GST_ELEMENT_CLASS(parent_class)
       ->send_event(GST_ELEMENT(self), gst_event_new_custom(GST_EVENT_CUSTOM_DOWNSTREAM, s));
-}
-
-static bool write_frame(H3VideoSrcPrivate* p, const h3src::Frame& f, GstBuffer* buf) {
-  GstVideoFrame out;
-  if (!gst_video_frame_map(&out, &p->info, buf, GST_MAP_WRITE)) return false;
-  const gsize row = static_cast<gsize>(f.width) * 3;
-  if (!p->converter) {
-    auto* dst = static_cast<guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&out, 0));
-    const gint stride = GST_VIDEO_FRAME_PLANE_STRIDE(&out, 0);
-    for (int64_t y = 0; y < f.height; ++y) memcpy(dst + y * stride, f.data + y * row, row);
-  } else {
-    const gsize size = row * static_cast<gsize>(f.height);
-    GstBuffer* in_buf = gst_buffer_new_wrapped_full(GST_MEMORY_FLAG_READONLY, const_cast<uint8_t*>(f.data),
-                                                    size, 0, size, nullptr, nullptr);
-    GstVideoFrame in;
-    const bool mapped = gst_video_frame_map(&in, &p->src_info, in_buf, GST_MAP_READ);
-    if (mapped) {
-      gst_video_converter_frame(p->converter, &in, &out);
-      gst_video_frame_unmap(&in);
-    }
-    gst_buffer_unref(in_buf);
-    if (!mapped) {
-      gst_video_frame_unmap(&out);
-      return false;
-    }
-  }
-  gst_video_frame_unmap(&out);
-  return true;
 }
 
 // Live only, at each chunk's first frame: a chunk that comes after its frames
@@ -788,7 +731,7 @@ static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
   h3src::Frame f;
   const GstFlowReturn popped = pop_frame(self, pub.plan, &f);
   if (popped != GST_FLOW_OK) return popped;
-  if (!write_frame(p, f, buf)) {
+  if (!p->writer.write(f, buf)) {
     GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not write a frame into the output buffer"), (nullptr));
     return GST_FLOW_ERROR;
   }
