@@ -97,7 +97,7 @@ struct Published {
 //   2. the src pad's stream lock (GST_PAD_STREAM_LOCK), around that completion;
 //   3. GST_OBJECT_LOCK: `pub`.
 // `prop_lock` guards `props` and `started` and is never held with another lock;
-// the frame queue's own lock is internal to it.
+// the frame queue's own lock is innermost (taken under 1, never holding another).
 struct H3VideoSrcPrivate {
   explicit H3VideoSrcPrivate(GstH3VideoSrc* self) : observer(self), generation(observer) {}
 
