@@ -1,7 +1,7 @@
 // The engine module (libgsth3-engine.so): h3::Engine behind the plain C++
-// boundary of gst/engine_module.h. Every exception becomes a Failure here; the
-// plugin never sees LibTorch or h3 types.
-#include "engine_module.h"
+// boundary of boundary/engine_module.h. Every exception becomes a Failure here;
+// the plugin never sees LibTorch.
+#include "boundary/engine_module.h"
 
 #include <ATen/ATen.h>
 
@@ -12,70 +12,21 @@
 
 #include "common/error.h"
 #include "engine/engine.h"
-#include "engine/progress.h"
-#include "engine/request.h"
 #include "vae/chunk_sink.h"
 
 namespace {
 
-h3gst::FailureKind kind_of(h3::ErrorKind k) {
-  switch (k) {
-    case h3::ErrorKind::kInvalidArgument: return h3gst::FailureKind::kInvalidArgument;
-    case h3::ErrorKind::kNotFound: return h3gst::FailureKind::kNotFound;
-    case h3::ErrorKind::kFormat: return h3gst::FailureKind::kFormat;
-    case h3::ErrorKind::kMismatch: return h3gst::FailureKind::kMismatch;
-    case h3::ErrorKind::kDistributed: return h3gst::FailureKind::kDistributed;
-    case h3::ErrorKind::kCancelled: return h3gst::FailureKind::kCancelled;
-    case h3::ErrorKind::kCallback: return h3gst::FailureKind::kCallback;
-    case h3::ErrorKind::kInternal: return h3gst::FailureKind::kInternal;
-  }
-  return h3gst::FailureKind::kInternal;
-}
-
 // Call from a catch block only.
-void describe_current_exception(h3gst::Failure* f) {
+h3gst::Failure current_failure() {
   try {
     throw;
   } catch (const h3::Error& e) {
-    f->kind = kind_of(e.kind());
-    f->message = e.what();
+    return {e.kind(), e.what()};
   } catch (const std::exception& e) {
-    f->kind = h3gst::FailureKind::kInternal;
-    f->message = e.what();
+    return {h3::ErrorKind::kInternal, e.what()};
   } catch (...) {
-    f->kind = h3gst::FailureKind::kInternal;
-    f->message = "unknown exception in the H3 engine";
+    return {h3::ErrorKind::kInternal, "unknown exception in the H3 engine"};
   }
-}
-
-h3::GenerationRequest to_request(const h3gst::ClipRequest& r) {
-  h3::GenerationRequest g;
-  g.prompt = r.prompt;
-  g.embeds_path = r.embeds_path;
-  g.width = r.width;
-  g.height = r.height;
-  g.num_frames = r.num_frames;
-  g.steps = r.steps;
-  g.seed = r.seed;
-  return g;
-}
-
-h3gst::ProgressInfo to_info(const h3::Progress& p) {
-  h3gst::ProgressInfo i;
-  i.phase = h3::to_string(p.phase);
-  i.step = p.step;
-  i.total_steps = p.total_steps;
-  i.chunk = p.chunk;
-  i.total_chunks = p.total_chunks;
-  i.frames = p.frames;
-  i.total_frames = p.total_frames;
-  i.elapsed_s = p.elapsed_s;
-  return i;
-}
-
-h3::ProgressFn wrap(const h3gst::ProgressCallback& cb) {
-  if (!cb) return {};
-  return [cb](const h3::Progress& p) { cb(to_info(p)); };
 }
 
 // Hands each chunk to the element's queue without copying: the decoder gives
@@ -96,7 +47,6 @@ class QueueSink : public h3::ChunkSink {
     fc.count = t.size(0);
     fc.height = t.size(1);
     fc.width = t.size(2);
-    fc.final = c.final;
     const uint8_t* data = t.data_ptr<uint8_t>();
     fc.pixels =
         std::shared_ptr<const uint8_t>(data, [keep = std::move(t)](const uint8_t*) mutable { keep.reset(); });
@@ -116,40 +66,27 @@ class QueueSink : public h3::ChunkSink {
 
 class Handle : public h3gst::EngineHandle {
  public:
-  Handle(std::unique_ptr<h3::Engine> engine, std::string dir)
-      : engine_(std::move(engine)), dir_(std::move(dir)) {}
+  explicit Handle(std::unique_ptr<h3::Engine> engine) : engine_(std::move(engine)) {}
 
-  const std::string& model_dir() const override { return dir_; }
-
-  bool plan(const h3gst::ClipRequest& req, h3gst::ClipInfo* info, h3gst::Failure* failure) const override {
+  bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan, h3gst::Failure* failure) const override {
     try {
-      const h3::ClipPlan p = engine_->plan(to_request(req));
-      info->width = p.width;
-      info->height = p.height;
-      info->num_frames = p.num_frames;
-      info->canvas_width = p.canvas_width;
-      info->canvas_height = p.canvas_height;
-      info->latent_frames = p.latent_frames;
-      info->total_chunks = p.total_chunks;
-      info->steps = p.steps;
-      info->fps_n = p.fps_n;
-      info->fps_d = p.fps_d;
+      *plan = engine_->plan(req);
       return true;
     } catch (...) {
-      describe_current_exception(failure);
+      *failure = current_failure();
       return false;
     }
   }
 
-  bool generate(const h3gst::ClipRequest& req, const h3gst::ChunkCallback& on_chunk,
-                const h3gst::ProgressCallback& on_progress, h3gst::Failure* failure) override {
+  bool generate(const h3::GenerationRequest& req, const h3gst::ChunkCallback& on_chunk,
+                const h3::ProgressFn& on_progress, h3gst::Failure* failure) override {
     QueueSink sink(on_chunk);
     try {
-      engine_->generate(to_request(req), sink, wrap(on_progress), cancel_);
+      engine_->generate(req, sink, on_progress, cancel_);
       return true;
     } catch (...) {
-      describe_current_exception(failure);
-      if (sink.stopped()) failure->kind = h3gst::FailureKind::kCancelled;
+      *failure = current_failure();
+      if (sink.stopped()) failure->kind = h3::ErrorKind::kCancelled;
       return false;
     }
   }
@@ -159,7 +96,6 @@ class Handle : public h3gst::EngineHandle {
 
  private:
   std::unique_ptr<h3::Engine> engine_;
-  std::string dir_;
   h3::CancelToken cancel_;
 };
 
@@ -171,18 +107,14 @@ std::string default_dir() {
   }
 }
 
-h3gst::EngineHandle* open_engine(const h3gst::EngineSettings& s, const h3gst::ProgressCallback& on_progress,
+h3gst::EngineHandle* open_engine(const h3::EngineOptions& options, const h3::ProgressFn& on_progress,
                                  h3gst::Failure* failure) {
   try {
-    h3::EngineOptions o;
-    o.model_dir = s.model_dir.empty() ? h3::default_model_dir() : s.model_dir;
-    o.ranks = s.ranks;
-    o.tp = s.tp;
-    o.device = s.device;
-    o.timeout = std::chrono::milliseconds(s.timeout_ms);
-    return new Handle(h3::Engine::open(o, wrap(on_progress)), o.model_dir);
+    h3::EngineOptions o = options;
+    if (o.model_dir.empty()) o.model_dir = h3::default_model_dir();
+    return new Handle(h3::Engine::open(o, on_progress));
   } catch (...) {
-    describe_current_exception(failure);
+    *failure = current_failure();
     return nullptr;
   }
 }

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "engine_module.h"
+#include "boundary/engine_module.h"
 
 namespace h3gst {
 

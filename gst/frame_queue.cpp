@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace h3gst {
+namespace h3src {
 
 FrameQueue::FrameQueue(size_t max_chunks) : max_chunks_(std::max<size_t>(1, max_chunks)) {}
 
@@ -38,24 +38,22 @@ void FrameQueue::finish() {
   not_full_.notify_all();
 }
 
-void FrameQueue::fail(int code, const std::string& message) {
+void FrameQueue::fail(const h3gst::Failure& failure) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (aborted_ || finished_ || failed_) return;
   failed_ = true;
-  error_code_ = code;
-  error_message_ = message;
+  failure_ = failure;
   not_empty_.notify_all();
   not_full_.notify_all();
 }
 
-FrameQueue::PopResult FrameQueue::pop(Frame* frame, int* code, std::string* message) {
+FrameQueue::PopResult FrameQueue::pop(Frame* frame, h3gst::Failure* failure) {
   std::unique_lock<std::mutex> lock(mutex_);
   not_empty_.wait(lock, [&] { return flushing_ || aborted_ || !chunks_.empty() || finished_ || failed_; });
   if (flushing_ || aborted_) return PopResult::kFlushing;
   if (chunks_.empty()) {
     if (failed_) {
-      if (code) *code = error_code_;
-      if (message) *message = error_message_;
+      if (failure) *failure = failure_;
       return PopResult::kError;
     }
     return PopResult::kEnd;
@@ -97,8 +95,7 @@ void FrameQueue::reset() {
   next_in_front_ = 0;
   high_water_ = 0;
   aborted_ = finished_ = failed_ = false;
-  error_code_ = 0;
-  error_message_.clear();
+  failure_ = h3gst::Failure();
 }
 
 size_t FrameQueue::queued_chunks() const {
@@ -118,4 +115,4 @@ size_t FrameQueue::high_water_chunks() const {
   return high_water_;
 }
 
-}  // namespace h3gst
+}  // namespace h3src

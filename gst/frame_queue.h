@@ -21,21 +21,13 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <string>
 
-namespace h3gst {
+#include "boundary/failure.h"
+#include "boundary/frame_chunk.h"
 
-// One decoded chunk: `count` RGB frames of width x height, packed (stride width*3).
-struct FrameChunk {
-  int64_t index = 0;        // chunk index in the clip
-  int64_t first_frame = 0;  // index of its first frame in the clip
-  int64_t count = 0;        // frames in this chunk
-  int64_t width = 0, height = 0;
-  bool final = false;                     // the clip's last chunk
-  std::shared_ptr<const uint8_t> pixels;  // count * height * width * 3 bytes
+namespace h3src {
 
-  size_t frame_bytes() const { return static_cast<size_t>(width * height * 3); }
-};
+using h3gst::FrameChunk;
 
 // One frame handed to the consumer; `keep` holds the chunk's pixels alive.
 struct Frame {
@@ -63,12 +55,12 @@ class FrameQueue {
   bool push(FrameChunk chunk);
   // End of stream after the queued frames.
   void finish();
-  // An error after the queued frames; `code` is the producer's error kind.
-  void fail(int code, const std::string& message);
+  // An error after the queued frames.
+  void fail(const h3gst::Failure& failure);
 
-  // Consumer. Blocks while there is nothing to return. On kError, `code` and
-  // `message` (when not null) receive what fail() was given.
-  PopResult pop(Frame* frame, int* code = nullptr, std::string* message = nullptr);
+  // Consumer. Blocks while there is nothing to return. On kError, `failure`
+  // (when not null) receives what fail() was given.
+  PopResult pop(Frame* frame, h3gst::Failure* failure = nullptr);
 
   // unlock / unlock_stop: see the file comment.
   void set_flushing(bool flushing);
@@ -92,8 +84,7 @@ class FrameQueue {
   size_t max_chunks_;
   size_t high_water_ = 0;
   bool flushing_ = false, aborted_ = false, finished_ = false, failed_ = false;
-  int error_code_ = 0;
-  std::string error_message_;
+  h3gst::Failure failure_;
 };
 
-}  // namespace h3gst
+}  // namespace h3src

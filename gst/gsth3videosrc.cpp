@@ -28,47 +28,100 @@
 
 #include <gst/video/video.h>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
-#include "h3videosrc_private.h"
+#include "frame_writer.h"
+#include "generation.h"
+#include "h3videosrc_messages.h"
+#include "h3videosrc_settings.h"
 
 GST_DEBUG_CATEGORY(gst_h3_video_src_debug);
 #define GST_CAT_DEFAULT gst_h3_video_src_debug
-
-#define MAX_SIZE 16384
-#define MAX_FRAMES 100000
-#define MAX_STEPS 1000
-#define MAX_RANKS 64
-
-enum {
-  PROP_0,
-  PROP_MODEL,
-  PROP_PROMPT,
-  PROP_PROMPT_EMBEDS,
-  PROP_SEED,
-  PROP_STEPS,
-  PROP_WIDTH,
-  PROP_HEIGHT,
-  PROP_NUM_FRAMES,
-  PROP_FRAMERATE,
-  PROP_RANKS,
-  PROP_TP_SIZE,
-  PROP_DEVICE,
-  PROP_QUEUE_CHUNKS,
-  PROP_IS_LIVE,
-  PROP_TIMEOUT,
-};
 
 #define H3_FORMATS "{ RGB, RGBA, BGRx, I420 }"
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(H3_FORMATS)));
+
+namespace {
+
+// The generation's steps, on its worker thread, turned into bus messages and
+// into the element's published plan and async-start completion.
+class ElementObserver : public h3src::Generation::Observer {
+ public:
+  explicit ElementObserver(GstH3VideoSrc* self) : self_(self) {}
+  void module_missing(const std::string& error) override;
+  void opening(const h3::EngineOptions& options) override;
+  void start_failed(const h3gst::Failure& failure, const char* what) override;
+  void planned(const h3::ClipPlan& plan) override;
+  void complete_start(const h3::ClipPlan* plan) override;
+  void progress(const h3::Progress& progress) override;
+  void chunk_decoded(std::chrono::nanoseconds time) override;
+
+ private:
+  GstElement* element() const { return GST_ELEMENT(self_); }
+  GstH3VideoSrc* self_;
+};
+
+// What the streaming thread knows about the stream it is producing. One place
+// resets it: reset_stream_state(), at start() and when a flush restarts the clip.
+struct StreamState {
+  int64_t frame_n = 0;  // the next frame's index in the clip
+  bool tags_sent = false;
+  // Live: the running time the first frame was taken at, and whether the
+  // "slower than real time" warning went out already.
+  GstClockTime first_running = GST_CLOCK_TIME_NONE;
+  bool warned_late = false;
+};
+
+// What the worker publishes for the element's other threads: the plan and the
+// rate once the async start completes, and the live latency measurements.
+struct Published {
+  bool have_plan = false;
+  h3::ClipPlan plan{};
+  gint fps_n = 24, fps_d = 1;  // the framerate property's rate, else the plan's
+  int64_t num_frames = -1;     // the num-frames property's until the plan's is known; -1: unknown
+  // Live latency: the slowest chunk's decode time seen so far, and what was last reported.
+  GstClockTime chunk_time = GST_CLOCK_TIME_NONE;
+  GstClockTime reported_latency = GST_CLOCK_TIME_NONE;
+};
+
+}  // namespace
+
+// h3videosrc's instance state. Locks, always taken in this order (a lock is
+// never taken while a later one in the list is held):
+//   1. Generation's lock (generation.h): the worker's hand-over with stop() and
+//      flushes; the worker completes the async start while holding it;
+//   2. the src pad's stream lock (GST_PAD_STREAM_LOCK), around that completion;
+//   3. GST_OBJECT_LOCK: `pub`.
+// `prop_lock` guards `props` and `started` and is never held with another lock;
+// the frame queue's own lock is innermost (taken under 1, never holding another).
+struct H3VideoSrcPrivate {
+  explicit H3VideoSrcPrivate(GstH3VideoSrc* self) : observer(self), generation(observer) {}
+
+  std::mutex prop_lock;
+  h3src::Settings props;  // property values, set from any thread
+  bool started = false;   // from start() to stop(): property changes are refused
+
+  // Copied from `props` in start(); read-only while started.
+  h3src::Settings active;
+
+  ElementObserver observer;
+  h3src::Generation generation;  // worker thread, frame queue, engine handle
+
+  Published pub;  // GST_OBJECT_LOCK
+
+  // Streaming thread only (and start()/stop(), while it does not run).
+  h3src::FrameWriter writer;  // the negotiated format and the conversion to it
+  StreamState stream;
+};
+
+struct _GstH3VideoSrc {
+  GstPushSrc parent;
+  H3VideoSrcPrivate* priv;
+};
 
 #define gst_h3_video_src_parent_class parent_class
 G_DEFINE_TYPE(GstH3VideoSrc, gst_h3_video_src, GST_TYPE_PUSH_SRC);
@@ -93,7 +146,7 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query);
 static gboolean gst_h3_video_src_event(GstBaseSrc* bsrc, GstEvent* event);
 static void gst_h3_video_src_get_times(GstBaseSrc* bsrc, GstBuffer* buffer, GstClockTime* start,
                                        GstClockTime* end);
-static GstFlowReturn gst_h3_video_src_create(GstPushSrc* psrc, GstBuffer** buf);
+static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf);
 
 static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
@@ -106,96 +159,7 @@ static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
   gobject_class->finalize = gst_h3_video_src_finalize;
   gobject_class->set_property = gst_h3_video_src_set_property;
   gobject_class->get_property = gst_h3_video_src_get_property;
-
-  const auto ready =
-      static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-
-  /**
-   * GstH3VideoSrc:model:
-   *
-   * The model folder. Since: 0.1
-   */
-  g_object_class_install_property(
-      gobject_class, PROP_MODEL,
-      g_param_spec_string("model", "Model",
-                          "Model folder in the H3 release layout (model_index.json, transformer/, vae/). "
-                          "Unset: the installed tiny model, or $H3_MODEL_DIR when set",
-                          nullptr, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_PROMPT,
-      g_param_spec_string("prompt", "Prompt",
-                          "Text prompt, for models with a built-in text encoder (the tiny default). "
-                          "Ignored when prompt-embeds is set",
-                          DEFAULT_PROMPT, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_PROMPT_EMBEDS,
-      g_param_spec_string("prompt-embeds", "Prompt embeddings",
-                          "Safetensors file of precomputed prompt embeddings (`embeds` [L, text_dim], "
-                          "optional `tags`); takes the place of the prompt",
-                          nullptr, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_SEED,
-      g_param_spec_uint64("seed", "Seed",
-                          "Seed of the initial noise: the same request and seed give the same frames", 0,
-                          G_MAXUINT64, DEFAULT_SEED, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_STEPS,
-      g_param_spec_int("steps", "Steps",
-                       "Denoising grid points N (N-1 model evaluations), at least 2; -1: the model's default",
-                       -1, MAX_STEPS, DEFAULT_STEPS, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_WIDTH,
-      g_param_spec_int("width", "Width", "Frame width in pixels; -1: the model's default", -1, MAX_SIZE,
-                       DEFAULT_SIZE, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_HEIGHT,
-      g_param_spec_int("height", "Height", "Frame height in pixels; -1: the model's default", -1, MAX_SIZE,
-                       DEFAULT_SIZE, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_NUM_FRAMES,
-      g_param_spec_int("num-frames", "Number of frames",
-                       "Frames in the clip (exactly); -1: the model's default. The stream ends after them",
-                       -1, MAX_FRAMES, DEFAULT_NUM_FRAMES, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_FRAMERATE,
-      gst_param_spec_fraction(
-          "framerate", "Frame rate",
-          "Frame rate stamped on the frames; 0/1: the model's rate (24/1 for the H3 release)", 0, 1, 1000, 1,
-          0, 1, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_RANKS,
-      g_param_spec_int("ranks", "Ranks",
-                       "Engine ranks, run as threads in this process (one device each when device=cuda)", 1,
-                       MAX_RANKS, DEFAULT_RANKS, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_TP_SIZE,
-      g_param_spec_int("tp-size", "Tensor-parallel size",
-                       "Ranks that split each transformer layer (tensor parallelism); 0: all ranks", 0,
-                       MAX_RANKS, DEFAULT_TP_SIZE, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_DEVICE,
-      g_param_spec_string(
-          "device", "Device",
-          "Where the ranks compute: \"cpu\", or \"cuda\" (needs a CUDA LibTorch and one GPU per rank)",
-          DEFAULT_DEVICE, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_QUEUE_CHUNKS,
-      g_param_spec_int("queue-chunks", "Queued chunks",
-                       "Decoded chunks that may wait for downstream before the engine is held back "
-                       "(bounds the frames in flight)",
-                       1, 64, DEFAULT_QUEUE_CHUNKS, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_IS_LIVE,
-      g_param_spec_boolean("is-live", "Is live",
-                           "Act as a live source: produce in PLAYING only and sync to the clock (for RTP "
-                           "streaming); the latency reported is the measured chunk time",
-                           DEFAULT_IS_LIVE, ready));
-  g_object_class_install_property(
-      gobject_class, PROP_TIMEOUT,
-      g_param_spec_uint("timeout", "Collective timeout",
-                        "Seconds a rank may wait for a peer that shows no sign of life before the request "
-                        "fails (waiting for a stalled downstream is not limited)",
-                        1, 3600, DEFAULT_TIMEOUT, ready));
+  h3src::install_properties(gobject_class);
 
   gst_element_class_set_static_metadata(
       element_class, "H3 video generator", "Source/Video",
@@ -222,37 +186,27 @@ static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
   basesrc_class->query = GST_DEBUG_FUNCPTR(gst_h3_video_src_query);
   basesrc_class->event = GST_DEBUG_FUNCPTR(gst_h3_video_src_event);
   basesrc_class->get_times = GST_DEBUG_FUNCPTR(gst_h3_video_src_get_times);
-  pushsrc_class->create = GST_DEBUG_FUNCPTR(gst_h3_video_src_create);
+  pushsrc_class->fill = GST_DEBUG_FUNCPTR(gst_h3_video_src_fill);
 }
 
 static void gst_h3_video_src_init(GstH3VideoSrc* self) {
-  self->priv = new H3VideoSrcPrivate();
-  gst_video_info_init(&self->priv->info);
-  gst_video_info_init(&self->priv->src_info);
+  self->priv = new H3VideoSrcPrivate(self);
   gst_base_src_set_format(GST_BASE_SRC(self), GST_FORMAT_TIME);
-  gst_base_src_set_live(GST_BASE_SRC(self), DEFAULT_IS_LIVE);
+  gst_base_src_set_live(GST_BASE_SRC(self), self->priv->props.live);
   // The engine opens in start(), on a thread of its own: READY -> PAUSED returns at once.
   gst_base_src_set_async(GST_BASE_SRC(self), TRUE);
 }
 
 static void gst_h3_video_src_finalize(GObject* object) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(object);
-  H3VideoSrcPrivate* p = self->priv;
-  if (p->worker.joinable()) p->worker.join();  // stop() joined it already; never leave a thread behind
-  if (p->converter) gst_video_converter_free(p->converter);
-  delete p;
+  delete self->priv;  // the generation joins its worker (stop() did already) and releases the engine
   self->priv = nullptr;
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
 
 // ---------------------------------------------------------------------------
-// Properties
+// Properties (h3videosrc_settings.cpp)
 // ---------------------------------------------------------------------------
-
-static std::string string_or_empty(const GValue* value) {
-  const gchar* s = g_value_get_string(value);
-  return s ? s : "";
-}
 
 static void gst_h3_video_src_set_property(GObject* object, guint prop_id, const GValue* value,
                                           GParamSpec* pspec) {
@@ -272,65 +226,28 @@ static void gst_h3_video_src_set_property(GObject* object, guint prop_id, const 
         ("set while the element is PAUSED or PLAYING"));
     return;
   }
-  h3src::Settings& s = p->props;
-  switch (prop_id) {
-    case PROP_MODEL: s.model = string_or_empty(value); break;
-    case PROP_PROMPT: s.prompt = string_or_empty(value); break;
-    case PROP_PROMPT_EMBEDS: s.embeds = string_or_empty(value); break;
-    case PROP_SEED: s.seed = g_value_get_uint64(value); break;
-    case PROP_STEPS: s.steps = g_value_get_int(value); break;
-    case PROP_WIDTH: s.width = g_value_get_int(value); break;
-    case PROP_HEIGHT: s.height = g_value_get_int(value); break;
-    case PROP_NUM_FRAMES: s.num_frames = g_value_get_int(value); break;
-    case PROP_FRAMERATE:
-      s.fps_n = gst_value_get_fraction_numerator(value);
-      s.fps_d = gst_value_get_fraction_denominator(value);
-      break;
-    case PROP_RANKS: s.ranks = g_value_get_int(value); break;
-    case PROP_TP_SIZE: s.tp = g_value_get_int(value); break;
-    case PROP_DEVICE: s.device = string_or_empty(value); break;
-    case PROP_QUEUE_CHUNKS: s.queue_chunks = g_value_get_int(value); break;
-    case PROP_IS_LIVE:
-      s.live = g_value_get_boolean(value);
-      // GstBaseSrc decides NO_PREROLL before start() runs: tell it now.
-      gst_base_src_set_live(GST_BASE_SRC(self), s.live);
-      break;
-    case PROP_TIMEOUT: s.timeout_s = g_value_get_uint(value); break;
-    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
+  if (!h3src::set_property(&p->props, prop_id, value)) {
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    return;
   }
-}
-
-static void set_string_or_null(GValue* value, const std::string& s) {
-  g_value_set_string(value, s.empty() ? nullptr : s.c_str());
+  // GstBaseSrc decides NO_PREROLL before start() runs: tell it now.
+  if (prop_id == h3src::PROP_IS_LIVE) gst_base_src_set_live(GST_BASE_SRC(self), p->props.live);
 }
 
 static void gst_h3_video_src_get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(object);
   std::lock_guard<std::mutex> lock(self->priv->prop_lock);
-  const h3src::Settings& s = self->priv->props;
-  switch (prop_id) {
-    case PROP_MODEL: set_string_or_null(value, s.model); break;
-    case PROP_PROMPT: g_value_set_string(value, s.prompt.c_str()); break;
-    case PROP_PROMPT_EMBEDS: set_string_or_null(value, s.embeds); break;
-    case PROP_SEED: g_value_set_uint64(value, s.seed); break;
-    case PROP_STEPS: g_value_set_int(value, s.steps); break;
-    case PROP_WIDTH: g_value_set_int(value, s.width); break;
-    case PROP_HEIGHT: g_value_set_int(value, s.height); break;
-    case PROP_NUM_FRAMES: g_value_set_int(value, s.num_frames); break;
-    case PROP_FRAMERATE: gst_value_set_fraction(value, s.fps_n, s.fps_d); break;
-    case PROP_RANKS: g_value_set_int(value, s.ranks); break;
-    case PROP_TP_SIZE: g_value_set_int(value, s.tp); break;
-    case PROP_DEVICE: g_value_set_string(value, s.device.c_str()); break;
-    case PROP_QUEUE_CHUNKS: g_value_set_int(value, s.queue_chunks); break;
-    case PROP_IS_LIVE: g_value_set_boolean(value, s.live); break;
-    case PROP_TIMEOUT: g_value_set_uint(value, s.timeout_s); break;
-    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec); break;
-  }
+  if (!h3src::get_property(self->priv->props, prop_id, value))
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
 }
 
 // ---------------------------------------------------------------------------
-// GstBaseSrc
+// States: start, stop, unlock
 // ---------------------------------------------------------------------------
+
+static void reset_stream_state(H3VideoSrcPrivate* p) {
+  p->stream = StreamState();
+}
 
 static std::string plugin_dir_of(GstH3VideoSrc* self) {
   std::string dir;
@@ -347,33 +264,21 @@ static std::string plugin_dir_of(GstH3VideoSrc* self) {
   return dir;
 }
 
-static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
-  GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
-  H3VideoSrcPrivate* p = self->priv;
-  {
-    std::lock_guard<std::mutex> lock(p->prop_lock);
-    p->active = p->props;
-  }
-  const h3src::Settings& s = p->active;
-
+// Refuses what the engine would misread or what is plainly missing, naming the property.
+static bool check_settings(GstH3VideoSrc* self, const h3src::Settings& s) {
   // The engine reads 0 as "the model's default"; the element spells that -1, so
   // an explicit 0 is a mistake to report, not a default to apply.
-  const char* zero = s.width == 0        ? "width"
-                     : s.height == 0     ? "height"
-                     : s.num_frames == 0 ? "num-frames"
-                     : s.steps == 0      ? "steps"
-                                         : nullptr;
-  if (zero) {
+  if (const char* zero = h3src::explicit_zero(s)) {
     GST_ELEMENT_ERROR(
         self, RESOURCE, SETTINGS,
         ("Property %s=0 is not a valid request: set a positive value, or -1 for the model's default", zero),
         (nullptr));
-    return FALSE;
+    return false;
   }
   if (s.embeds.empty() && s.prompt.empty()) {
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
                       ("No prompt: set prompt, or prompt-embeds to an embeddings file"), (nullptr));
-    return FALSE;
+    return false;
   }
   if (!s.embeds.empty() && !g_file_test(s.embeds.c_str(), G_FILE_TEST_IS_REGULAR)) {
     GST_ELEMENT_ERROR(
@@ -382,36 +287,46 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
          "file, or unset it to use the prompt",
          s.embeds.c_str()),
         (nullptr));
-    return FALSE;
+    return false;
   }
+  return true;
+}
 
+static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
+  GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
+  H3VideoSrcPrivate* p = self->priv;
   {
     std::lock_guard<std::mutex> lock(p->prop_lock);
-    p->started = true;  // from here until stop(), property changes are refused
+    p->active = p->props;
   }
-  p->plugin_dir = plugin_dir_of(self);
-  p->queue.reset();
-  p->queue.set_max_chunks(static_cast<size_t>(s.queue_chunks));
-  p->restart_pending = false;
-  p->frame_n = 0;
-  p->have_pending = false;
-  p->pending = h3gst::Frame();
-  p->tags_sent = false;
-  p->first_running = GST_CLOCK_TIME_NONE;
-  p->warned_late = false;
+  const h3src::Settings& s = p->active;
+  if (!check_settings(self, s)) return FALSE;
+  {
+    std::lock_guard<std::mutex> lock(p->prop_lock);
+    p->started = true;
+  }
+  reset_stream_state(p);
   GST_OBJECT_LOCK(self);
-  p->have_plan = false;
-  p->chunk_time = GST_CLOCK_TIME_NONE;
-  p->reported_latency = GST_CLOCK_TIME_NONE;
+  p->pub = Published();
+  if (s.fps_n > 0) {
+    p->pub.fps_n = s.fps_n;
+    p->pub.fps_d = s.fps_d;
+  }
+  if (s.num_frames > 0) p->pub.num_frames = s.num_frames;
   GST_OBJECT_UNLOCK(self);
 
   // A live source's task starts at PAUSED -> PLAYING, possibly before the async
   // start is complete: it must not negotiate before the plan fixes size and rate.
   // Clear the pad's initial reconfigure flag; gst_base_src_start_complete() sets
-  // it again once the plan is known (and create() waits for that, below).
+  // it again once the plan is known (and fill() waits for that).
   gst_pad_check_reconfigure(GST_BASE_SRC_PAD(bsrc));
-  h3src::post_progress(self, GST_PROGRESS_TYPE_START, "opening the H3 engine");
-  h3src::start_worker(self);
+  h3src::post_open_progress(GST_ELEMENT(self), GST_PROGRESS_TYPE_START, "opening the H3 engine");
+  h3src::Generation::Request request;
+  request.plugin_dir = plugin_dir_of(self);
+  request.engine = h3src::to_engine_options(s);
+  request.clip = h3src::to_request(s);
+  request.queue_chunks = static_cast<size_t>(s.queue_chunks);
+  p->generation.start(std::move(request));
   return TRUE;
 }
 
@@ -420,16 +335,10 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
 // from PAUSED -> READY too.
 static void stop_running(GstH3VideoSrc* self) {
   H3VideoSrcPrivate* p = self->priv;
-  h3src::cancel_and_join(self);
-  p->queue.reset();
-  p->have_pending = false;
-  p->pending = h3gst::Frame();
-  if (p->converter) {
-    gst_video_converter_free(p->converter);
-    p->converter = nullptr;
-  }
+  p->generation.stop();
+  p->writer.reset();
   GST_OBJECT_LOCK(self);
-  p->have_plan = false;
+  p->pub.have_plan = false;
   GST_OBJECT_UNLOCK(self);
   std::lock_guard<std::mutex> lock(p->prop_lock);
   p->started = false;
@@ -444,26 +353,28 @@ static GstStateChangeReturn gst_h3_video_src_change_state(GstElement* element, G
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(element);
   GstStateChangeReturn ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) stop_running(self);
-  if (transition == GST_STATE_CHANGE_READY_TO_NULL) {
-    // The engine was kept for a restart from READY; NULL releases it (joins its rank threads).
-    self->priv->engine.reset();
-  }
+  // The engine was kept for a restart from READY; NULL releases it (joins its rank threads).
+  if (transition == GST_STATE_CHANGE_READY_TO_NULL) self->priv->generation.close_engine();
   return ret;
 }
 
 static gboolean gst_h3_video_src_unlock(GstBaseSrc* bsrc) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   GST_LOG_OBJECT(self, "unlock");
-  self->priv->queue.set_flushing(true);
+  self->priv->generation.set_flushing(true);
   return TRUE;
 }
 
 static gboolean gst_h3_video_src_unlock_stop(GstBaseSrc* bsrc) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   GST_LOG_OBJECT(self, "unlock stop");
-  self->priv->queue.set_flushing(false);
+  self->priv->generation.set_flushing(false);
   return TRUE;
 }
+
+// ---------------------------------------------------------------------------
+// Events, caps, allocation, queries
+// ---------------------------------------------------------------------------
 
 // Chunk k is computed from chunk k-1's state, so the clip cannot be entered in
 // the middle: seeks are refused.
@@ -471,44 +382,50 @@ static gboolean gst_h3_video_src_is_seekable(GstBaseSrc*) {
   return FALSE;
 }
 
-static gboolean gst_h3_video_src_send_event(GstElement* element, GstEvent* event) {
-  GstH3VideoSrc* self = GST_H3_VIDEO_SRC(element);
+// Events sent to the element and events arriving on its pad: false refuses it.
+// A flush throws away what was generated: the running request is cancelled and
+// the next fill() generates the clip again from the first frame.
+static bool accept_event(GstH3VideoSrc* self, GstEvent* event) {
   switch (GST_EVENT_TYPE(event)) {
     case GST_EVENT_SEEK:
       GST_DEBUG_OBJECT(self, "refusing a seek: a generated clip is not seekable");
-      gst_event_unref(event);
-      return FALSE;
-    case GST_EVENT_FLUSH_START: h3src::handle_flush_start(self); break;
-    default: break;
+      return false;
+    case GST_EVENT_FLUSH_START: self->priv->generation.cancel(); return true;
+    default: return true;
+  }
+}
+
+static gboolean gst_h3_video_src_send_event(GstElement* element, GstEvent* event) {
+  if (!accept_event(GST_H3_VIDEO_SRC(element), event)) {
+    gst_event_unref(event);
+    return FALSE;
   }
   return GST_ELEMENT_CLASS(parent_class)->send_event(element, event);
 }
 
 static gboolean gst_h3_video_src_event(GstBaseSrc* bsrc, GstEvent* event) {
-  GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
-  switch (GST_EVENT_TYPE(event)) {
-    case GST_EVENT_SEEK:
-      GST_DEBUG_OBJECT(self, "refusing a seek: a generated clip is not seekable");
-      return FALSE;
-    case GST_EVENT_FLUSH_START: h3src::handle_flush_start(self); break;
-    default: break;
-  }
+  if (!accept_event(GST_H3_VIDEO_SRC(bsrc), event)) return FALSE;
   return GST_BASE_SRC_CLASS(parent_class)->event(bsrc, event);
+}
+
+static Published published(GstH3VideoSrc* self) {
+  GST_OBJECT_LOCK(self);
+  const Published pub = self->priv->pub;
+  GST_OBJECT_UNLOCK(self);
+  return pub;
 }
 
 // Before the plan is known, the template; then exactly the planned size and rate.
 static GstCaps* gst_h3_video_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
-  H3VideoSrcPrivate* p = self->priv;
   GstCaps* caps = gst_pad_get_pad_template_caps(GST_BASE_SRC_PAD(bsrc));
-  GST_OBJECT_LOCK(self);
-  if (p->have_plan) {
+  const Published pub = published(self);
+  if (pub.have_plan) {
     caps = gst_caps_make_writable(caps);
-    gst_caps_set_simple(caps, "width", G_TYPE_INT, static_cast<gint>(p->plan.width), "height", G_TYPE_INT,
-                        static_cast<gint>(p->plan.height), "framerate", GST_TYPE_FRACTION, p->fps_n, p->fps_d,
-                        "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr);
+    gst_caps_set_simple(caps, "width", G_TYPE_INT, static_cast<gint>(pub.plan.width), "height", G_TYPE_INT,
+                        static_cast<gint>(pub.plan.height), "framerate", GST_TYPE_FRACTION, pub.fps_n,
+                        pub.fps_d, "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr);
   }
-  GST_OBJECT_UNLOCK(self);
   if (filter) {
     GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(caps);
@@ -519,13 +436,11 @@ static GstCaps* gst_h3_video_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
 
 static GstCaps* gst_h3_video_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
-  H3VideoSrcPrivate* p = self->priv;
   caps = gst_caps_truncate(gst_caps_make_writable(caps));
   GstStructure* s = gst_caps_get_structure(caps, 0);
-  GST_OBJECT_LOCK(self);
-  const gint w = static_cast<gint>(p->plan.width), h = static_cast<gint>(p->plan.height);
-  const gint fn = p->fps_n, fd = p->fps_d;
-  GST_OBJECT_UNLOCK(self);
+  const Published pub = published(self);
+  const gint w = static_cast<gint>(pub.plan.width), h = static_cast<gint>(pub.plan.height);
+  const gint fn = pub.fps_n, fd = pub.fps_d;
   gst_structure_fixate_field_nearest_int(s, "width", w);
   gst_structure_fixate_field_nearest_int(s, "height", h);
   gst_structure_fixate_field_nearest_fraction(s, "framerate", fn, fd);
@@ -558,11 +473,10 @@ static gboolean gst_h3_video_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
     GST_ERROR_OBJECT(self, "cannot parse caps %" GST_PTR_FORMAT, static_cast<void*>(caps));
     return FALSE;
   }
-  GST_OBJECT_LOCK(self);
-  const bool have_plan = p->have_plan;
-  const h3gst::ClipInfo plan = p->plan;
-  const gint fn = p->fps_n, fd = p->fps_d;
-  GST_OBJECT_UNLOCK(self);
+  const Published pub = published(self);
+  const bool have_plan = pub.have_plan;
+  const h3::ClipPlan& plan = pub.plan;
+  const gint fn = pub.fps_n, fd = pub.fps_d;
   if (!have_plan || GST_VIDEO_INFO_WIDTH(&info) != plan.width ||
       GST_VIDEO_INFO_HEIGHT(&info) != plan.height || GST_VIDEO_INFO_FPS_N(&info) != fn ||
       GST_VIDEO_INFO_FPS_D(&info) != fd || GST_VIDEO_INFO_PAR_N(&info) != 1 ||
@@ -573,31 +487,10 @@ static gboolean gst_h3_video_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
                        static_cast<void*>(caps), plan.width, plan.height, fn, fd);
     return FALSE;
   }
-  // The engine delivers packed RGB rows of width*3 bytes.
-  GstVideoInfo src;
-  gst_video_info_set_format(&src, GST_VIDEO_FORMAT_RGB, GST_VIDEO_INFO_WIDTH(&info),
-                            GST_VIDEO_INFO_HEIGHT(&info));
-  GST_VIDEO_INFO_PLANE_STRIDE(&src, 0) = GST_VIDEO_INFO_WIDTH(&info) * 3;
-  GST_VIDEO_INFO_SIZE(&src) =
-      static_cast<gsize>(GST_VIDEO_INFO_WIDTH(&info)) * 3 * GST_VIDEO_INFO_HEIGHT(&info);
-  GST_VIDEO_INFO_FPS_N(&src) = fn;
-  GST_VIDEO_INFO_FPS_D(&src) = fd;
-  if (p->converter) {
-    gst_video_converter_free(p->converter);
-    p->converter = nullptr;
+  if (!p->writer.configure(info)) {
+    GST_ERROR_OBJECT(self, "no conversion from RGB to %s", GST_VIDEO_INFO_NAME(&info));
+    return FALSE;
   }
-  if (GST_VIDEO_INFO_FORMAT(&info) != GST_VIDEO_FORMAT_RGB) {
-    p->converter = gst_video_converter_new(
-        &src, &info,
-        gst_structure_new("GstVideoConverter", GST_VIDEO_CONVERTER_OPT_DITHER_METHOD,
-                          GST_TYPE_VIDEO_DITHER_METHOD, GST_VIDEO_DITHER_NONE, nullptr));
-    if (!p->converter) {
-      GST_ERROR_OBJECT(self, "no conversion from RGB to %s", GST_VIDEO_INFO_NAME(&info));
-      return FALSE;
-    }
-  }
-  p->src_info = src;
-  p->info = info;
   GST_DEBUG_OBJECT(self, "negotiated %" GST_PTR_FORMAT, static_cast<void*>(caps));
   return TRUE;
 }
@@ -640,36 +533,14 @@ static gboolean gst_h3_video_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* q
   return GST_BASE_SRC_CLASS(parent_class)->decide_allocation(bsrc, query);
 }
 
-// Frames the stream will carry: the plan's, or fewer when num-buffers says so.
+// Frames the stream will carry: the plan's (the num-frames property's until the
+// plan is known), or fewer when num-buffers says so; -1: not known yet.
 static int64_t stream_frames(GstH3VideoSrc* self) {
-  H3VideoSrcPrivate* p = self->priv;
-  int64_t n = -1;
-  GST_OBJECT_LOCK(self);
-  if (p->have_plan) n = p->plan.num_frames;
-  GST_OBJECT_UNLOCK(self);
-  if (n < 0) {
-    std::lock_guard<std::mutex> lock(p->prop_lock);
-    if (p->props.num_frames > 0) n = p->props.num_frames;
-  }
+  const Published pub = published(self);
+  int64_t n = pub.have_plan ? pub.plan.num_frames : pub.num_frames;
   const gint nb = GST_BASE_SRC(self)->num_buffers;
   if (nb >= 0 && (n < 0 || nb < n)) n = nb;
   return n;
-}
-
-static void current_rate(GstH3VideoSrc* self, gint* n, gint* d) {
-  H3VideoSrcPrivate* p = self->priv;
-  GST_OBJECT_LOCK(self);
-  *n = p->fps_n;
-  *d = p->fps_d;
-  const bool have_plan = p->have_plan;
-  GST_OBJECT_UNLOCK(self);
-  if (!have_plan) {
-    std::lock_guard<std::mutex> lock(p->prop_lock);
-    if (p->props.fps_n > 0) {
-      *n = p->props.fps_n;
-      *d = p->props.fps_d;
-    }
-  }
 }
 
 static GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d) {
@@ -680,13 +551,9 @@ static GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d) {
 // What the element needs as live latency: one frame, or the slowest chunk's
 // decode time seen so far plus 5 %, whichever is more.
 static GstClockTime live_latency(GstH3VideoSrc* self) {
-  H3VideoSrcPrivate* p = self->priv;
-  gint fn, fd;
-  current_rate(self, &fn, &fd);
-  GstClockTime est = fn > 0 ? frame_time(1, fn, fd) : 0;
-  GST_OBJECT_LOCK(self);
-  if (GST_CLOCK_TIME_IS_VALID(p->chunk_time)) est = MAX(est, p->chunk_time + p->chunk_time / 20);
-  GST_OBJECT_UNLOCK(self);
+  const Published pub = published(self);
+  GstClockTime est = pub.fps_n > 0 ? frame_time(1, pub.fps_n, pub.fps_d) : 0;
+  if (GST_CLOCK_TIME_IS_VALID(pub.chunk_time)) est = MAX(est, pub.chunk_time + pub.chunk_time / 20);
   return est;
 }
 
@@ -699,10 +566,9 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
       gst_query_parse_duration(query, &format, nullptr);
       const int64_t n = stream_frames(self);
       if (n < 0) break;
-      gint fn, fd;
-      current_rate(self, &fn, &fd);
-      if (format == GST_FORMAT_TIME && fn > 0) {
-        gst_query_set_duration(query, GST_FORMAT_TIME, frame_time(n, fn, fd));
+      const Published pub = published(self);
+      if (format == GST_FORMAT_TIME && pub.fps_n > 0) {
+        gst_query_set_duration(query, GST_FORMAT_TIME, frame_time(n, pub.fps_n, pub.fps_d));
         return TRUE;
       }
       if (format == GST_FORMAT_DEFAULT) {
@@ -715,8 +581,9 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
       GstFormat src_fmt, dest_fmt;
       gint64 src_val, dest_val;
       gst_query_parse_convert(query, &src_fmt, &src_val, &dest_fmt, &dest_val);
-      if (GST_VIDEO_INFO_FORMAT(&p->info) == GST_VIDEO_FORMAT_UNKNOWN) break;
-      if (!gst_video_info_convert(&p->info, src_fmt, src_val, dest_fmt, &dest_val)) return FALSE;
+      const GstVideoInfo& info = p->writer.info();
+      if (GST_VIDEO_INFO_FORMAT(&info) == GST_VIDEO_FORMAT_UNKNOWN) break;
+      if (!gst_video_info_convert(&info, src_fmt, src_val, dest_fmt, &dest_val)) return FALSE;
       gst_query_set_convert(query, src_fmt, src_val, dest_fmt, dest_val);
       return TRUE;
     }
@@ -774,39 +641,11 @@ static void send_tags(GstH3VideoSrc* self) {
   GST_ELEMENT_CLASS(parent_class)->send_event(GST_ELEMENT(self), gst_event_new_tag(tags));
 }
 
-static void send_chunk_event(GstH3VideoSrc* self, const h3gst::Frame& f, int64_t total_frames) {
+static void send_chunk_event(GstH3VideoSrc* self, const h3src::Frame& f, int64_t total_frames) {
   GstStructure* s = gst_structure_new("h3-chunk", "first-frame", G_TYPE_INT64, f.index, "total-frames",
                                       G_TYPE_INT64, total_frames, nullptr);
   GST_ELEMENT_CLASS(parent_class)
       ->send_event(GST_ELEMENT(self), gst_event_new_custom(GST_EVENT_CUSTOM_DOWNSTREAM, s));
-}
-
-static bool write_frame(H3VideoSrcPrivate* p, const h3gst::Frame& f, GstBuffer* buf) {
-  GstVideoFrame out;
-  if (!gst_video_frame_map(&out, &p->info, buf, GST_MAP_WRITE)) return false;
-  const gsize row = static_cast<gsize>(f.width) * 3;
-  if (!p->converter) {
-    auto* dst = static_cast<guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&out, 0));
-    const gint stride = GST_VIDEO_FRAME_PLANE_STRIDE(&out, 0);
-    for (int64_t y = 0; y < f.height; ++y) memcpy(dst + y * stride, f.data + y * row, row);
-  } else {
-    const gsize size = row * static_cast<gsize>(f.height);
-    GstBuffer* in_buf = gst_buffer_new_wrapped_full(GST_MEMORY_FLAG_READONLY, const_cast<uint8_t*>(f.data),
-                                                    size, 0, size, nullptr, nullptr);
-    GstVideoFrame in;
-    const bool mapped = gst_video_frame_map(&in, &p->src_info, in_buf, GST_MAP_READ);
-    if (mapped) {
-      gst_video_converter_frame(p->converter, &in, &out);
-      gst_video_frame_unmap(&in);
-    }
-    gst_buffer_unref(in_buf);
-    if (!mapped) {
-      gst_video_frame_unmap(&out);
-      return false;
-    }
-  }
-  gst_video_frame_unmap(&out);
-  return true;
 }
 
 // Live only, at each chunk's first frame: a chunk that comes after its frames
@@ -818,19 +657,19 @@ static void check_lateness(GstH3VideoSrc* self, int64_t n, GstClockTime pts, Gst
   if (!clock) return;
   const GstClockTime now = gst_clock_get_time(clock) - gst_element_get_base_time(GST_ELEMENT(self));
   gst_object_unref(clock);
-  if (!GST_CLOCK_TIME_IS_VALID(p->first_running)) {
-    p->first_running = now - pts;
+  if (!GST_CLOCK_TIME_IS_VALID(p->stream.first_running)) {
+    p->stream.first_running = now - pts;
     return;
   }
-  const GstClockTime due = p->first_running + pts + live_latency(self);
+  const GstClockTime due = p->stream.first_running + pts + live_latency(self);
   if (now <= due) return;
   const GstClockTime late = now - due;
   GstMessage* m = gst_message_new_qos(GST_OBJECT(self), TRUE, now, pts, pts, duration);
   gst_message_set_qos_values(m, static_cast<gint64>(late), 1.0, 1000000);
   gst_message_set_qos_stats(m, GST_FORMAT_BUFFERS, static_cast<guint64>(n), 0);
   gst_element_post_message(GST_ELEMENT(self), m);
-  if (!p->warned_late) {
-    p->warned_late = true;
+  if (!p->stream.warned_late) {
+    p->stream.warned_late = true;
     GST_ELEMENT_WARNING_WITH_DETAILS(
         self, STREAM, FAILED,
         ("Generation is slower than real time: frame %" G_GINT64_FORMAT " came %" G_GUINT64_FORMAT
@@ -842,93 +681,161 @@ static void check_lateness(GstH3VideoSrc* self, int64_t n, GstClockTime pts, Gst
   }
 }
 
-static GstFlowReturn gst_h3_video_src_create(GstPushSrc* psrc, GstBuffer** outbuf) {
+// The frame the engine delivers next, or why there is none.
+static GstFlowReturn pop_frame(GstH3VideoSrc* self, const h3::ClipPlan& plan, h3src::Frame* f) {
+  H3VideoSrcPrivate* p = self->priv;
+  h3gst::Failure failure;
+  switch (p->generation.pop(f, &failure)) {
+    case h3src::FrameQueue::PopResult::kFrame: break;
+    case h3src::FrameQueue::PopResult::kFlushing: return GST_FLOW_FLUSHING;
+    case h3src::FrameQueue::PopResult::kEnd:
+      GST_ELEMENT_ERROR(
+          self, STREAM, FAILED,
+          ("The engine ended the clip after %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT " frames",
+           p->stream.frame_n, plan.num_frames),
+          (nullptr));
+      return GST_FLOW_ERROR;
+    case h3src::FrameQueue::PopResult::kError:
+      h3src::post_failure(GST_ELEMENT(self), failure, "Generation failed");
+      return GST_FLOW_ERROR;
+  }
+  if (f->index != p->stream.frame_n || f->width != plan.width || f->height != plan.height) {
+    GST_ELEMENT_ERROR(
+        self, STREAM, FAILED, ("The engine delivered an unexpected frame"),
+        ("frame %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "), expected %" G_GINT64_FORMAT,
+         f->index, f->width, f->height, p->stream.frame_n));
+    return GST_FLOW_ERROR;
+  }
+  return GST_FLOW_OK;
+}
+
+// The base class allocated `buf` from the negotiated pool; the next frame goes in.
+static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(psrc);
   GstBaseSrc* bsrc = GST_BASE_SRC(psrc);
   H3VideoSrcPrivate* p = self->priv;
 
-  if (p->restart_pending) h3src::restart_generation(self);
-
-  GST_OBJECT_LOCK(self);
-  const bool have_plan = p->have_plan;
-  const h3gst::ClipInfo plan = p->plan;
-  const gint fn = p->fps_n, fd = p->fps_d;
-  GST_OBJECT_UNLOCK(self);
+  if (p->generation.restart_pending()) {
+    GST_DEBUG_OBJECT(self, "restarting the request after a flush");
+    p->generation.restart();
+    reset_stream_state(p);
+  }
+  const Published pub = published(self);
   // Live, the task may run before the async start completes. It may not block
   // here (gst_base_src_start_complete() needs the stream lock it holds): pause it;
   // the start's completion restarts it. The plan is published under the stream
-  // lock together with that completion (h3videosrc_run.cpp: complete_start).
-  if (!have_plan) return GST_FLOW_FLUSHING;
+  // lock together with that completion (ElementObserver::complete_start).
+  if (!pub.have_plan) return GST_FLOW_FLUSHING;
+  if (p->stream.frame_n >= pub.plan.num_frames) return GST_FLOW_EOS;
 
-  if (p->frame_n >= plan.num_frames) return GST_FLOW_EOS;
-
-  h3gst::Frame f;
-  if (p->have_pending) {
-    f = p->pending;
-    p->have_pending = false;
-    p->pending = h3gst::Frame();
-  } else {
-    int code = 0;
-    std::string message;
-    switch (p->queue.pop(&f, &code, &message)) {
-      case h3gst::FrameQueue::PopResult::kFrame: break;
-      case h3gst::FrameQueue::PopResult::kFlushing: return GST_FLOW_FLUSHING;
-      case h3gst::FrameQueue::PopResult::kEnd:
-        GST_ELEMENT_ERROR(
-            self, STREAM, FAILED,
-            ("The engine ended the clip after %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT " frames",
-             p->frame_n, plan.num_frames),
-            (nullptr));
-        return GST_FLOW_ERROR;
-      case h3gst::FrameQueue::PopResult::kError: {
-        h3gst::Failure failure{static_cast<h3gst::FailureKind>(code), message};
-        h3src::post_failure(self, failure, "Generation failed");
-        return GST_FLOW_ERROR;
-      }
-    }
-  }
-  if (f.index != p->frame_n || f.width != plan.width || f.height != plan.height) {
-    GST_ELEMENT_ERROR(
-        self, STREAM, FAILED, ("The engine delivered an unexpected frame"),
-        ("frame %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "), expected %" G_GINT64_FORMAT,
-         f.index, f.width, f.height, p->frame_n));
-    return GST_FLOW_ERROR;
-  }
-
-  GstBuffer* buf = nullptr;
-  const GstFlowReturn ret = GST_BASE_SRC_CLASS(parent_class)
-                                ->alloc(bsrc, GST_BUFFER_OFFSET_NONE, GST_VIDEO_INFO_SIZE(&p->info), &buf);
-  if (ret != GST_FLOW_OK) {
-    // Interrupted (a flush or a pause): keep the frame for the next create().
-    p->pending = f;
-    p->have_pending = true;
-    return ret;
-  }
-  if (!write_frame(p, f, buf)) {
-    gst_buffer_unref(buf);
+  h3src::Frame f;
+  const GstFlowReturn popped = pop_frame(self, pub.plan, &f);
+  if (popped != GST_FLOW_OK) return popped;
+  if (!p->writer.write(f, buf)) {
     GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not write a frame into the output buffer"), (nullptr));
     return GST_FLOW_ERROR;
   }
 
-  const int64_t n = p->frame_n;
-  GST_BUFFER_PTS(buf) = frame_time(n, fn, fd);
+  const int64_t n = p->stream.frame_n;
+  GST_BUFFER_PTS(buf) = frame_time(n, pub.fps_n, pub.fps_d);
   GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
-  GST_BUFFER_DURATION(buf) = frame_time(n + 1, fn, fd) - GST_BUFFER_PTS(buf);
+  GST_BUFFER_DURATION(buf) = frame_time(n + 1, pub.fps_n, pub.fps_d) - GST_BUFFER_PTS(buf);
   GST_BUFFER_OFFSET(buf) = static_cast<guint64>(n);
   GST_BUFFER_OFFSET_END(buf) = static_cast<guint64>(n + 1);
   if (n == 0) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
 
-  if (!p->tags_sent) {
+  if (!p->stream.tags_sent) {
     send_tags(self);
-    p->tags_sent = true;
+    p->stream.tags_sent = true;
   }
-  if (f.chunk_start) send_chunk_event(self, f, plan.num_frames);
+  if (f.chunk_start) send_chunk_event(self, f, pub.plan.num_frames);
   if (f.chunk_start && gst_base_src_is_live(bsrc))
     check_lateness(self, n, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
 
-  ++p->frame_n;
+  ++p->stream.frame_n;
   GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, n,
                  GST_TIME_ARGS(GST_BUFFER_PTS(buf)));
-  *outbuf = buf;
   return GST_FLOW_OK;
 }
+
+// ---------------------------------------------------------------------------
+// The generation's worker
+// ---------------------------------------------------------------------------
+
+namespace {
+
+void ElementObserver::module_missing(const std::string& error) {
+  GST_ELEMENT_ERROR(self_, LIBRARY, INIT, ("Could not load the H3 engine: %s", error.c_str()), (nullptr));
+  h3src::post_open_progress(element(), GST_PROGRESS_TYPE_ERROR, "could not load the H3 engine");
+}
+
+void ElementObserver::opening(const h3::EngineOptions& o) {
+  gchar* text =
+      g_strdup_printf("loading %s on %d %s rank(s)", o.model_dir.c_str(), o.ranks, o.device.c_str());
+  h3src::post_open_progress(element(), GST_PROGRESS_TYPE_CONTINUE, text, 0);
+  g_free(text);
+}
+
+void ElementObserver::start_failed(const h3gst::Failure& failure, const char* what) {
+  h3src::post_failure(element(), failure, what);
+  h3src::post_open_progress(element(), GST_PROGRESS_TYPE_ERROR, what);
+}
+
+void ElementObserver::planned(const h3::ClipPlan& plan) {
+  GST_INFO_OBJECT(self_,
+                  "clip: %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
+                  " frames in %" G_GINT64_FORMAT " chunks, %" G_GINT64_FORMAT " steps",
+                  plan.width, plan.height, plan.num_frames, plan.total_chunks, plan.steps);
+  h3src::post_open_progress(element(), GST_PROGRESS_TYPE_COMPLETE, "model ready");
+}
+
+// A live source's streaming task may already be running (PLAYING comes before
+// the model is loaded): its fill() returns FLUSHING until the plan is known,
+// but once it sees the plan it blocks in the frame queue, holding the stream
+// lock, while gst_base_src_start_complete() needs that lock and the frames come
+// only after it returns. So the plan is published and the start completed
+// while this thread holds the (recursive) stream lock: fill() sees either no
+// plan, or a plan with the start already complete.
+void ElementObserver::complete_start(const h3::ClipPlan* plan) {
+  H3VideoSrcPrivate* p = self_->priv;
+  GstPad* pad = GST_BASE_SRC_PAD(self_);
+  GST_PAD_STREAM_LOCK(pad);
+  if (plan) {
+    GST_OBJECT_LOCK(self_);
+    p->pub.plan = *plan;
+    p->pub.have_plan = true;
+    p->pub.num_frames = plan->num_frames;
+    if (p->active.fps_n <= 0) {
+      p->pub.fps_n = plan->fps_n;
+      p->pub.fps_d = plan->fps_d;
+    }
+    GST_OBJECT_UNLOCK(self_);
+  }
+  gst_base_src_start_complete(GST_BASE_SRC(self_), plan ? GST_FLOW_OK : GST_FLOW_ERROR);
+  GST_PAD_STREAM_UNLOCK(pad);
+}
+
+void ElementObserver::progress(const h3::Progress& progress) {
+  h3src::post_h3_progress(element(), progress);
+}
+
+void ElementObserver::chunk_decoded(std::chrono::nanoseconds time) {
+  H3VideoSrcPrivate* p = self_->priv;
+  const auto t = static_cast<GstClockTime>(time.count());
+  bool post = false;
+  GST_OBJECT_LOCK(self_);
+  Published& pub = p->pub;
+  if (!GST_CLOCK_TIME_IS_VALID(pub.chunk_time) || t > pub.chunk_time) pub.chunk_time = t;
+  // Like a re-measured processing deadline: tell the pipeline when the estimate
+  // moved by more than a quarter.
+  const GstClockTime est = pub.chunk_time;
+  if (p->active.live &&
+      (!GST_CLOCK_TIME_IS_VALID(pub.reported_latency) || est > pub.reported_latency * 5 / 4)) {
+    pub.reported_latency = est;
+    post = true;
+  }
+  GST_OBJECT_UNLOCK(self_);
+  if (post) gst_element_post_message(element(), gst_message_new_latency(GST_OBJECT(self_)));
+}
+
+}  // namespace

@@ -1,4 +1,4 @@
-// Frame, latent and canvas arithmetic of MiniMax-H3 (H3-MODEL.md §12), shared by the DiT, the
+// Frame, latent and canvas arithmetic of MiniMax-H3 (docs/h3-model.md §12), shared by the DiT, the
 // sampler, the VAE and the engine: pixel frames 17n+5 <-> latent frames 5n+2, a canvas that is a
 // multiple of 32 pixels (latent = pixels / 16), audio latents = round(frames * 5 / 3) per channel.
 #pragma once

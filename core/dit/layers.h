@@ -1,4 +1,4 @@
-// The DiT's building blocks (H3-MODEL.md §4.4) as functions over plain tensors, so that each part
+// The DiT's building blocks (docs/h3-model.md §4.4) as functions over plain tensors, so that each part
 // can be checked on its own against a reference. Rows are the packed sequence's rows; a row's
 // AdaLN vectors are picked by run-length segments of its (timestep, modality) index.
 #pragma once

@@ -1,5 +1,5 @@
 // Loading a transformer folder through core/io: canonical names whatever the stored layout,
-// and under tensor parallelism only this rank's shards (H3-MODEL.md §10.4 via io::dit_split).
+// and under tensor parallelism only this rank's shards (docs/h3-model.md §10.4 via io::dit_split).
 #include <ATen/ATen.h>
 
 #include "common/error.h"

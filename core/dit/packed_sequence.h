@@ -1,4 +1,4 @@
-// The packed sequence the DiT runs on (H3-MODEL.md §5): rows [text L | audio 2A | video V],
+// The packed sequence the DiT runs on (docs/h3-model.md §5): rows [text L | audio 2A | video V],
 // video patchified (1, 2, 2) channel-major, stereo audio rows (left then right), fp64 (t, h, w)
 // positions, per-row modality tags and timesteps. Audio rows always stay in the sequence: they
 // share attention with the video.

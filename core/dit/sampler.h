@@ -1,4 +1,4 @@
-// The flow-matching sampler of H3 (H3-MODEL.md §6): t = 1 - sigma, t = 1 clean; the model's
+// The flow-matching sampler of H3 (docs/h3-model.md §6): t = 1 - sigma, t = 1 clean; the model's
 // velocity is data-ward (x0 = x + (1 - t) v); shifted linspace grids (video shift 12, audio 3)
 // whose N counts the grid points including the terminal 0; Euler steps with eta = 0; seeded
 // noise drawn as the reference pipelines draw it.

@@ -1,5 +1,5 @@
 // The H3 DiT: one rank's part of the tensor-parallel transformer and its forward pass
-// (H3-MODEL.md §4.4). Every rank of the group calls forward() with the same inputs; each gets
+// (docs/h3-model.md §4.4). Every rank of the group calls forward() with the same inputs; each gets
 // the full velocities (row-parallel outputs are all-reduced, the AdaLN table gathered).
 #pragma once
 

@@ -1,6 +1,6 @@
 // The DiT's weights as plain tensors bound to their canonical (diffusers) checkpoint names.
 // Under tensor parallelism each rank's struct holds only its shards of the split tensors
-// (H3-MODEL.md §10.4): to_q/to_k/to_v and ff.net.0.proj by rows, to_out.0 and ff.net.2 by
+// (docs/h3-model.md §10.4): to_q/to_k/to_v and ff.net.0.proj by rows, to_out.0 and ff.net.2 by
 // columns, adaln_proj.linear by rows with its bias; everything else whole.
 #pragma once
 
@@ -41,8 +41,9 @@ struct DitWeights {
   LinearWeights norm_out_linear;
   LinearWeights proj_out, audio_proj_out;
 
-  // Fills every tensor from `get(canonical_name)`, which returns this rank's tensor (shard or
-  // whole); then checks each shape against the config for a group of `tp` ranks.
+  // Fills every tensor declared by declare_parameters (dit/parameters.h) from
+  // `get(canonical_name)`, which returns this rank's tensor (shard or whole), and checks its
+  // shape against the declaration for a group of `tp` ranks.
   static DitWeights bind(const DitConfig& c, int tp,
                          const std::function<at::Tensor(const std::string&)>& get);
 

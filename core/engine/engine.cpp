@@ -1,5 +1,7 @@
-// The engine's rank threads and the hand-over to the caller. Design and the agreement points:
-// docs/engine.md.
+// The engine's dispatcher: rank threads, job dispatch to every rank, and the event pump that
+// hands rank 0's reports and chunks to the caller. The rank worker's stages live in
+// stage_conditioning.cpp, stage_denoise.cpp and stage_decode.cpp. Design and the agreement
+// points: docs/engine.md.
 #include "engine/engine.h"
 
 #include <ATen/ATen.h>
@@ -10,8 +12,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <thread>
 
 #include "common/device.h"
@@ -20,25 +20,25 @@
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/frames.h"
-#include "dit/sampler.h"
-#include "dit/transformer.h"
+#include "engine/job.h"
 #include "engine/mailbox.h"
+#include "engine/stage.h"
+#include "engine/stage_conditioning.h"
+#include "engine/stage_decode.h"
+#include "engine/stage_denoise.h"
 #include "h3_config.h"
-#include "text/byte_encoder.h"
-#include "text/conditioning.h"
 #include "vae/cpu_threads.h"
-#include "vae/video_decoder.h"
 
 namespace h3 {
 namespace {
 
+using engine_detail::Clock;
 using engine_detail::Event;
+using engine_detail::Job;
 using engine_detail::Mailbox;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using engine_detail::RankParts;
+using engine_detail::seconds_since;
+using engine_detail::StageContext;
 
 std::string message_of(const std::exception_ptr& e) {
   try {
@@ -50,138 +50,13 @@ std::string message_of(const std::exception_ptr& e) {
   }
 }
 
-using dist::agree_or_throw;
-using Failure = dist::LocalFailure;
-
-// A request as it travels from rank 0 to every rank (broadcast_string).
-struct Job {
-  enum class Kind { kGenerate, kDecode } kind = Kind::kGenerate;
-  GenerationRequest req;
-  ClipPlan plan{};
-  bool want_latents = false;
-};
-
-std::string encode(const Job& j) {
-  const ClipPlan& p = j.plan;
-  nlohmann::json o = {
-      {"kind", j.kind == Job::Kind::kGenerate ? "generate" : "decode"},
-      {"prompt", j.req.prompt},
-      {"embeds_path", j.req.embeds_path},
-      {"seed", j.req.seed},
-      {"want_latents", j.want_latents},
-      {"plan",
-       {p.width, p.height, p.num_frames, p.canvas_width, p.canvas_height, p.latent_frames, p.total_chunks,
-        p.steps, p.fps_n, p.fps_d, p.generated_frames, p.evaluations, p.audio_latents}},
-  };
-  return o.dump();
+Progress loading_progress(int64_t part, int64_t parts, double elapsed_s) {
+  Progress p{Phase::kLoading};
+  p.step = part;
+  p.total_steps = parts;
+  p.elapsed_s = elapsed_s;
+  return p;
 }
-
-Job decode_job(const std::string& wire) {
-  const auto o = nlohmann::json::parse(wire);
-  Job j;
-  j.kind = o.at("kind").get<std::string>() == "generate" ? Job::Kind::kGenerate : Job::Kind::kDecode;
-  j.req.prompt = o.at("prompt").get<std::string>();
-  j.req.embeds_path = o.at("embeds_path").get<std::string>();
-  j.req.seed = o.at("seed").get<uint64_t>();
-  j.want_latents = o.at("want_latents").get<bool>();
-  const auto& a = o.at("plan");
-  ClipPlan& p = j.plan;
-  p.width = a[0];
-  p.height = a[1];
-  p.num_frames = a[2];
-  p.canvas_width = a[3];
-  p.canvas_height = a[4];
-  p.latent_frames = a[5];
-  p.total_chunks = a[6];
-  p.steps = a[7];
-  p.fps_n = a[8];
-  p.fps_d = a[9];
-  p.generated_frames = a[10];
-  p.evaluations = a[11];
-  p.audio_latents = a[12];
-  j.req.width = p.width;
-  j.req.height = p.height;
-  j.req.num_frames = p.num_frames;
-  j.req.steps = p.steps;
-  return j;
-}
-
-// The conditioning a request asks for, on rank 0.
-text::Conditioning condition(const ModelInfo& m, const text::ByteEncoder* bytes,
-                             const GenerationRequest& req) {
-  if (!req.embeds_path.empty()) {
-    if (!req.prompt.empty()) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  "both a prompt and an embeddings file were given: give one (the embeddings file is the "
-                  "encoded prompt)");
-    }
-    return text::load_embeddings(req.embeds_path, m.dit.text_dim);
-  }
-  if (bytes) return bytes->encode(req.prompt);
-  throw Error(ErrorKind::kInvalidArgument,
-              m.dir +
-                  " has no built-in text encoder (its text encoder is the external Qwen3-VL model): a prompt "
-                  "string cannot condition it. Supply precomputed prompt embeddings instead: a safetensors "
-                  "file with `embeds` [L, " +
-                  std::to_string(m.dit.text_dim) +
-                  "] (the text encoder's hidden_states[50], bf16 or fp32) and optionally `tags` [L] "
-                  "(h3 generate --embeds FILE; GenerationRequest::embeds_path)");
-}
-
-// Rank 0's sink: trims the clip to the requested frame count, hands each chunk over to the
-// calling thread and waits for it, and turns a requested cancel into a failure at the chunk
-// boundary (the decoder agrees on it across ranks).
-class HandOverSink : public ChunkSink {
- public:
-  HandOverSink(Mailbox& mb, const ClipPlan& plan, const CancelToken& cancel, Clock::time_point start)
-      : mb_(mb), plan_(plan), cancel_(cancel), start_(start) {}
-
-  void on_chunk(const Chunk& c) override {
-    if (frames_ >= plan_.num_frames) return;  // frames past the request: trimmed (all were delivered)
-    if (cancel_.requested()) {
-      throw Error(ErrorKind::kCancelled, "cancelled during decoding (after " + std::to_string(index_) +
-                                             " of " + std::to_string(plan_.total_chunks) + " chunks)");
-    }
-    if (c.first_frame != frames_) {
-      throw Error(ErrorKind::kInternal, "chunk " + std::to_string(c.index) + " starts at frame " +
-                                            std::to_string(c.first_frame) + ", expected " +
-                                            std::to_string(frames_));
-    }
-    const int64_t n = std::min<int64_t>(c.frames.size(0), plan_.num_frames - frames_);
-    Event e{Event::Kind::kChunk};
-    e.chunk.index = index_;
-    e.chunk.first_frame = frames_;
-    e.chunk.total_frames = plan_.num_frames;
-    e.chunk.final = frames_ + n == plan_.num_frames;
-    e.chunk.frames = n == c.frames.size(0) ? c.frames : c.frames.narrow(0, 0, n).contiguous();
-    if (c.frames_f32.defined()) e.chunk.frames_f32 = c.frames_f32.narrow(0, 0, n).contiguous();
-    if (std::exception_ptr err = mb_.call(std::move(e))) {
-      sink_error_ = err;
-      std::rethrow_exception(err);
-    }
-    ++index_;
-    frames_ += n;
-    Event p{Event::Kind::kProgress};
-    p.progress = Progress{Phase::kDecoding};
-    p.progress.chunk = index_;
-    p.progress.total_chunks = plan_.total_chunks;
-    p.progress.frames = frames_;
-    p.progress.total_frames = plan_.num_frames;
-    p.progress.elapsed_s = seconds_since(start_);
-    mb_.post(std::move(p));
-  }
-
-  std::exception_ptr sink_error() const { return sink_error_; }
-  int64_t frames() const { return frames_; }
-
- private:
-  Mailbox& mb_;
-  const ClipPlan& plan_;
-  const CancelToken& cancel_;
-  Clock::time_point start_;
-  int64_t index_ = 0, frames_ = 0;
-  std::exception_ptr sink_error_;
-};
 
 }  // namespace
 
@@ -273,12 +148,6 @@ struct Engine::Impl {
 
   // ---- rank side ----
 
-  struct RankState {
-    std::optional<dit::Transformer> dit;
-    std::optional<vae::VideoDecoder> vae;
-    std::optional<text::ByteEncoder> bytes;
-  };
-
   void rank_main(dist::Group& g) {
     const bool root = g.rank() == 0;
     if (g.size() > 1) {
@@ -287,36 +156,16 @@ struct Engine::Impl {
       const int cores = static_cast<int>(std::thread::hardware_concurrency());
       vae::set_cpu_threads(std::max(1, cores / g.size()));
     }
-    RankState st;
+    RankParts parts;
     const auto t0 = Clock::now();
-    Failure f;
+    dist::LocalFailure f;
     try {
-      const int64_t parts = model.byte_encoder ? 3 : 2;
-      if (root) post_progress(Progress{Phase::kLoading, 0, parts, 0, 0, 0, 0, 0.0});
-      // device=cuda: rank r runs on cuda:r (Engine::open checked that enough GPUs are visible).
-      const c10::Device device = opts.device == "cuda" ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(g.rank()))
-                                                       : c10::Device(c10::kCPU);
-      dit::TransformerOptions to;
-      to.device = device;
-      st.dit.emplace(dit::Transformer::load(model.transformer_dir, &g, to));
-      if (root) post_progress(Progress{Phase::kLoading, 1, parts, 0, 0, 0, 0, seconds_since(t0)});
-      st.vae.emplace(vae::VideoDecoder::load(model.vae_dir).to(device));
-      if (root) post_progress(Progress{Phase::kLoading, 2, parts, 0, 0, 0, 0, seconds_since(t0)});
-      if (root && model.byte_encoder) {
-        st.bytes.emplace(text::ByteEncoder::load(model.text_encoder_dir));
-        if (st.bytes->text_dim() != model.dit.text_dim) {
-          throw Error(ErrorKind::kMismatch, model.text_encoder_dir + ": the byte encoder makes " +
-                                                std::to_string(st.bytes->text_dim()) +
-                                                "-wide rows but the transformer takes text_dim " +
-                                                std::to_string(model.dit.text_dim));
-        }
-        post_progress(Progress{Phase::kLoading, 3, parts, 0, 0, 0, 0, seconds_since(t0)});
-      }
+      load_parts(g, parts, t0);
     } catch (...) {
       f.capture();
     }
     try {
-      agree_or_throw(g, f);
+      dist::agree_or_throw(g, f);
     } catch (...) {
       if (root && !load_reported.exchange(true)) post_done(std::current_exception());
       return;
@@ -326,10 +175,36 @@ struct Engine::Impl {
       load_reported = true;
       post_done(nullptr);
     }
-    serve(g, st);
+    serve(g, parts);
   }
 
-  void serve(dist::Group& g, RankState& st) {
+  void load_parts(dist::Group& g, RankParts& parts, Clock::time_point t0) {
+    const bool root = g.rank() == 0;
+    const int64_t n = model.byte_encoder ? 3 : 2;
+    if (root) post_progress(loading_progress(0, n, 0.0));
+    // device=cuda: rank r runs on cuda:r (Engine::open checked that enough GPUs are visible).
+    const c10::Device device = opts.device == "cuda"
+                                   ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(g.rank()))
+                                   : c10::Device(c10::kCPU);
+    dit::TransformerOptions to;
+    to.device = device;
+    parts.dit.emplace(dit::Transformer::load(model.transformer_dir, &g, to));
+    if (root) post_progress(loading_progress(1, n, seconds_since(t0)));
+    parts.vae.emplace(vae::VideoDecoder::load(model.vae_dir).to(device));
+    if (root) post_progress(loading_progress(2, n, seconds_since(t0)));
+    if (root && model.byte_encoder) {
+      parts.bytes.emplace(text::ByteEncoder::load(model.text_encoder_dir));
+      if (parts.bytes->text_dim() != model.dit.text_dim) {
+        throw Error(ErrorKind::kMismatch, model.text_encoder_dir + ": the byte encoder makes " +
+                                              std::to_string(parts.bytes->text_dim()) +
+                                              "-wide rows but the transformer takes text_dim " +
+                                              std::to_string(model.dit.text_dim));
+      }
+      post_progress(loading_progress(3, n, seconds_since(t0)));
+    }
+  }
+
+  void serve(dist::Group& g, RankParts& parts) {
     const bool root = g.rank() == 0;
     uint64_t seen = 0;
     for (;;) {
@@ -340,7 +215,7 @@ struct Engine::Impl {
         seen = job_id;
       }
       try {
-        run_job(g, st);
+        run_job(g, parts);
         if (root) post_done(nullptr);
       } catch (...) {
         const std::exception_ptr e = std::current_exception();
@@ -350,143 +225,26 @@ struct Engine::Impl {
     }
   }
 
-  void run_job(dist::Group& g, RankState& st) {
+  // Every rank: rank 0's job, then its stages in order.
+  void run_job(dist::Group& g, RankParts& parts) {
     const bool root = g.rank() == 0;
-    const Job j = decode_job(g.broadcast_string(root ? encode(job) : std::string(), 0));
+    const Job j = engine_detail::decode_job(g.broadcast_string(root ? engine_detail::encode(job) : "", 0));
     const ClipPlan& p = j.plan;
-    const int64_t h = p.canvas_height / dit::kVaeSpatialRatio, w = p.canvas_width / dit::kVaeSpatialRatio;
+    const StageContext c{g, model, parts, mailbox, *cancel, p, job_start};
     at::Tensor video;
     if (j.kind == Job::Kind::kGenerate) {
-      video = denoise(g, st, j);
+      const text::Conditioning cond = engine_detail::conditioning_stage(c, j.request);
+      video = engine_detail::denoise_stage(c, j, cond);
     } else {
+      const int64_t h = p.canvas_height / dit::kVaeSpatialRatio, w = p.canvas_width / dit::kVaeSpatialRatio;
       video = root ? decode_latents.to(at::kCPU, at::kFloat).contiguous()
                    : at::empty({1, model.vae.latent_channels, p.latent_frames, h, w}, at::kFloat);
       g.broadcast(video, 0);
     }
-    decode(g, st, p, video);
+    engine_detail::decode_stage(c, video);
     if (root) {
-      Progress done{Phase::kDone};
-      done.step = done.total_steps = j.kind == Job::Kind::kGenerate ? p.evaluations : 0;
-      done.chunk = done.total_chunks = p.total_chunks;
-      done.frames = done.total_frames = p.num_frames;
-      done.elapsed_s = seconds_since(job_start);
-      post_progress(done);
-    }
-  }
-
-  bool agreed_cancel(dist::Group& g) { return dist::agree_cancel(g, g.rank() == 0 && cancel->requested()); }
-
-  at::Tensor denoise(dist::Group& g, RankState& st, const Job& j) {
-    const bool root = g.rank() == 0;
-    const ClipPlan& p = j.plan;
-    // Conditioning on rank 0, agreed, then broadcast.
-    Failure f;
-    text::Conditioning cond;
-    if (root) {
-      post_progress(Progress{Phase::kConditioning, 0, p.evaluations, 0, p.total_chunks, 0, p.num_frames,
-                             seconds_since(job_start)});
-      try {
-        cond = condition(model, st.bytes ? &*st.bytes : nullptr, j.req);
-      } catch (...) {
-        f.capture();
-      }
-    }
-    agree_or_throw(g, f);
-    if (agreed_cancel(g)) throw Error(ErrorKind::kCancelled, "cancelled before denoising");
-    const int64_t rows = g.broadcast_int(root ? cond.embeds.size(0) : 0, 0);
-    const bool tags = g.broadcast_int(root && cond.tags.defined() ? 1 : 0, 0) != 0;
-    if (!root) {
-      cond.embeds = at::empty({rows, model.dit.text_dim}, at::kFloat);
-      if (tags) cond.tags = at::empty({rows}, at::kLong);
-    }
-    g.broadcast(cond.embeds, 0);
-    if (tags) g.broadcast(cond.tags, 0);
-
-    // Noise: one CPU generator seeded with the request's seed, video then audio, drawn on
-    // rank 0 and broadcast so that every rank starts from the very same numbers.
-    const int64_t h = p.canvas_height / dit::kVaeSpatialRatio, w = p.canvas_width / dit::kVaeSpatialRatio;
-    const std::vector<int64_t> vshape{1, model.dit.in_channels, p.latent_frames, h, w};
-    const std::vector<int64_t> ashape{2 * p.audio_latents, model.dit.audio_in_channels};
-    dit::Latents noise;
-    if (root) {
-      noise = dit::draw_noise(j.req.seed, vshape, ashape);
-    } else {
-      noise.video = at::empty(vshape, at::kFloat);
-      noise.audio = at::empty(ashape, at::kFloat);
-    }
-    g.broadcast(noise.video, 0);
-    g.broadcast(noise.audio, 0);
-
-    dit::DenoiseRequest dr;
-    dr.text = cond.embeds;
-    dr.text_tags = cond.tags;
-    dr.noise = noise;
-    dr.video = dit::make_schedule(p.steps, model.video_shift);
-    dr.audio = dit::make_schedule(p.steps, model.audio_shift);
-    auto on_step = [&](int64_t i, int64_t n, const dit::Latents&) {
-      if (root) {
-        post_progress(Progress{Phase::kDenoising, i + 1, n, 0, p.total_chunks, 0, p.num_frames,
-                               seconds_since(job_start)});
-      }
-      if (agreed_cancel(g)) {
-        throw Error(ErrorKind::kCancelled, "cancelled during denoising (after step " + std::to_string(i + 1) +
-                                               " of " + std::to_string(n) + ")");
-      }
-    };
-    dit::Latents x;
-    try {
-      x = dit::denoise(*st.dit, dr, on_step);
-    } catch (const Error& e) {
-      // A cancel is agreed (every rank throws it at the same step); anything else happened on
-      // this rank alone, between collectives: tell the peers now instead of at their timeout.
-      if (e.kind() != ErrorKind::kCancelled) g.report_failure(e.what());
-      throw;
-    } catch (const std::exception& e) {
-      g.report_failure(e.what());
-      throw;
-    }
-
-    if (j.want_latents) {
-      Failure lf;
-      // The observer is the caller's code and may take any time: the peers
-      // wait for rank 0 without the collective timeout while it runs.
-      g.run_on_owner(
-          0,
-          [&] {
-            if (!root) return;
-            Event e{Event::Kind::kLatents};
-            e.video = x.video.to(at::kCPU).contiguous();
-            e.audio = x.audio.to(at::kCPU).contiguous();
-            lf.set(mailbox.call(std::move(e)));
-          },
-          "waiting for rank 0 to hand the latents to the observer");
-      agree_or_throw(g, lf);
-    }
-    return x.video.to(at::kCPU, at::kFloat).contiguous();
-  }
-
-  void decode(dist::Group& g, RankState& st, const ClipPlan& p, const at::Tensor& video) {
-    const bool root = g.rank() == 0;
-    vae::DecodeOptions o;
-    o.height = p.height;
-    o.width = p.width;
-    if (root) {
-      post_progress(Progress{Phase::kDecoding, p.evaluations, p.evaluations, 0, p.total_chunks, 0,
-                             p.num_frames, seconds_since(job_start)});
-      HandOverSink sink(mailbox, p, *cancel, job_start);
-      try {
-        st.vae->decode_chunks(video, &sink, g, o);
-      } catch (...) {
-        // The caller's own exception, not the decoder's wrapping of it.
-        if (sink.sink_error()) std::rethrow_exception(sink.sink_error());
-        throw;
-      }
-      if (sink.frames() != p.num_frames) {
-        throw Error(ErrorKind::kInternal, "the decode delivered " + std::to_string(sink.frames()) +
-                                              " frames of " + std::to_string(p.num_frames));
-      }
-    } else {
-      st.vae->decode_chunks(video, nullptr, g, o);
+      const int64_t steps = j.kind == Job::Kind::kGenerate ? p.evaluations : 0;
+      c.post_progress(Phase::kDone, steps, steps, p.total_chunks, p.num_frames);
     }
   }
 
@@ -548,9 +306,10 @@ Engine::~Engine() {
 }
 
 std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn& progress) {
-  if (opts.ranks < 1 || opts.ranks > 64) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "ranks = " + std::to_string(opts.ranks) + ": must be within 1..64");
+  if (opts.ranks < kMinRanks || opts.ranks > kMaxRanks) {
+    throw Error(ErrorKind::kInvalidArgument, "ranks = " + std::to_string(opts.ranks) + ": must be within " +
+                                                 std::to_string(kMinRanks) + ".." +
+                                                 std::to_string(kMaxRanks));
   }
   if (opts.tp != 0 && opts.tp != opts.ranks) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -602,16 +361,8 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
 
 ClipPlan Engine::plan(const GenerationRequest& req) const {
   ClipPlan p = make_plan(impl_->model, req);
-  if (req.embeds_path.empty() && !impl_->model.byte_encoder) {
-    // Raised here too (not only on rank 0) so that a caller learns it before starting anything.
-    condition(impl_->model, nullptr, req);
-  }
-  if (!req.embeds_path.empty() && !req.prompt.empty()) {
-    throw Error(
-        ErrorKind::kInvalidArgument,
-        "both a prompt and an embeddings file were given: give one (the embeddings file is the encoded "
-        "prompt)");
-  }
+  // Raised here too (not only on rank 0) so that a caller learns it before starting anything.
+  engine_detail::check_conditioning(impl_->model, req);
   return p;
 }
 
@@ -624,7 +375,7 @@ void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const Progr
                       CancelToken& cancel, const GenerateExtras& extras) {
   Job j;
   j.kind = Job::Kind::kGenerate;
-  j.req = req;
+  j.request = req;
   j.plan = plan(req);
   j.want_latents = static_cast<bool>(extras.on_latents);
   impl_->run(std::move(j), cancel, at::Tensor(), progress, sink, &extras);

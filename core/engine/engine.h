@@ -1,4 +1,4 @@
-// The engine (CONTRACTS-engine.md): a model folder opened once across N ranks, serving many
+// The engine (docs/engine.md): a model folder opened once across N ranks, serving many
 // requests: conditioning -> seeded noise -> N - 1 Euler steps of the tensor-parallel DiT ->
 // streaming VAE decode into a ChunkSink. Threading and collective agreement: docs/engine.md.
 #pragma once
@@ -11,19 +11,12 @@
 #include <string>
 
 #include "engine/model.h"
+#include "engine/options.h"
 #include "engine/progress.h"
 #include "engine/request.h"
 #include "vae/chunk_sink.h"
 
 namespace h3 {
-
-struct EngineOptions {
-  std::string model_dir;  // release layout: model_index.json, transformer/, vae/ (+ tiny text table)
-  int ranks = 1;          // ranks as threads in this process
-  int tp = 0;  // DiT tensor-parallel size; 0 = ranks (the only size supported: every rank is a TP rank)
-  std::string device = "cpu";  // "cpu" or "cuda" (cuda needs a CUDA LibTorch; single rank)
-  std::chrono::milliseconds timeout{std::chrono::seconds(120)};  // every collective
-};
 
 // The installed tiny model (H3_DEFAULT_MODEL_DIR), or the build tree's when running
 // uninstalled; the environment variable H3_MODEL_DIR overrides both.

@@ -14,7 +14,7 @@
 namespace h3 {
 
 struct ModelDefaults {
-  // §11 of H3-MODEL.md for the release: 16:9 canvas 1344x768, 124 frames, 50 grid points.
+  // §11 of docs/h3-model.md for the release: 16:9 canvas 1344x768, 124 frames, 50 grid points.
   int64_t width = 1344, height = 768, num_frames = 124, steps = 50;
 };
 

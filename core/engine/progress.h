@@ -1,4 +1,4 @@
-// Progress reports and cancellation of the engine (CONTRACTS-engine.md).
+// Progress reports and cancellation of the engine (docs/engine.md).
 #pragma once
 
 #include <atomic>

@@ -1,8 +1,10 @@
-// What a caller asks the engine for, and what that request will produce (CONTRACTS-engine.md).
+// What a caller asks the engine for, and what that request will produce (docs/engine.md).
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "engine/limits.h"
 
 namespace h3 {
 
@@ -14,11 +16,6 @@ struct GenerationRequest {
   int64_t steps = 0;              // grid points N (N-1 evaluations); 0 = model default; >= 2
   uint64_t seed = 0;
 };
-
-// Accepted ranges (a request outside them is h3::Error(kInvalidArgument) naming the field).
-constexpr int64_t kMinSide = 16, kMaxSide = 4096;  // width, height in pixels
-constexpr int64_t kMinFrames = 1, kMaxFrames = 1024;
-constexpr int64_t kMinSteps = 2, kMaxSteps = 1000;
 
 // What a request will produce, computed before any work (validated; throws h3::Error
 // kInvalidArgument naming the field and the allowed range).

@@ -119,7 +119,7 @@ std::vector<CanonicalPiece> vae(const std::string& n) {
     if (rename(n, kDecoder, &out)) return {{out}};
     unknown(n, "video-VAE");
   }
-  // Encoder: renames from the release's diffusers index (H3-MODEL.md §10.2). The
+  // Encoder: renames from the release's diffusers index (docs/h3-model.md §10.2). The
   // native encoder file was never inspected, so unmatched names pass through.
   std::string j, rest2;
   if (match_indexed(n, "encoder.down.", &idx, &rest)) {

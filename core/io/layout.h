@@ -1,5 +1,5 @@
 // Native (original MiniMax) -> canonical (diffusers) tensor names and row
-// rearrangements, for the DiT (H3-MODEL.md §4.2/§4.3) and the video VAE (§7.2,
+// rearrangements, for the DiT (docs/h3-model.md §4.2/§4.3) and the video VAE (§7.2,
 // §10.2). Pure name logic: the row arithmetic is applied by Weights.
 #pragma once
 

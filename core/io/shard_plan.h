@@ -1,5 +1,5 @@
 // The tensor-parallel plan of the H3 DiT on canonical (diffusers) names
-// (H3-MODEL.md §10.4): attention q/k/v and the AdaLN projection (weight and
+// (docs/h3-model.md §10.4): attention q/k/v and the AdaLN projection (weight and
 // bias) split by output rows; the gated FFN input split per half; attention
 // output and FFN output split by input columns with their 1-D biases
 // replicated; everything else replicated.

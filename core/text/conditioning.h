@@ -1,4 +1,4 @@
-// Text conditioning for the DiT (H3-MODEL.md §3): the rows the transformer's context embedder
+// Text conditioning for the DiT (docs/h3-model.md §3): the rows the transformer's context embedder
 // takes, [L, text_dim], and their modality tags (1 text, 0 vision tokens).
 //
 // Two sources exist:

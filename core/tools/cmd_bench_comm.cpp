@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "dist/world.h"
+#include "engine/limits.h"
 #include "tools/command.h"
 
 namespace h3::tools {
@@ -39,7 +40,7 @@ int run(Args& args) {
   const std::string backend = args.string_or("backend", "gloo");
   args.finish();
   dist::WorldOptions opts;
-  opts.timeout = std::chrono::seconds(120);
+  opts.timeout = kDefaultTimeout;
   if (backend == "nccl") {
     opts.backend = dist::Backend::kNccl;
   } else if (backend != "gloo") {

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "engine/limits.h"
 #include "io/safetensors.h"
 #include "tools/command.h"
 #include "vae/cpu_threads.h"
@@ -58,7 +59,7 @@ int run_decode(Args& a) {
   const std::string vae_dir = a.string("vae");
   const std::string latents_path = a.string("latents");
   const std::string out_path = a.string("out");
-  const int ranks = static_cast<int>(a.int_or("ranks", 1, 1, 64));
+  const int ranks = static_cast<int>(a.int_or("ranks", 1, kMinRanks, kMaxRanks));
   const bool no_tiling = a.flag("no-tiling");
   const int64_t height = a.int_or("height", 0, 0, 1 << 16);
   const int64_t width = a.int_or("width", 0, 0, 1 << 16);

@@ -12,6 +12,7 @@
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/transformer.h"
+#include "engine/limits.h"
 #include "io/safetensors.h"
 #include "tools/command.h"
 
@@ -43,7 +44,7 @@ int run(Args& args) {
   const std::string dir = args.string("transformer");
   const std::string inputs = args.string("inputs");
   const std::string out = args.string("out");
-  const int ranks = static_cast<int>(args.int_or("ranks", 1, 1, 64));
+  const int ranks = static_cast<int>(args.int_or("ranks", 1, kMinRanks, kMaxRanks));
   const std::string device_name = args.string_or("device", "cpu");
   const std::string dtype_name = args.string_or("dtype", "");
   args.finish();

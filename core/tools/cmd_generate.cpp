@@ -36,7 +36,7 @@ int run(Args& a) {
   req.num_frames = a.int_or("frames", 0, 0, kMaxFrames);
   req.steps = a.int_or("steps", 0, 0, kMaxSteps);
   req.seed = static_cast<uint64_t>(a.int_or("seed", 0, 0, std::numeric_limits<int64_t>::max()));
-  eo.ranks = static_cast<int>(a.int_or("ranks", 1, 1, 64));
+  eo.ranks = static_cast<int>(a.int_or("ranks", 1, kMinRanks, kMaxRanks));
   eo.device = a.string_or("device", "cpu");
   const std::string out = a.string("out");
   const auto save_latents = a.opt_string("save-latents");

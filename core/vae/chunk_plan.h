@@ -1,4 +1,4 @@
-// The temporal chunk plan of the released decode (H3-MODEL.md §7.3), as a pure
+// The temporal chunk plan of the released decode (docs/h3-model.md §7.3), as a pure
 // function of the latent length and the temporal constants.
 //
 // The decoder runs on clips of `tokens_chunk_size + token_overlap` latents

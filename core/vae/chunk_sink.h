@@ -1,4 +1,4 @@
-// The chunk sink: where decoded temporal chunks go (ARCHITECTURE.md "ChunkSink").
+// The chunk sink: where decoded temporal chunks go (docs/architecture.md, docs/vae.md "Sink contract").
 //
 // Exactly one owner, rank 0, supplies the sink; every rank agrees on that
 // before decoding. on_chunk receives committed frames in order, each chunk as

@@ -1,4 +1,4 @@
-// The H3 video-VAE decoder configuration (H3-MODEL.md §7.1, §7.2, §7.4, §7.5).
+// The H3 video-VAE decoder configuration (docs/h3-model.md §7.1, §7.2, §7.4, §7.5).
 //
 // One struct serves the full-size release decoder and the tiny test decoders:
 // it is read either from the release's diffusers `vae/config.json` schema or

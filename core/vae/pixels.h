@@ -1,4 +1,4 @@
-// The pixel processor (H3-MODEL.md §7.5): the decoder's ImageNet-normalised RGB
+// The pixel processor (docs/h3-model.md §7.5): the decoder's ImageNet-normalised RGB
 // to [0, 1] RGB frames and to uint8 frames, cropped to the requested size.
 #pragma once
 

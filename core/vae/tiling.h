@@ -1,4 +1,4 @@
-// Spatial tiling of one temporal clip (H3-MODEL.md §7.4) and the linear
+// Spatial tiling of one temporal clip (docs/h3-model.md §7.4) and the linear
 // cross-fade shared with the temporal overlap (§7.3).
 //
 // The split rule is part of the released numerics: every tile is `tile` px

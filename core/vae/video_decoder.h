@@ -1,5 +1,5 @@
 // The H3 video VAE decode: normalised DiT latents [1, 24, T, h, w] to RGB frames,
-// streamed chunk by chunk (H3-MODEL.md §7, §8).
+// streamed chunk by chunk (docs/h3-model.md §7, §8).
 //
 // One loop serves both entry points: decode_chunks() hands each temporal chunk
 // to a ChunkSink as soon as its clip is decoded, and decode() is that same loop

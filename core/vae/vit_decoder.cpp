@@ -7,13 +7,10 @@
 
 #include "common/error.h"
 #include "common/shape.h"
+#include "vae/decoder_tensors.h"
 
 namespace h3::vae {
 namespace {
-
-std::string block_prefix(int64_t n) {
-  return "decoder.transformer_blocks." + std::to_string(n) + ".";
-}
 
 // Loads one tensor as contiguous fp32 on CPU and checks its shape.
 at::Tensor fetch(const std::function<at::Tensor(const std::string&)>& get, const std::string& name,
@@ -96,61 +93,11 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
 
 }  // namespace
 
-std::vector<std::string> decoder_tensor_names(const VaeConfig& c) {
-  std::vector<std::string> n = {"post_quant_conv.weight", "post_quant_conv.bias", "decoder.proj_in.weight",
-                                "decoder.proj_in.bias", "decoder.register_tokens"};
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = block_prefix(i);
-    for (const char* leaf : {"norm1.weight", "attn.to_q.weight", "attn.to_k.weight", "attn.to_v.weight",
-                             "attn.to_q.bias", "attn.to_k.bias", "attn.to_v.bias", "attn.to_out.0.weight",
-                             "attn.to_out.0.bias", "scale1", "norm2.weight", "ff.net.0.proj.weight",
-                             "ff.net.0.proj.bias", "ff.net.2.weight", "ff.net.2.bias", "scale2"}) {
-      n.push_back(p + leaf);
-    }
-  }
-  for (const char* s : {"decoder.norm_out.weight", "decoder.norm_out.bias", "decoder.proj_out.weight",
-                        "decoder.proj_out.bias"}) {
-    n.push_back(s);
-  }
-  return n;
-}
-
 DecoderWeights bind_decoder_weights(const VaeConfig& c,
                                     const std::function<at::Tensor(const std::string&)>& get) {
-  const int64_t C = c.latent_channels, D = c.dim(), F = c.ffn_inner(), R = c.num_register_tokens;
   DecoderWeights w;
-  w.post_quant_conv_weight = fetch(get, "post_quant_conv.weight", {C, C, 1, 1, 1}).view({C, C});
-  w.post_quant_conv_bias = fetch(get, "post_quant_conv.bias", {C});
-  w.proj_in_weight = fetch(get, "decoder.proj_in.weight", {D, C});
-  w.proj_in_bias = fetch(get, "decoder.proj_in.bias", {D});
-  w.register_tokens = fetch(get, "decoder.register_tokens", {1, R, D}).view({R, D});
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = block_prefix(i);
-    BlockWeights b;
-    b.norm1_weight = fetch(get, p + "norm1.weight", {D});
-    // One fused projection: rows [q; k; v], each viewed per head below.
-    b.qkv_weight =
-        at::cat({fetch(get, p + "attn.to_q.weight", {D, D}), fetch(get, p + "attn.to_k.weight", {D, D}),
-                 fetch(get, p + "attn.to_v.weight", {D, D})},
-                0);
-    b.qkv_bias = at::cat({fetch(get, p + "attn.to_q.bias", {D}), fetch(get, p + "attn.to_k.bias", {D}),
-                          fetch(get, p + "attn.to_v.bias", {D})},
-                         0);
-    b.out_weight = fetch(get, p + "attn.to_out.0.weight", {D, D});
-    b.out_bias = fetch(get, p + "attn.to_out.0.bias", {D});
-    b.scale1 = fetch(get, p + "scale1", {D});
-    b.norm2_weight = fetch(get, p + "norm2.weight", {D});
-    b.ff_in_weight = fetch(get, p + "ff.net.0.proj.weight", {2 * F, D});
-    b.ff_in_bias = fetch(get, p + "ff.net.0.proj.bias", {2 * F});
-    b.ff_out_weight = fetch(get, p + "ff.net.2.weight", {D, F});
-    b.ff_out_bias = fetch(get, p + "ff.net.2.bias", {D});
-    b.scale2 = fetch(get, p + "scale2", {D});
-    w.blocks.push_back(std::move(b));
-  }
-  w.norm_out_weight = fetch(get, "decoder.norm_out.weight", {D});
-  w.norm_out_bias = fetch(get, "decoder.norm_out.bias", {D});
-  w.proj_out_weight = fetch(get, "decoder.proj_out.weight", {c.patch_values(), D});
-  w.proj_out_bias = fetch(get, "decoder.proj_out.bias", {c.patch_values()});
+  w.blocks.resize(static_cast<size_t>(c.num_layers));
+  for (const DecoderTensor& d : decoder_tensors(c)) d.store(w, fetch(get, d.name, d.shape));
   return w;
 }
 

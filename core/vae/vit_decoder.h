@@ -1,5 +1,6 @@
-// The H3 ViT video decoder (H3-MODEL.md §7.2): one decoder call on one latent
-// tile, fp32 on the weights' device (the CPU unless moved with to_device). Functional: the weights are plain tensors bound from the
+// The H3 ViT video decoder (docs/h3-model.md §7.2): one decoder call on one latent
+// tile, fp32 on the weights' device (the CPU unless moved with to_device). Functional: the
+// weights are plain tensors bound from the
 // checkpoint by their diffusers names (the release's vae/ index); native
 // checkpoints are converted to those names by h3::io::Weights at load.
 #pragma once
@@ -14,8 +15,8 @@
 
 namespace h3::vae {
 
-// One transformer block; each member names its checkpoint key below
-// `decoder.transformer_blocks.N.`.
+// One transformer block, as decode_tile reads it; the checkpoint keys each member comes from
+// are declared in vae/decoder_tensors.cpp (and noted here).
 struct BlockWeights {
   at::Tensor norm1_weight;   // norm1.weight [D]
   at::Tensor qkv_weight;     // attn.to_q/to_k/to_v.weight [D, D] each, stacked to [3D, D]
@@ -44,12 +45,10 @@ struct DecoderWeights {
   at::Tensor proj_out_bias;    // decoder.proj_out.bias [3*4*16*16]
 };
 
-// Every diffusers-layout tensor name the decoder uses, for a config.
-std::vector<std::string> decoder_tensor_names(const VaeConfig& c);
-
-// Binds the weights: `get(name)` returns the tensor of a diffusers name (any float dtype,
-// any device: it is moved to fp32 CPU). Shapes are checked against the config; a wrong one
-// is h3::Error(kMismatch) naming the tensor, its shape and the expected one.
+// Binds the weights declared by decoder_tensors() (vae/decoder_tensors.h): `get(name)` returns
+// the tensor of a diffusers name (any float dtype, any device: it is moved to fp32 CPU). Shapes
+// are checked against the declaration; a wrong one is h3::Error(kMismatch) naming the tensor,
+// its shape and the expected one.
 DecoderWeights bind_decoder_weights(const VaeConfig& c,
                                     const std::function<at::Tensor(const std::string&)>& get);
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "engine/limits.h"
 #include "gst_test_util.h"
 
 namespace {
@@ -68,6 +69,38 @@ TEST(H3VideoSrcElement, EveryPropertyHasABlurbAndIsMutableInReadyOnly) {
         "ranks", "tp-size", "device", "queue-chunks", "is-live", "timeout"}) {
     EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), name), nullptr) << name;
   }
+  gst_object_unref(e);
+}
+
+// A value the element accepts is one the engine accepts: the property ranges are the engine's
+// (core/engine/limits.h), with -1 for "the model's default" below them.
+TEST(H3VideoSrcElement, PropertyRangesAreTheEnginesLimits) {
+  GstElement* e = gst_element_factory_make("h3videosrc", nullptr);
+  ASSERT_NE(e, nullptr);
+  auto int_spec = [&](const char* name) {
+    GParamSpec* ps = g_object_class_find_property(G_OBJECT_GET_CLASS(e), name);
+    EXPECT_TRUE(ps && G_IS_PARAM_SPEC_INT(ps)) << name;
+    return G_PARAM_SPEC_INT(ps);
+  };
+  for (const char* side : {"width", "height"}) {
+    EXPECT_EQ(int_spec(side)->minimum, -1) << side;
+    EXPECT_EQ(int_spec(side)->maximum, h3::kMaxSide) << side;
+  }
+  EXPECT_EQ(int_spec("num-frames")->minimum, -1);
+  EXPECT_EQ(int_spec("num-frames")->maximum, h3::kMaxFrames);
+  EXPECT_EQ(int_spec("steps")->minimum, -1);
+  EXPECT_EQ(int_spec("steps")->maximum, h3::kMaxSteps);
+  EXPECT_EQ(int_spec("ranks")->minimum, h3::kMinRanks);
+  EXPECT_EQ(int_spec("ranks")->maximum, h3::kMaxRanks);
+  EXPECT_EQ(int_spec("tp-size")->maximum, h3::kMaxRanks);
+  GParamSpec* timeout = g_object_class_find_property(G_OBJECT_GET_CLASS(e), "timeout");
+  ASSERT_TRUE(timeout && G_IS_PARAM_SPEC_UINT(timeout));
+  EXPECT_EQ(G_PARAM_SPEC_UINT(timeout)->default_value, static_cast<guint>(h3::kDefaultTimeout.count()));
+  // The engine's largest value is a valid setting.
+  g_object_set(e, "num-frames", static_cast<gint>(h3::kMaxFrames), nullptr);
+  gint frames = 0;
+  g_object_get(e, "num-frames", &frames, nullptr);
+  EXPECT_EQ(frames, h3::kMaxFrames);
   gst_object_unref(e);
 }
 

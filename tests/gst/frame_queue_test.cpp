@@ -11,20 +11,19 @@
 
 namespace {
 
-using h3gst::Frame;
-using h3gst::FrameChunk;
-using h3gst::FrameQueue;
+using h3src::Frame;
+using h3src::FrameChunk;
+using h3src::FrameQueue;
 using PopResult = FrameQueue::PopResult;
 
 // A chunk of `count` 2x1 frames whose bytes all equal the frame's clip index.
-FrameChunk make_chunk(int64_t index, int64_t first_frame, int64_t count, bool final = false) {
+FrameChunk make_chunk(int64_t index, int64_t first_frame, int64_t count) {
   FrameChunk c;
   c.index = index;
   c.first_frame = first_frame;
   c.count = count;
   c.width = 2;
   c.height = 1;
-  c.final = final;
   auto* px = new uint8_t[static_cast<size_t>(count) * c.frame_bytes()];
   for (int64_t f = 0; f < count; ++f) {
     std::memset(px + f * c.frame_bytes(), static_cast<int>(first_frame + f), c.frame_bytes());
@@ -43,7 +42,7 @@ bool eventually(Pred pred) {
 TEST(FrameQueue, PopsFramesInOrderWithTheirPixelsThenEnd) {
   FrameQueue q(4);
   ASSERT_TRUE(q.push(make_chunk(0, 0, 3)));
-  ASSERT_TRUE(q.push(make_chunk(1, 3, 2, true)));
+  ASSERT_TRUE(q.push(make_chunk(1, 3, 2)));
   q.finish();
   EXPECT_EQ(q.queued_frames(), 5);
   for (int64_t i = 0; i < 5; ++i) {
@@ -152,15 +151,14 @@ TEST(FrameQueue, AbortWakesABlockedProducerAndConsumerAndDropsEverything) {
 TEST(FrameQueue, FailureComesAfterTheQueuedFramesWithItsCodeAndMessage) {
   FrameQueue q(2);
   ASSERT_TRUE(q.push(make_chunk(0, 0, 1)));
-  q.fail(3, "rank 1 failed: out of memory");
+  q.fail({h3::ErrorKind::kDistributed, "rank 1 failed: out of memory"});
   EXPECT_FALSE(q.push(make_chunk(1, 1, 1)));
   Frame f;
   EXPECT_EQ(q.pop(&f), PopResult::kFrame);
-  int code = 0;
-  std::string message;
-  EXPECT_EQ(q.pop(&f, &code, &message), PopResult::kError);
-  EXPECT_EQ(code, 3);
-  EXPECT_EQ(message, "rank 1 failed: out of memory");
+  h3gst::Failure failure;
+  EXPECT_EQ(q.pop(&f, &failure), PopResult::kError);
+  EXPECT_EQ(failure.kind, h3::ErrorKind::kDistributed);
+  EXPECT_EQ(failure.message, "rank 1 failed: out of memory");
   q.finish();  // a later finish does not turn the error into an end
   EXPECT_EQ(q.pop(&f), PopResult::kError);
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -12,6 +13,7 @@
 #include "dit/parameters.h"
 #include "dit/transformer.h"
 #include "io/layout.h"
+#include "io/shard_plan.h"
 #include "test_util.h"
 
 namespace h3::dit {
@@ -131,6 +133,26 @@ TEST(FullSizeModel, ParameterSetMatchesTheDiffusersIndex) {
   int fp32 = 0;
   for (const auto& s : specs) fp32 += s.fp32;
   EXPECT_EQ(fp32, 12);
+}
+
+TEST(FullSizeModel, DeclaredSplitsAreTheLoadersAndDivideTheShapes) {
+  auto c = DitConfig::load(release("transformer/config.json"));
+  std::map<io::Split, int> per_split;
+  for (const auto& s : dit_parameters(c)) {
+    EXPECT_EQ(s.split, io::dit_split(s.name)) << s.name;
+    ++per_split[s.split];
+    const auto local = s.local_shape(8);
+    ASSERT_EQ(local.size(), s.shape.size()) << s.name;
+    int64_t ratio = 1;
+    for (size_t d = 0; d < local.size(); ++d) ratio *= s.shape[d] / local[d];
+    EXPECT_EQ(ratio, s.split == io::Split::kReplicated ? 1 : 8) << s.name;
+  }
+  // Every block: q/k/v and the AdaLN weight and bias by output rows, ff.net.0.proj by halves,
+  // to_out.0 and ff.net.2 by input columns; the refiner blocks likewise, without AdaLN.
+  const int blocks = static_cast<int>(c.num_layers), refiner = static_cast<int>(c.num_refiner_layers);
+  EXPECT_EQ(per_split[io::Split::kColumn], 5 * blocks + 3 * refiner);
+  EXPECT_EQ(per_split[io::Split::kFusedColumn], blocks + refiner);
+  EXPECT_EQ(per_split[io::Split::kRow], 2 * (blocks + refiner));
 }
 
 TEST(FullSizeModel, ParameterSetMatchesTheNativeIndexAfterConversion) {

@@ -1,5 +1,5 @@
 // Each part of the DiT against a plain fp64 reference written here from the definitions in
-// H3-MODEL.md §4.4 (unfused: explicit loops, full softmax, per-row gathered modulation), on the
+// docs/h3-model.md §4.4 (unfused: explicit loops, full softmax, per-row gathered modulation), on the
 // tiny golden model's weights and small random inputs. Tolerances are for fp32 arithmetic on
 // values of order 1.
 #include "dit/layers.h"

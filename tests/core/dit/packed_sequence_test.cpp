@@ -1,4 +1,4 @@
-// The packed sequence (H3-MODEL.md §5) and the frame arithmetic (§12).
+// The packed sequence (docs/h3-model.md §5) and the frame arithmetic (§12).
 #include "dit/packed_sequence.h"
 
 #include <ATen/ATen.h>

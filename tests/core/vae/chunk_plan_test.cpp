@@ -1,4 +1,4 @@
-// The temporal chunk plan (H3-MODEL.md §7.3) as a pure function.
+// The temporal chunk plan (docs/h3-model.md §7.3) as a pure function.
 #include "vae/chunk_plan.h"
 
 #include <gtest/gtest.h>
@@ -46,7 +46,7 @@ struct Row {
 };
 
 TEST(ChunkPlan, ReleaseTable) {
-  // The table of H3-MODEL.md §7.3 plus the short and padded cases of the golden vectors.
+  // The table of docs/h3-model.md §7.3 plus the short and padded cases of the golden vectors.
   const std::vector<Row> rows = {
       {7, 0, 1, 22, 0, 22, {17, 5}},
       {12, 0, 2, 39, 0, 39, {17, 17, 5}},

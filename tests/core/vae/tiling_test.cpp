@@ -1,4 +1,4 @@
-// The spatial split rule, blending and stitching (H3-MODEL.md §7.4).
+// The spatial split rule, blending and stitching (docs/h3-model.md §7.4).
 #include "vae/tiling.h"
 
 #include <ATen/ATen.h>
@@ -14,7 +14,7 @@ TEST(Tiling, SplitTable) {
     int64_t extent;
     std::vector<int64_t> starts, overlaps;
   };
-  // H3-MODEL.md §7.4 table, plus the golden vectors' 320 px width.
+  // docs/h3-model.md §7.4 table, plus the golden vectors' 320 px width.
   const std::vector<Row> rows = {
       {480, {0, 112, 224}, {144, 144}},
       {768, {0, 160, 336, 512}, {96, 80, 80}},

@@ -1,0 +1,66 @@
+// The boundary between the GStreamer plugin (libgsth3.so, GStreamer only) and
+// the engine module (libgsth3-engine.so, which links libh3core and LibTorch).
+// Both include this folder; nothing in it includes LibTorch or GStreamer.
+//
+// Why a module: a plugin that links LibTorch makes every registry scan and
+// every gst-inspect/gst-launch pay for loading it (~0.7 s, ~160 MB even for a
+// CPU LibTorch), and a broken CUDA install would get the whole plugin
+// blacklisted. The plugin opens the module with GModule when the element
+// starts, so plugin_init stays cheap.
+//
+// Both sides are built by this project with the same compiler and C++ library,
+// so plain C++ types cross the boundary: core's torch-free request, plan,
+// options and progress types (h3types, core/meson.build) as they are. Exceptions
+// do not cross: every entry point reports failure through a Failure value.
+// kEngineModuleAbi guards against a plugin and a module from different builds.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "boundary/failure.h"
+#include "boundary/frame_chunk.h"
+#include "engine/options.h"
+#include "engine/progress.h"
+#include "engine/request.h"
+
+namespace h3gst {
+
+constexpr int kEngineModuleAbi = 2;
+constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
+constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
+
+// Receives each decoded chunk on the thread that called generate(); may block
+// (back-pressure). Returning false stops the request: the consumer has gone
+// away, and generate() reports kCancelled.
+using ChunkCallback = std::function<bool(FrameChunk&&)>;
+
+class EngineHandle {
+ public:
+  virtual ~EngineHandle() = default;
+  // What `req` will produce; false with `failure` set when the request is invalid.
+  virtual bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan, Failure* failure) const = 0;
+  // Runs the whole request on the calling thread. A cancelled request, or one
+  // whose ChunkCallback returned false, returns false with kCancelled.
+  virtual bool generate(const h3::GenerationRequest& req, const ChunkCallback& on_chunk,
+                        const h3::ProgressFn& on_progress, Failure* failure) = 0;
+  // Thread-safe: asks the running request (or the next one) to stop at the next
+  // step or chunk boundary, agreed across ranks.
+  virtual void cancel() = 0;
+  // Clears a cancel request before a new generate().
+  virtual void reset_cancel() = 0;
+};
+
+struct EngineModule {
+  int abi;
+  // The model folder an empty EngineOptions::model_dir stands for.
+  std::string (*default_model_dir)();
+  // Opens the engine (loads every rank's shards); nullptr with `failure` set on error.
+  EngineHandle* (*open)(const h3::EngineOptions& options, const h3::ProgressFn& on_progress,
+                        Failure* failure);
+};
+
+}  // namespace h3gst
+
+// The module's only exported symbol (kEngineModuleSymbol).
+extern "C" const h3gst::EngineModule* h3gst_engine_module(void);

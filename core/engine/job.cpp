@@ -1,0 +1,48 @@
+#include "engine/job.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace h3 {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClipPlan, width, height, num_frames, canvas_width, canvas_height,
+                                   latent_frames, total_chunks, steps, fps_n, fps_d, generated_frames,
+                                   evaluations, audio_latents)
+
+namespace engine_detail {
+
+std::string encode(const Job& job) {
+  const nlohmann::json o = {
+      {"kind", job.kind == Job::Kind::kGenerate ? "generate" : "decode"},
+      {"prompt", job.request.prompt},
+      {"embeds_path", job.request.embeds_path},
+      {"seed", job.request.seed},
+      {"want_latents", job.want_latents},
+      {"plan", job.plan},
+  };
+  return o.dump();
+}
+
+Job decode_job(const std::string& wire) {
+  try {
+    const auto o = nlohmann::json::parse(wire);
+    Job j;
+    j.kind = o.at("kind").get<std::string>() == "generate" ? Job::Kind::kGenerate : Job::Kind::kDecode;
+    j.request.prompt = o.at("prompt").get<std::string>();
+    j.request.embeds_path = o.at("embeds_path").get<std::string>();
+    j.request.seed = o.at("seed").get<uint64_t>();
+    j.want_latents = o.at("want_latents").get<bool>();
+    j.plan = o.at("plan").get<ClipPlan>();
+    j.request.width = j.plan.width;
+    j.request.height = j.plan.height;
+    j.request.num_frames = j.plan.num_frames;
+    j.request.steps = j.plan.steps;
+    return j;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::kInternal, std::string("a job from rank 0 could not be read: ") + e.what());
+  }
+}
+
+}  // namespace engine_detail
+}  // namespace h3

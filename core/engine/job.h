@@ -1,0 +1,22 @@
+// A request as rank 0 hands it to every rank: what to run, on which plan. It travels as
+// JSON with named fields (broadcast_string), as it would between processes.
+#pragma once
+
+#include <string>
+
+#include "engine/request.h"
+
+namespace h3::engine_detail {
+
+struct Job {
+  enum class Kind { kGenerate, kDecode } kind = Kind::kGenerate;
+  GenerationRequest request;  // kGenerate: prompt or embeddings, seed (size and steps: the plan's)
+  ClipPlan plan{};
+  bool want_latents = false;  // kGenerate: hand the final latents to the caller's observer
+};
+
+std::string encode(const Job& job);
+// Throws h3::Error(kInternal) for a message encode() did not write.
+Job decode_job(const std::string& wire);
+
+}  // namespace h3::engine_detail

@@ -1,0 +1,26 @@
+// How the engine is opened: the model folder, the ranks and where they compute. Torch-free:
+// the GStreamer plugin hands these to the engine module (boundary/engine_module.h).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "engine/limits.h"
+
+namespace h3 {
+
+struct EngineOptions {
+  std::string model_dir;  // release layout: model_index.json, transformer/, vae/ (+ tiny text table)
+  int ranks = 1;          // ranks as threads in this process, kMinRanks..kMaxRanks
+  int tp = 0;  // DiT tensor-parallel size; 0 = ranks (the only size supported: every rank is a TP rank)
+  std::string device = "cpu";  // "cpu" or "cuda" (cuda needs a CUDA LibTorch; single rank)
+  std::chrono::milliseconds timeout{kDefaultTimeout};  // every collective
+
+  bool operator==(const EngineOptions& o) const {
+    return model_dir == o.model_dir && ranks == o.ranks && tp == o.tp && device == o.device &&
+           timeout == o.timeout;
+  }
+  bool operator!=(const EngineOptions& o) const { return !(*this == o); }
+};
+
+}  // namespace h3

@@ -1,0 +1,63 @@
+// What the rank worker's stages (conditioning, denoise, decode) share: the rank's group and
+// loaded parts, the model, rank 0's hand-over to the calling thread and the caller's cancel
+// token. The dispatcher (engine.cpp) builds one per job and runs the stages in order on
+// every rank; every decision they take is agreed across ranks (docs/engine.md).
+#pragma once
+
+#include <chrono>
+#include <optional>
+
+#include "dist/agree.h"
+#include "dist/group.h"
+#include "dit/transformer.h"
+#include "engine/mailbox.h"
+#include "engine/model.h"
+#include "engine/progress.h"
+#include "engine/request.h"
+#include "text/byte_encoder.h"
+#include "vae/video_decoder.h"
+
+namespace h3::engine_detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// What one rank loaded in Engine::open; the byte encoder on rank 0 only.
+struct RankParts {
+  std::optional<dit::Transformer> dit;
+  std::optional<vae::VideoDecoder> vae;
+  std::optional<text::ByteEncoder> bytes;
+};
+
+struct StageContext {
+  dist::Group& group;
+  const ModelInfo& model;
+  RankParts& parts;
+  Mailbox& mailbox;           // rank 0's hand-over to the calling thread
+  const CancelToken& cancel;  // the caller's token; rank 0 polls it
+  const ClipPlan& plan;
+  Clock::time_point start;  // when the caller started the job
+
+  bool root() const { return group.rank() == 0; }
+  // Rank 0 only: a progress report of `phase` with the plan's totals and the time so far.
+  void post_progress(Phase phase, int64_t step, int64_t total_steps, int64_t chunk = 0,
+                     int64_t frames = 0) const {
+    Event e{Event::Kind::kProgress};
+    e.progress.phase = phase;
+    e.progress.step = step;
+    e.progress.total_steps = total_steps;
+    e.progress.chunk = chunk;
+    e.progress.total_chunks = plan.total_chunks;
+    e.progress.frames = frames;
+    e.progress.total_frames = plan.num_frames;
+    e.progress.elapsed_s = seconds_since(start);
+    mailbox.post(std::move(e));
+  }
+  // Whether rank 0's caller asked to cancel, agreed by every rank.
+  bool agreed_cancel() const { return dist::agree_cancel(group, root() && cancel.requested()); }
+};
+
+}  // namespace h3::engine_detail

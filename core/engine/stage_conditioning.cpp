@@ -1,0 +1,73 @@
+#include "engine/stage_conditioning.h"
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "common/error.h"
+
+namespace h3::engine_detail {
+namespace {
+
+void check_one_source(const GenerationRequest& req) {
+  if (!req.embeds_path.empty() && !req.prompt.empty()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "both a prompt and an embeddings file were given: give one (the embeddings file is the "
+                "encoded prompt)");
+  }
+}
+
+[[noreturn]] void throw_no_encoder(const ModelInfo& m) {
+  throw Error(ErrorKind::kInvalidArgument,
+              m.dir +
+                  " has no built-in text encoder (its text encoder is the external Qwen3-VL model): a prompt "
+                  "string cannot condition it. Supply precomputed prompt embeddings instead: a safetensors "
+                  "file with `embeds` [L, " +
+                  std::to_string(m.dit.text_dim) +
+                  "] (the text encoder's hidden_states[50], bf16 or fp32) and optionally `tags` [L] "
+                  "(h3 generate --embeds FILE; GenerationRequest::embeds_path)");
+}
+
+}  // namespace
+
+text::Conditioning condition(const ModelInfo& m, const text::ByteEncoder* bytes,
+                             const GenerationRequest& req) {
+  check_one_source(req);
+  if (!req.embeds_path.empty()) return text::load_embeddings(req.embeds_path, m.dit.text_dim);
+  if (bytes) return bytes->encode(req.prompt);
+  throw_no_encoder(m);
+}
+
+void check_conditioning(const ModelInfo& m, const GenerationRequest& req) {
+  // The encoder-less case first: a caller that gave only a prompt learns what to give instead.
+  if (req.embeds_path.empty() && !m.byte_encoder) throw_no_encoder(m);
+  check_one_source(req);
+}
+
+text::Conditioning conditioning_stage(const StageContext& c, const GenerationRequest& req) {
+  const bool root = c.root();
+  dist::LocalFailure f;
+  text::Conditioning cond;
+  if (root) {
+    c.post_progress(Phase::kConditioning, 0, c.plan.evaluations);
+    try {
+      cond = condition(c.model, c.parts.bytes ? &*c.parts.bytes : nullptr, req);
+    } catch (...) {
+      f.capture();
+    }
+  }
+  dist::agree_or_throw(c.group, f);
+  if (c.agreed_cancel()) throw Error(ErrorKind::kCancelled, "cancelled before denoising");
+  dist::Group& g = c.group;
+  const int64_t rows = g.broadcast_int(root ? cond.embeds.size(0) : 0, 0);
+  const bool tags = g.broadcast_int(root && cond.tags.defined() ? 1 : 0, 0) != 0;
+  if (!root) {
+    cond.embeds = at::empty({rows, c.model.dit.text_dim}, at::kFloat);
+    if (tags) cond.tags = at::empty({rows}, at::kLong);
+  }
+  g.broadcast(cond.embeds, 0);
+  if (tags) g.broadcast(cond.tags, 0);
+  return cond;
+}
+
+}  // namespace h3::engine_detail

@@ -1,0 +1,22 @@
+// The conditioning stage: rank 0 turns the request into the DiT's text rows (built-in byte
+// encoder or a precomputed embeddings file), every rank agrees on the outcome, and the rows
+// reach every rank.
+#pragma once
+
+#include "engine/stage.h"
+#include "text/conditioning.h"
+
+namespace h3::engine_detail {
+
+// The conditioning `req` asks for. Throws h3::Error(kInvalidArgument) for a prompt and an
+// embeddings file together, or a prompt for a model without a built-in encoder (`bytes` null).
+text::Conditioning condition(const ModelInfo& model, const text::ByteEncoder* bytes,
+                             const GenerationRequest& req);
+// Throws what condition() throws for the conditioning `req` names, before any work: for a
+// request with a prompt, `model` must have a built-in encoder.
+void check_conditioning(const ModelInfo& model, const GenerationRequest& req);
+
+// Every rank: rank 0's conditioning, agreed and broadcast. A cancel is agreed here too.
+text::Conditioning conditioning_stage(const StageContext& c, const GenerationRequest& req);
+
+}  // namespace h3::engine_detail

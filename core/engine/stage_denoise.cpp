@@ -1,0 +1,85 @@
+#include "engine/stage_denoise.h"
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "dit/frames.h"
+#include "dit/sampler.h"
+
+namespace h3::engine_detail {
+namespace {
+
+// One CPU generator seeded with the request's seed, video then audio, drawn on rank 0.
+dit::Latents shared_noise(const StageContext& c, uint64_t seed) {
+  const ClipPlan& p = c.plan;
+  const int64_t h = p.canvas_height / dit::kVaeSpatialRatio, w = p.canvas_width / dit::kVaeSpatialRatio;
+  const std::vector<int64_t> vshape{1, c.model.dit.in_channels, p.latent_frames, h, w};
+  const std::vector<int64_t> ashape{2 * p.audio_latents, c.model.dit.audio_in_channels};
+  dit::Latents noise;
+  if (c.root()) {
+    noise = dit::draw_noise(seed, vshape, ashape);
+  } else {
+    noise.video = at::empty(vshape, at::kFloat);
+    noise.audio = at::empty(ashape, at::kFloat);
+  }
+  c.group.broadcast(noise.video, 0);
+  c.group.broadcast(noise.audio, 0);
+  return noise;
+}
+
+dit::Latents run_steps(const StageContext& c, const dit::DenoiseRequest& dr) {
+  auto on_step = [&](int64_t i, int64_t n, const dit::Latents&) {
+    if (c.root()) c.post_progress(Phase::kDenoising, i + 1, n);
+    if (c.agreed_cancel()) {
+      throw Error(ErrorKind::kCancelled, "cancelled during denoising (after step " + std::to_string(i + 1) +
+                                             " of " + std::to_string(n) + ")");
+    }
+  };
+  try {
+    return dit::denoise(*c.parts.dit, dr, on_step);
+  } catch (const Error& e) {
+    // A cancel is agreed (every rank throws it at the same step); anything else happened on
+    // this rank alone, between collectives: tell the peers now instead of at their timeout.
+    if (e.kind() != ErrorKind::kCancelled) c.group.report_failure(e.what());
+    throw;
+  } catch (const std::exception& e) {
+    c.group.report_failure(e.what());
+    throw;
+  }
+}
+
+// The observer is the caller's code and may take any time: the peers wait for rank 0
+// without the collective timeout while it runs.
+void hand_over_latents(const StageContext& c, const dit::Latents& x) {
+  dist::LocalFailure f;
+  c.group.run_on_owner(
+      0,
+      [&] {
+        if (!c.root()) return;
+        Event e{Event::Kind::kLatents};
+        e.video = x.video.to(at::kCPU).contiguous();
+        e.audio = x.audio.to(at::kCPU).contiguous();
+        f.set(c.mailbox.call(std::move(e)));
+      },
+      "waiting for rank 0 to hand the latents to the observer");
+  dist::agree_or_throw(c.group, f);
+}
+
+}  // namespace
+
+at::Tensor denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond) {
+  dit::DenoiseRequest dr;
+  dr.text = cond.embeds;
+  dr.text_tags = cond.tags;
+  dr.noise = shared_noise(c, job.request.seed);
+  dr.video = dit::make_schedule(c.plan.steps, c.model.video_shift);
+  dr.audio = dit::make_schedule(c.plan.steps, c.model.audio_shift);
+  const dit::Latents x = run_steps(c, dr);
+  if (job.want_latents) hand_over_latents(c, x);
+  return x.video.to(at::kCPU, at::kFloat).contiguous();
+}
+
+}  // namespace h3::engine_detail

@@ -1,0 +1,111 @@
+// One generation behind h3videosrc: the worker thread that opens the engine (or
+// reuses the open one), plans the request and runs it; the frame queue the
+// engine fills; the engine handle; and the lock over them. It knows nothing of
+// the element: what the element must do at each step (post a message, complete
+// the async start) comes back through an Observer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "boundary/engine_module.h"
+#include "frame_queue.h"
+
+namespace h3src {
+
+class Generation {
+ public:
+  // Called on the worker thread.
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    // The engine module could not be loaded; `error` says what was tried.
+    virtual void module_missing(const std::string& error) = 0;
+    // The engine is being opened with `options` (nothing was open, or other options).
+    virtual void opening(const h3::EngineOptions& options) = 0;
+    // Opening the engine or planning the request failed; `what` says which.
+    virtual void start_failed(const h3gst::Failure& failure, const char* what) = 0;
+    // The engine is open and the request planned; complete_start() follows
+    // unless a stop has begun.
+    virtual void planned(const h3::ClipPlan& plan) = 0;
+    // Completes the element's async start: with the plan, or with nullptr after
+    // a failure. Called with the generation's lock held, and only while no stop
+    // has begun, so that a stop never races the completion.
+    virtual void complete_start(const h3::ClipPlan* plan) = 0;
+    // The engine's progress, while loading and while generating.
+    virtual void progress(const h3::Progress& progress) = 0;
+    // A chunk's decode time: from the previous chunk's hand-over (or from the
+    // start of decoding) to its own; denoising and waiting for downstream are not
+    // part of it.
+    virtual void chunk_decoded(std::chrono::nanoseconds time) = 0;
+  };
+
+  struct Request {
+    std::string plugin_dir;      // where the engine module is looked for
+    h3::EngineOptions engine;    // model_dir empty: the module's default model
+    h3::GenerationRequest clip;  // 0: the model's default
+    size_t queue_chunks = 1;     // the frame queue's bound
+  };
+
+  explicit Generation(Observer& observer);
+  ~Generation();  // stop()
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // Starts the worker: it loads the engine module, opens the engine (or reuses
+  // the open one when the options are the same), plans the request, completes
+  // the start through the observer and then generates, feeding the queue.
+  void start(Request request);
+  // Cancels a running request (the engine stops at its next step or chunk
+  // boundary, agreed across ranks), joins the worker and empties the queue.
+  void stop();
+  // A flush: cancels the request once it is planned (before that, nothing was
+  // generated yet); restart_pending() is then true until restart().
+  void cancel();
+  bool restart_pending() const { return restart_pending_; }
+  // After cancel(): joins the cancelled worker and generates the clip again from
+  // its first frame (the engine is open and the request planned already).
+  void restart();
+  // One frame, blocking; see FrameQueue::pop. On kError, `failure` says why.
+  FrameQueue::PopResult pop(Frame* frame, h3gst::Failure* failure);
+  // GstBaseSrc unlock / unlock_stop: see FrameQueue::set_flushing.
+  void set_flushing(bool flushing) { queue_.set_flushing(flushing); }
+  // Releases the engine (joins its rank threads). Only after stop().
+  void close_engine() { engine_.reset(); }
+
+ private:
+  void worker_main();
+  bool open_engine(const h3gst::EngineModule& module, h3gst::Failure* failure);
+  void fail_start(const h3gst::Failure& failure, const char* what);
+  // Under the lock: tells the observer unless a stop has begun; false if it has.
+  bool complete_start(const h3::ClipPlan* plan);
+  void run();
+
+  Observer& observer_;
+  Request request_;  // written by start() before the worker exists; read-only after
+
+  // Guards `stopping_`, `generating_` and `planned_`: the worker completes the
+  // start and begins generating only while `stopping_` is false, and stop() and
+  // cancel() cancel the engine only while `generating_`. Taken before the pad's
+  // stream lock (the lock order: gsth3videosrc.cpp, H3VideoSrcPrivate).
+  std::mutex mutex_;
+  bool stopping_ = false;
+  bool generating_ = false;
+  bool planned_ = false;
+
+  std::thread worker_;
+  FrameQueue queue_{1};
+  std::atomic<bool> restart_pending_{false};
+
+  // Open across stop() and start() while the options stay the same; written by
+  // the worker only, released by close_engine() once no worker runs.
+  std::unique_ptr<h3gst::EngineHandle> engine_;
+  h3::EngineOptions engine_options_;
+};
+
+}  // namespace h3src

@@ -1,0 +1,199 @@
+#include "h3videosrc_settings.h"
+
+#include <gst/gst.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace h3src {
+namespace {
+
+constexpr auto kReady =
+    static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+
+// The model and what to generate with it.
+void install_request_properties(GObjectClass* klass) {
+  const Settings d;
+  g_object_class_install_property(
+      klass, PROP_MODEL,
+      g_param_spec_string("model", "Model",
+                          "Model folder in the H3 release layout (model_index.json, transformer/, vae/). "
+                          "Unset: the installed tiny model, or $H3_MODEL_DIR when set",
+                          nullptr, kReady));
+  g_object_class_install_property(
+      klass, PROP_PROMPT,
+      g_param_spec_string("prompt", "Prompt",
+                          "Text prompt, for models with a built-in text encoder (the tiny default). "
+                          "Ignored when prompt-embeds is set",
+                          kDefaultPrompt, kReady));
+  g_object_class_install_property(
+      klass, PROP_PROMPT_EMBEDS,
+      g_param_spec_string("prompt-embeds", "Prompt embeddings",
+                          "Safetensors file of precomputed prompt embeddings (`embeds` [L, text_dim], "
+                          "optional `tags`); takes the place of the prompt",
+                          nullptr, kReady));
+  g_object_class_install_property(
+      klass, PROP_SEED,
+      g_param_spec_uint64("seed", "Seed",
+                          "Seed of the initial noise: the same request and seed give the same frames", 0,
+                          G_MAXUINT64, d.seed, kReady));
+  g_object_class_install_property(
+      klass, PROP_STEPS,
+      g_param_spec_int("steps", "Steps",
+                       "Denoising grid points N (N-1 model evaluations), at least 2; -1: the model's default",
+                       kModelDefault, static_cast<gint>(h3::kMaxSteps), d.steps, kReady));
+  g_object_class_install_property(
+      klass, PROP_WIDTH,
+      g_param_spec_int("width", "Width", "Frame width in pixels, at least 16; -1: the model's default",
+                       kModelDefault, static_cast<gint>(h3::kMaxSide), d.width, kReady));
+  g_object_class_install_property(
+      klass, PROP_HEIGHT,
+      g_param_spec_int("height", "Height", "Frame height in pixels, at least 16; -1: the model's default",
+                       kModelDefault, static_cast<gint>(h3::kMaxSide), d.height, kReady));
+  g_object_class_install_property(
+      klass, PROP_NUM_FRAMES,
+      g_param_spec_int("num-frames", "Number of frames",
+                       "Frames in the clip (exactly); -1: the model's default. The stream ends after them",
+                       kModelDefault, static_cast<gint>(h3::kMaxFrames), d.num_frames, kReady));
+  g_object_class_install_property(
+      klass, PROP_FRAMERATE,
+      gst_param_spec_fraction(
+          "framerate", "Frame rate",
+          "Frame rate stamped on the frames; 0/1: the model's rate (24/1 for the H3 release)", 0, 1, 1000, 1,
+          d.fps_n, d.fps_d, kReady));
+}
+
+// Where the engine runs, and how the stream behaves.
+void install_engine_properties(GObjectClass* klass) {
+  const Settings d;
+  g_object_class_install_property(
+      klass, PROP_RANKS,
+      g_param_spec_int("ranks", "Ranks",
+                       "Engine ranks, run as threads in this process; more than one only with device=cpu",
+                       h3::kMinRanks, h3::kMaxRanks, d.ranks, kReady));
+  g_object_class_install_property(
+      klass, PROP_TP_SIZE,
+      g_param_spec_int("tp-size", "Tensor-parallel size",
+                       "Ranks that split each transformer layer (tensor parallelism): every rank does, so "
+                       "0 or the value of ranks; any other value is refused",
+                       0, h3::kMaxRanks, d.tp, kReady));
+  g_object_class_install_property(
+      klass, PROP_DEVICE,
+      g_param_spec_string("device", "Device",
+                          "Where the ranks compute: \"cpu\", or \"cuda\" (rank r on GPU r, NCCL between ranks; needs a CUDA build and one GPU per rank)",
+                          d.device.c_str(), kReady));
+  g_object_class_install_property(
+      klass, PROP_QUEUE_CHUNKS,
+      g_param_spec_int("queue-chunks", "Queued chunks",
+                       "Decoded chunks that may wait for downstream before the engine is held back "
+                       "(bounds the frames in flight)",
+                       1, kMaxQueueChunks, d.queue_chunks, kReady));
+  g_object_class_install_property(
+      klass, PROP_IS_LIVE,
+      g_param_spec_boolean("is-live", "Is live",
+                           "Act as a live source: produce in PLAYING only and sync to the clock (for RTP "
+                           "streaming); the latency reported is the measured chunk time",
+                           d.live, kReady));
+  g_object_class_install_property(
+      klass, PROP_TIMEOUT,
+      g_param_spec_uint("timeout", "Collective timeout",
+                        "Seconds a rank may wait for a peer that shows no sign of life before the request "
+                        "fails (waiting for a stalled downstream is not limited)",
+                        1, kMaxTimeoutSeconds, d.timeout_s, kReady));
+}
+
+std::string string_or_empty(const GValue* value) {
+  const gchar* s = g_value_get_string(value);
+  return s ? s : "";
+}
+
+void set_string_or_null(GValue* value, const std::string& s) {
+  g_value_set_string(value, s.empty() ? nullptr : s.c_str());
+}
+
+}  // namespace
+
+void install_properties(GObjectClass* klass) {
+  install_request_properties(klass);
+  install_engine_properties(klass);
+}
+
+bool set_property(Settings* s, guint id, const GValue* value) {
+  switch (id) {
+    case PROP_MODEL: s->model = string_or_empty(value); break;
+    case PROP_PROMPT: s->prompt = string_or_empty(value); break;
+    case PROP_PROMPT_EMBEDS: s->embeds = string_or_empty(value); break;
+    case PROP_SEED: s->seed = g_value_get_uint64(value); break;
+    case PROP_STEPS: s->steps = g_value_get_int(value); break;
+    case PROP_WIDTH: s->width = g_value_get_int(value); break;
+    case PROP_HEIGHT: s->height = g_value_get_int(value); break;
+    case PROP_NUM_FRAMES: s->num_frames = g_value_get_int(value); break;
+    case PROP_FRAMERATE:
+      s->fps_n = gst_value_get_fraction_numerator(value);
+      s->fps_d = gst_value_get_fraction_denominator(value);
+      break;
+    case PROP_RANKS: s->ranks = g_value_get_int(value); break;
+    case PROP_TP_SIZE: s->tp = g_value_get_int(value); break;
+    case PROP_DEVICE: s->device = string_or_empty(value); break;
+    case PROP_QUEUE_CHUNKS: s->queue_chunks = g_value_get_int(value); break;
+    case PROP_IS_LIVE: s->live = g_value_get_boolean(value); break;
+    case PROP_TIMEOUT: s->timeout_s = g_value_get_uint(value); break;
+    default: return false;
+  }
+  return true;
+}
+
+bool get_property(const Settings& s, guint id, GValue* value) {
+  switch (id) {
+    case PROP_MODEL: set_string_or_null(value, s.model); break;
+    case PROP_PROMPT: g_value_set_string(value, s.prompt.c_str()); break;
+    case PROP_PROMPT_EMBEDS: set_string_or_null(value, s.embeds); break;
+    case PROP_SEED: g_value_set_uint64(value, s.seed); break;
+    case PROP_STEPS: g_value_set_int(value, s.steps); break;
+    case PROP_WIDTH: g_value_set_int(value, s.width); break;
+    case PROP_HEIGHT: g_value_set_int(value, s.height); break;
+    case PROP_NUM_FRAMES: g_value_set_int(value, s.num_frames); break;
+    case PROP_FRAMERATE: gst_value_set_fraction(value, s.fps_n, s.fps_d); break;
+    case PROP_RANKS: g_value_set_int(value, s.ranks); break;
+    case PROP_TP_SIZE: g_value_set_int(value, s.tp); break;
+    case PROP_DEVICE: g_value_set_string(value, s.device.c_str()); break;
+    case PROP_QUEUE_CHUNKS: g_value_set_int(value, s.queue_chunks); break;
+    case PROP_IS_LIVE: g_value_set_boolean(value, s.live); break;
+    case PROP_TIMEOUT: g_value_set_uint(value, s.timeout_s); break;
+    default: return false;
+  }
+  return true;
+}
+
+const char* explicit_zero(const Settings& s) {
+  return s.width == 0        ? "width"
+         : s.height == 0     ? "height"
+         : s.num_frames == 0 ? "num-frames"
+         : s.steps == 0      ? "steps"
+                             : nullptr;
+}
+
+h3::GenerationRequest to_request(const Settings& s) {
+  h3::GenerationRequest r;
+  // The embeddings file is the encoded prompt: the engine takes one or the other.
+  r.prompt = s.embeds.empty() ? s.prompt : std::string();
+  r.embeds_path = s.embeds;
+  r.width = std::max(0, s.width);
+  r.height = std::max(0, s.height);
+  r.num_frames = std::max(0, s.num_frames);
+  r.steps = std::max(0, s.steps);
+  r.seed = s.seed;
+  return r;
+}
+
+h3::EngineOptions to_engine_options(const Settings& s) {
+  h3::EngineOptions o;
+  o.model_dir = s.model;
+  o.ranks = s.ranks;
+  o.tp = s.tp;
+  o.device = s.device;
+  o.timeout = std::chrono::seconds(s.timeout_s);
+  return o;
+}
+
+}  // namespace h3src

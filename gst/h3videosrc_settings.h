@@ -1,0 +1,70 @@
+// h3videosrc's properties: their values (Settings), their GParamSpecs, and how a
+// copy of them becomes the engine's options and request. The ranges and defaults
+// that the engine also checks are the engine's own (core/engine/limits.h).
+#pragma once
+
+#include <glib-object.h>
+
+#include <string>
+
+#include "engine/limits.h"
+#include "engine/options.h"
+#include "engine/request.h"
+
+namespace h3src {
+
+// The element's spelling of "the model's default" for width, height, num-frames
+// and steps. The engine's is 0 (h3::GenerationRequest); the element keeps -1 so
+// that an explicit 0 is reported as a mistake instead of applied as a default.
+constexpr gint kModelDefault = -1;
+constexpr const char* kDefaultPrompt = "a paper boat drifting on a calm lake at sunset";
+constexpr gint kDefaultQueueChunks = 2, kMaxQueueChunks = 64;
+constexpr guint kMaxTimeoutSeconds = 3600;
+
+struct Settings {
+  std::string model;  // empty: the engine module's default model
+  std::string prompt = kDefaultPrompt;
+  std::string embeds;
+  guint64 seed = 0;
+  gint steps = kModelDefault;
+  gint width = kModelDefault, height = kModelDefault;
+  gint num_frames = kModelDefault;
+  gint fps_n = 0, fps_d = 1;  // 0/1: the model's rate
+  gint ranks = 1, tp = 0;
+  std::string device = "cpu";
+  gint queue_chunks = kDefaultQueueChunks;
+  gboolean live = FALSE;
+  guint timeout_s = static_cast<guint>(h3::kDefaultTimeout.count());
+};
+
+enum Property {
+  PROP_0,
+  PROP_MODEL,
+  PROP_PROMPT,
+  PROP_PROMPT_EMBEDS,
+  PROP_SEED,
+  PROP_STEPS,
+  PROP_WIDTH,
+  PROP_HEIGHT,
+  PROP_NUM_FRAMES,
+  PROP_FRAMERATE,
+  PROP_RANKS,
+  PROP_TP_SIZE,
+  PROP_DEVICE,
+  PROP_QUEUE_CHUNKS,
+  PROP_IS_LIVE,
+  PROP_TIMEOUT,
+};
+
+void install_properties(GObjectClass* klass);
+// false: `id` is not one of the properties.
+bool set_property(Settings* s, guint id, const GValue* value);
+bool get_property(const Settings& s, guint id, GValue* value);
+
+// The name of a width/height/num-frames/steps property set to 0, or nullptr.
+const char* explicit_zero(const Settings& s);
+// The engine's request and options for a copy taken at start (-1 becomes 0).
+h3::GenerationRequest to_request(const Settings& s);
+h3::EngineOptions to_engine_options(const Settings& s);
+
+}  // namespace h3src

@@ -1,0 +1,76 @@
+// The job rank 0 broadcasts: every field survives the wire, and a message it did not write is
+// an internal error rather than a crash on some rank.
+#include "engine/job.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace h3::engine_detail {
+namespace {
+
+TEST(Job, EveryFieldSurvivesTheWire) {
+  Job j;
+  j.kind = Job::Kind::kGenerate;
+  j.request.prompt = "a \"quoted\" prompt\nwith a newline";
+  j.request.embeds_path = "/tmp/e.safetensors";
+  j.request.seed = 18446744073709551615ull;  // the full uint64 range
+  j.want_latents = true;
+  ClipPlan& p = j.plan;
+  p.width = 320;
+  p.height = 192;
+  p.num_frames = 41;
+  p.canvas_width = 320;
+  p.canvas_height = 192;
+  p.latent_frames = 17;
+  p.total_chunks = 3;
+  p.steps = 7;
+  p.fps_n = 30000;
+  p.fps_d = 1001;
+  p.generated_frames = 56;
+  p.evaluations = 6;
+  p.audio_latents = 44;
+
+  const Job r = decode_job(encode(j));
+  EXPECT_EQ(r.kind, Job::Kind::kGenerate);
+  EXPECT_EQ(r.request.prompt, j.request.prompt);
+  EXPECT_EQ(r.request.embeds_path, j.request.embeds_path);
+  EXPECT_EQ(r.request.seed, j.request.seed);
+  EXPECT_TRUE(r.want_latents);
+  EXPECT_EQ(r.plan.width, 320);
+  EXPECT_EQ(r.plan.height, 192);
+  EXPECT_EQ(r.plan.num_frames, 41);
+  EXPECT_EQ(r.plan.canvas_width, 320);
+  EXPECT_EQ(r.plan.canvas_height, 192);
+  EXPECT_EQ(r.plan.latent_frames, 17);
+  EXPECT_EQ(r.plan.total_chunks, 3);
+  EXPECT_EQ(r.plan.steps, 7);
+  EXPECT_EQ(r.plan.fps_n, 30000);
+  EXPECT_EQ(r.plan.fps_d, 1001);
+  EXPECT_EQ(r.plan.generated_frames, 56);
+  EXPECT_EQ(r.plan.evaluations, 6);
+  EXPECT_EQ(r.plan.audio_latents, 44);
+  // The request's size and steps are the plan's.
+  EXPECT_EQ(r.request.width, 320);
+  EXPECT_EQ(r.request.height, 192);
+  EXPECT_EQ(r.request.num_frames, 41);
+  EXPECT_EQ(r.request.steps, 7);
+
+  Job d;
+  d.kind = Job::Kind::kDecode;
+  EXPECT_EQ(decode_job(encode(d)).kind, Job::Kind::kDecode);
+  EXPECT_FALSE(decode_job(encode(d)).want_latents);
+}
+
+TEST(Job, AMessageWithAFieldMissingIsAnInternalError) {
+  try {
+    decode_job(R"({"kind":"generate","prompt":"x"})");
+    FAIL() << "a job without its plan was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+    EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace h3::engine_detail
