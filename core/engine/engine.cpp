@@ -215,6 +215,20 @@ struct Engine::Impl {
     e.progress = p;
     mailbox.post(std::move(e));
   }
+  // A denoising step's report, handed over and waited for: a cancel the caller raises from it
+  // is then seen at this very step's agreement. The callback is the caller's code and may take
+  // any time: the peers wait for rank 0 without the collective timeout while it runs.
+  void report_step(dist::Group& g, const Progress& p) {
+    g.run_on_owner(
+        0,
+        [&] {
+          if (g.rank() != 0) return;
+          Event e{Event::Kind::kProgress};
+          e.progress = p;
+          mailbox.call(std::move(e));
+        },
+        "waiting for rank 0 to hand a step's progress to the caller");
+  }
   void post_done(std::exception_ptr err) {
     Event e{Event::Kind::kDone};
     e.error = std::move(err);
@@ -242,6 +256,7 @@ struct Engine::Impl {
             } catch (...) {
             }
           }
+          if (e.awaits_answer) mailbox.answer(nullptr);
           break;
         case Event::Kind::kChunk: {
           std::exception_ptr err;
@@ -420,10 +435,8 @@ struct Engine::Impl {
     dr.video = dit::make_schedule(p.steps, model.video_shift);
     dr.audio = dit::make_schedule(p.steps, model.audio_shift);
     auto on_step = [&](int64_t i, int64_t n, const dit::Latents&) {
-      if (root) {
-        post_progress(Progress{Phase::kDenoising, i + 1, n, 0, p.total_chunks, 0, p.num_frames,
-                               seconds_since(job_start)});
-      }
+      report_step(g, Progress{Phase::kDenoising, i + 1, n, 0, p.total_chunks, 0, p.num_frames,
+                              seconds_since(job_start)});
       if (agreed_cancel(g)) {
         throw Error(ErrorKind::kCancelled, "cancelled during denoising (after step " + std::to_string(i + 1) +
                                                " of " + std::to_string(n) + ")");
