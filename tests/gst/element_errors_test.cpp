@@ -67,18 +67,41 @@ TEST(H3VideoSrcErrors, OneDenoisingStepIsRefusedAsASetting) {
   EXPECT_NE(r.message.find("step"), std::string::npos) << r.message;
 }
 
-TEST(H3VideoSrcErrors, MoreRanksThanDevicesIsAnError) {
-  // More CUDA ranks than this machine has GPUs (none, on a CPU build).
-  const h3test::RunResult r = run("device=cuda ranks=64");
-  EXPECT_TRUE(r.error);
+// Which CUDA case can happen depends on the build (H3_TEST_TORCH_HAS_CUDA, from meson): each
+// runs where it is true and says why it is skipped elsewhere.
+TEST(H3VideoSrcErrors, CudaWithoutACudaLibTorchIsRefusedSayingHowToGetOne) {
+  if (H3_TEST_TORCH_HAS_CUDA) GTEST_SKIP() << "this build's LibTorch has CUDA";
+  const h3test::RunResult r = run("device=cuda");
+  ASSERT_TRUE(r.error);
   EXPECT_FALSE(r.timed_out);
-  EXPECT_FALSE(r.message.empty());
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
+  EXPECT_NE(r.message.find("device = \"cuda\": this build's LibTorch has no CUDA"), std::string::npos)
+      << r.message;
+  EXPECT_NE(r.message.find("-Dtorch_root"), std::string::npos) << r.message;
+}
+
+TEST(H3VideoSrcErrors, MoreCudaRanksThanTheEngineDrivesIsAnError) {
+  if (!H3_TEST_TORCH_HAS_CUDA) GTEST_SKIP() << "a CPU-only build refuses device=cuda before counting ranks";
+  // Two CUDA ranks: the engine drives one GPU (the decode's collectives are CPU/Gloo).
+  const h3test::RunResult r = run("device=cuda ranks=2");
+  ASSERT_TRUE(r.error);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
+  EXPECT_NE(r.message.find("device = \"cuda\" with 2 ranks: the engine runs CUDA on one rank only"),
+            std::string::npos)
+      << r.message;
 }
 
 TEST(H3VideoSrcErrors, TensorParallelSizeThatDoesNotDivideTheRanksIsAnError) {
   const h3test::RunResult r = run("ranks=2 tp-size=3");
-  EXPECT_TRUE(r.error);
+  ASSERT_TRUE(r.error);
   EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
+  EXPECT_NE(r.message.find("tp = 3 with 2 ranks"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("give tp = 0 or tp = ranks"), std::string::npos) << r.message;
 }
 
 }  // namespace
