@@ -118,6 +118,7 @@ struct Engine::Impl {
             } catch (...) {
             }
           }
+          if (e.awaits_answer) mailbox.answer(nullptr);
           break;
         case Event::Kind::kChunk: {
           std::exception_ptr err;

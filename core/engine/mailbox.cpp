@@ -14,6 +14,7 @@ std::exception_ptr Mailbox::call(Event e) {
   std::unique_lock<std::mutex> lk(m_);
   waiting_ = true;
   answered_ = false;
+  e.awaits_answer = true;
   queue_.push_back(std::move(e));
   cv_.notify_all();
   cv_.wait(lk, [&] { return answered_; });

@@ -1,10 +1,11 @@
 // The hand-over between rank 0's thread and the thread that called Engine::open/generate.
 //
-// Rank 0 posts progress reports (fire and forget) and chunks/latents (post, then wait for the
-// caller's answer: whatever the caller's code threw, or nothing), and finally the request's
-// outcome. The caller pumps the events on its own thread, so the sink and the progress callback
-// run there, in order; because rank 0 waits for each chunk's answer, a sink that blocks stalls
-// rank 0 exactly as if rank 0 had called it, and rank 0's peers wait at the next collective.
+// Rank 0 posts progress reports (fire and forget, except a denoising step's, which it waits
+// for) and chunks/latents (post, then wait for the caller's answer: whatever the caller's code
+// threw, or nothing), and finally the request's outcome. The caller pumps the events on its own thread, so
+// the sink and the progress callback run there, in order; because rank 0 waits for each chunk's answer, a
+// sink that blocks stalls rank 0 exactly as if rank 0 had called it, and rank 0's peers wait at the next
+// collective.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -26,7 +27,8 @@ struct Event {
   Progress progress{Phase::kLoading};
   Chunk chunk{};
   at::Tensor video, audio;
-  std::exception_ptr error;  // kDone: the outcome (null = success)
+  std::exception_ptr error;    // kDone: the outcome (null = success)
+  bool awaits_answer = false;  // posted by call(): the caller must answer() it
 };
 
 class Mailbox {

@@ -45,6 +45,22 @@ struct StageContext {
   // Rank 0 only: a progress report of `phase` with the plan's totals and the time so far.
   void post_progress(Phase phase, int64_t step, int64_t total_steps, int64_t chunk = 0,
                      int64_t frames = 0) const {
+    mailbox.post(progress_event(phase, step, total_steps, chunk, frames));
+  }
+  // Every rank: a denoising step's report, handed over by rank 0 and waited for, so that a
+  // cancel the caller raises from it is seen at this very step's agreement. The callback is
+  // the caller's code and may take any time: the peers wait for rank 0 without the collective
+  // timeout while it runs.
+  void report_step(int64_t step, int64_t total_steps) const {
+    group.run_on_owner(
+        0,
+        [&] {
+          if (root()) mailbox.call(progress_event(Phase::kDenoising, step, total_steps));
+        },
+        "waiting for rank 0 to hand a step's progress to the caller");
+  }
+  Event progress_event(Phase phase, int64_t step, int64_t total_steps, int64_t chunk = 0,
+                       int64_t frames = 0) const {
     Event e{Event::Kind::kProgress};
     e.progress.phase = phase;
     e.progress.step = step;
@@ -54,7 +70,7 @@ struct StageContext {
     e.progress.frames = frames;
     e.progress.total_frames = plan.num_frames;
     e.progress.elapsed_s = seconds_since(start);
-    mailbox.post(std::move(e));
+    return e;
   }
   // Whether rank 0's caller asked to cancel, agreed by every rank.
   bool agreed_cancel() const { return dist::agree_cancel(group, root() && cancel.requested()); }

@@ -32,7 +32,7 @@ dit::Latents shared_noise(const StageContext& c, uint64_t seed) {
 
 dit::Latents run_steps(const StageContext& c, const dit::DenoiseRequest& dr) {
   auto on_step = [&](int64_t i, int64_t n, const dit::Latents&) {
-    if (c.root()) c.post_progress(Phase::kDenoising, i + 1, n);
+    c.report_step(i + 1, n);
     if (c.agreed_cancel()) {
       throw Error(ErrorKind::kCancelled, "cancelled during denoising (after step " + std::to_string(i + 1) +
                                              " of " + std::to_string(n) + ")");

@@ -1,8 +1,10 @@
-// The frames h3videosrc pushes are exactly the engine's: a checksum over the
-// element's RGB buffers (visible bytes only, whatever the stride) equals the
-// checksum of h3::Engine::generate's own chunks for the same request, on one
-// rank and on two (tensor-parallel DiT, spatially split VAE); the same seed
-// gives the same frames, another seed other frames.
+// The frames h3videosrc pushes are exactly the engine's: the element's RGB buffers (visible
+// bytes only, whatever the stride) equal h3::Engine::generate's own chunks for the same
+// request, on one rank and on two (tensor-parallel DiT); on a canvas wide enough for two VAE
+// tiles, two ranks (each decoding one tile, rank 0 gathering) give the one-rank frames; its
+// RGBA, BGRx and I420 buffers are the engine's RGB converted independently here (channel order,
+// alpha, BT.709 limited-range Y'CbCr); the same seed gives the same frames, another seed other
+// frames.
 #include <ATen/ATen.h>
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
@@ -10,7 +12,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/progress.h"
@@ -24,83 +29,213 @@ namespace {
 constexpr int kW = 50, kH = 40;
 constexpr int64_t kN = 9;
 
-uint64_t fnv1a(uint64_t h, const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-constexpr uint64_t kFnvBasis = 1469598103934665603ull;
-
-class HashSink : public h3::ChunkSink {
- public:
-  void on_chunk(const h3::Chunk& c) override {
-    const at::Tensor t = c.frames.contiguous();
-    hash = fnv1a(hash, t.data_ptr<uint8_t>(), static_cast<size_t>(t.numel()));
-    frames += t.size(0);
-  }
-  uint64_t hash = kFnvBasis;
-  int64_t frames = 0;
+struct Clip {
+  int width = kW, height = kH;
+  int64_t frames = kN;
+  uint64_t seed = 5;
+  int ranks = 1;
 };
 
-uint64_t engine_hash(uint64_t seed, int ranks = 1) {
+class CollectSink : public h3::ChunkSink {
+ public:
+  void on_chunk(const h3::Chunk& c) override { chunks.push_back(c.frames.contiguous()); }
+  std::vector<at::Tensor> chunks;
+};
+
+// The engine's own frames for the clip: uint8 [n, H, W, 3].
+at::Tensor engine_frames(const Clip& c) {
   h3::EngineOptions o;
   o.model_dir = h3::default_model_dir();
-  o.ranks = ranks;
+  o.ranks = c.ranks;
   auto engine = h3::Engine::open(o);
   h3::GenerationRequest r;
   r.prompt = "a red kite";
-  r.width = kW;
-  r.height = kH;
-  r.num_frames = kN;
-  r.seed = seed;
-  HashSink sink;
+  r.width = c.width;
+  r.height = c.height;
+  r.num_frames = c.frames;
+  r.seed = c.seed;
+  CollectSink sink;
   h3::CancelToken cancel;
   engine->generate(r, sink, {}, cancel);
-  EXPECT_EQ(sink.frames, kN);
-  return sink.hash;
+  const at::Tensor all = at::cat(sink.chunks, 0);
+  EXPECT_EQ(all.size(0), c.frames);
+  return all;
 }
 
-uint64_t element_hash(uint64_t seed, int ranks = 1) {
-  const std::string l = "h3videosrc prompt=\"a red kite\" width=" + std::to_string(kW) +
-                        " height=" + std::to_string(kH) + " num-frames=" + std::to_string(kN) +
-                        " seed=" + std::to_string(seed) + " ranks=" + std::to_string(ranks);
+// The element's buffers for the clip in `format`: each plane's visible bytes, [n, rows, row
+// bytes] (packed formats: one plane of width * pixel-stride bytes a row).
+std::vector<at::Tensor> element_planes(const Clip& c, const char* format = "RGB") {
+  const std::string l = "h3videosrc prompt=\"a red kite\" width=" + std::to_string(c.width) +
+                        " height=" + std::to_string(c.height) + " num-frames=" + std::to_string(c.frames) +
+                        " seed=" + std::to_string(c.seed) + " ranks=" + std::to_string(c.ranks);
   GstHarness* h = gst_harness_new_parse(l.c_str());
-  gst_harness_set_sink_caps_str(h, "video/x-raw,format=RGB");
+  gst_harness_set_sink_caps_str(h, (std::string("video/x-raw,format=") + format).c_str());
   gst_harness_play(h);
   GstCaps* caps = nullptr;
-  uint64_t hash = kFnvBasis;
-  for (int64_t i = 0; i < kN; ++i) {
+  GstVideoInfo info;
+  std::vector<std::vector<at::Tensor>> frames;  // per plane
+  for (int64_t i = 0; i < c.frames; ++i) {
     GstBuffer* b = gst_harness_pull(h);
-    EXPECT_NE(b, nullptr);
+    EXPECT_NE(b, nullptr) << "frame " << i;
     if (!b) break;
-    if (!caps) caps = gst_pad_get_current_caps(h->sinkpad);
-    GstVideoInfo info;
-    EXPECT_TRUE(gst_video_info_from_caps(&info, caps));
+    if (!caps) {
+      caps = gst_pad_get_current_caps(h->sinkpad);
+      EXPECT_TRUE(gst_video_info_from_caps(&info, caps));
+      EXPECT_STREQ(GST_VIDEO_INFO_NAME(&info), format);
+      frames.resize(GST_VIDEO_INFO_N_PLANES(&info));
+    }
     GstVideoFrame f;
     EXPECT_TRUE(gst_video_frame_map(&f, &info, b, GST_MAP_READ));
-    const auto* px = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&f, 0));
-    const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
-    EXPECT_GT(stride, kW * 3);  // the padding really is there
-    for (int y = 0; y < kH; ++y) hash = fnv1a(hash, px + y * stride, kW * 3);
+    for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&f); ++p) {
+      const int rows = GST_VIDEO_FRAME_COMP_HEIGHT(&f, p);
+      const int row_bytes = GST_VIDEO_FRAME_COMP_WIDTH(&f, p) * GST_VIDEO_FRAME_COMP_PSTRIDE(&f, p);
+      const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(&f, p);
+      const auto* px = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&f, p));
+      at::Tensor plane = at::empty({rows, row_bytes}, at::kByte);
+      for (int y = 0; y < rows; ++y) std::memcpy(plane[y].data_ptr<uint8_t>(), px + y * stride, row_bytes);
+      frames[p].push_back(plane);
+    }
     gst_video_frame_unmap(&f);
     gst_buffer_unref(b);
   }
   if (caps) gst_caps_unref(caps);
   gst_harness_teardown(h);
-  return hash;
+  std::vector<at::Tensor> planes;
+  for (const auto& f : frames) planes.push_back(at::stack(f));
+  return planes;
+}
+
+// The element's RGB frames as the engine's layout: uint8 [n, H, W, 3].
+at::Tensor element_rgb(const Clip& c) {
+  const std::vector<at::Tensor> planes = element_planes(c, "RGB");
+  if (planes.size() != 1) {
+    ADD_FAILURE() << "RGB came in " << planes.size() << " planes";
+    return at::Tensor();
+  }
+  return planes[0].view({-1, c.height, c.width, 3});
+}
+
+int max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kInt) - b.to(at::kInt)).abs().max().item<int>();
+}
+
+// The engine's frames of the default clip on one rank, made once for the tests that compare.
+const at::Tensor& engine_default_clip() {
+  static const at::Tensor frames = engine_frames(Clip{});
+  return frames;
 }
 
 TEST(H3VideoSrcDeterminism, TheElementsFramesAreTheEnginesFrames) {
-  EXPECT_EQ(element_hash(5), engine_hash(5));
+  // The padding really is there: rows of 50 RGB pixels are 150 bytes, padded to 152.
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_RGB, kW, kH);
+  ASSERT_GT(GST_VIDEO_INFO_PLANE_STRIDE(&info, 0), kW * 3);
+  const at::Tensor el = element_rgb(Clip{});
+  ASSERT_TRUE(el.defined());
+  EXPECT_TRUE(at::equal(el, engine_default_clip()));
 }
 
 TEST(H3VideoSrcDeterminism, OnTwoRanksTheElementsFramesAreTheTwoRankEnginesFrames) {
-  EXPECT_EQ(element_hash(5, 2), engine_hash(5, 2));
+  Clip c;
+  c.ranks = 2;
+  const at::Tensor el = element_rgb(c);
+  ASSERT_TRUE(el.defined());
+  EXPECT_TRUE(at::equal(el, engine_frames(c)));
+}
+
+// Over 256 px wide the canvas (320) has two VAE tiles: on two ranks each decodes one and rank 0
+// gathers them. The two-rank latents are within the DiT's TP tolerance (1e-4) of the one-rank
+// ones, so a pixel may round the other way; a wrong tile would be off by far more.
+TEST(H3VideoSrcDeterminism, OnTwoRanksAWideCanvasSplitIntoTilesGivesTheOneRankFrames) {
+  Clip c;
+  c.width = 300;
+  c.height = 40;
+  c.frames = 5;  // generated as 22: a short clip keeps the wide canvas cheap
+  c.ranks = 2;
+  const at::Tensor el = element_rgb(c);
+  ASSERT_TRUE(el.defined());
+  c.ranks = 1;
+  const at::Tensor one = engine_frames(c);
+  ASSERT_EQ(el.sizes(), one.sizes());
+  const int diff = max_abs_diff(el, one);
+  std::printf("wide canvas, element on two ranks vs engine on one: max |diff| %d\n", diff);
+  EXPECT_LE(diff, 1);
 }
 
 TEST(H3VideoSrcDeterminism, SameSeedSameFramesOtherSeedOtherFrames) {
-  const uint64_t a = element_hash(5);
-  EXPECT_EQ(element_hash(5), a);
-  EXPECT_NE(element_hash(6), a);
+  const at::Tensor a = element_rgb(Clip{});
+  ASSERT_TRUE(a.defined());
+  EXPECT_TRUE(at::equal(element_rgb(Clip{}), a));
+  Clip other;
+  other.seed = 6;
+  EXPECT_FALSE(at::equal(element_rgb(other), a));
+}
+
+// ---- the element's own conversions, against the engine's RGB converted here ----
+
+// Red and blue differ enough in the clip for a swap of the two to show.
+void expect_colourful(const at::Tensor& rgb) {
+  const double rb =
+      (rgb.select(3, 0).to(at::kFloat) - rgb.select(3, 2).to(at::kFloat)).abs().mean().item<double>();
+  ASSERT_GT(rb, 10.0) << "mean |R - B| of the engine's frames";
+}
+
+TEST(H3VideoSrcConversion, RgbaAndBgrxCarryTheEnginesChannelsInTheirOrder) {
+  const at::Tensor rgb = engine_default_clip();
+  ASSERT_NO_FATAL_FAILURE(expect_colourful(rgb));
+  const std::vector<at::Tensor> rgba = element_planes(Clip{}, "RGBA");
+  ASSERT_EQ(rgba.size(), 1u);
+  const at::Tensor a = rgba[0].view({kN, kH, kW, 4});
+  EXPECT_TRUE(at::equal(a.narrow(3, 0, 3), rgb));
+  EXPECT_TRUE(a.select(3, 3).eq(255).all().item<bool>()) << "RGBA alpha is not opaque";
+
+  const std::vector<at::Tensor> bgrx = element_planes(Clip{}, "BGRx");
+  ASSERT_EQ(bgrx.size(), 1u);
+  const at::Tensor b = bgrx[0].view({kN, kH, kW, 4});
+  EXPECT_TRUE(at::equal(b.select(3, 0), rgb.select(3, 2)));  // B
+  EXPECT_TRUE(at::equal(b.select(3, 1), rgb.select(3, 1)));  // G
+  EXPECT_TRUE(at::equal(b.select(3, 2), rgb.select(3, 0)));  // R
+}
+
+// BT.709 limited range (the caps say colorimetry=bt709; no transfer conversion): Y' = 16 + 219 *
+// (0.2126 R + 0.7152 G + 0.0722 B), Cb = 128 + 224 * (B - Y) / 1.8556, Cr = 128 + 224 * (R - Y) /
+// 1.5748, with R, G, B in [0, 1]. Y' is per pixel (the converter's fixed-point rounding: +-1).
+// Chroma is subsampled for the caps' chroma-site=mpeg2: horizontally co-sited with the even
+// columns, a [1 2 1] / 4 filter, vertically centred between two rows, their mean; the reference
+// does the same on the full-resolution Cb, Cr in double (the converter rounds in between). The
+// converter treats the last chroma column as an edge of its own (up to 29 off on this clip), so
+// that column is left out; every other sample is within 2.
+at::Tensor subsample_mpeg2(const at::Tensor& c) {  // [n, H, W] -> [n, H/2, W/2]
+  const int64_t w = c.size(2);
+  const at::Tensor left = at::cat({c.narrow(2, 0, 1), c.narrow(2, 0, w - 1)}, 2);
+  const at::Tensor right = at::cat({c.narrow(2, 1, w - 1), c.narrow(2, w - 1, 1)}, 2);
+  const at::Tensor h = ((left + 2 * c + right) / 4).slice(2, 0, w, 2);
+  return (h.slice(1, 0, h.size(1), 2) + h.slice(1, 1, h.size(1), 2)) / 2;
+}
+
+TEST(H3VideoSrcConversion, I420IsTheEnginesRgbInBt709LimitedRange) {
+  const at::Tensor rgb = engine_default_clip();
+  ASSERT_NO_FATAL_FAILURE(expect_colourful(rgb));
+  const std::vector<at::Tensor> yuv = element_planes(Clip{}, "I420");
+  ASSERT_EQ(yuv.size(), 3u);
+  const at::Tensor f = rgb.to(at::kDouble) / 255.0;
+  const at::Tensor r = f.select(3, 0), g = f.select(3, 1), b = f.select(3, 2);
+  const at::Tensor y = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  const at::Tensor want_y = 16.0 + 219.0 * y;
+  const at::Tensor cb = 128.0 + 224.0 * (b - y) / 1.8556;
+  const at::Tensor cr = 128.0 + 224.0 * (r - y) / 1.5748;
+  const at::Tensor got_y = yuv[0].view({kN, kH, kW}).to(at::kDouble);
+  const at::Tensor got_u = yuv[1].view({kN, kH / 2, kW / 2}).to(at::kDouble);
+  const at::Tensor got_v = yuv[2].view({kN, kH / 2, kW / 2}).to(at::kDouble);
+  const double ey = (got_y - want_y).abs().max().item<double>();
+  const int64_t cw = kW / 2 - 1;  // all but the right edge's chroma column
+  const double eu = (got_u - subsample_mpeg2(cb)).narrow(2, 0, cw).abs().max().item<double>();
+  const double ev = (got_v - subsample_mpeg2(cr)).narrow(2, 0, cw).abs().max().item<double>();
+  std::printf("I420 vs BT.709 of the engine's RGB: max |dY| %.2f, max |dCb| %.2f, max |dCr| %.2f\n", ey, eu,
+              ev);
+  EXPECT_LE(ey, 1.5);
+  EXPECT_LE(eu, 2.0);
+  EXPECT_LE(ev, 2.0);
 }
 
 }  // namespace

@@ -67,18 +67,52 @@ TEST(H3VideoSrcErrors, OneDenoisingStepIsRefusedAsASetting) {
   EXPECT_NE(r.message.find("step"), std::string::npos) << r.message;
 }
 
-TEST(H3VideoSrcErrors, MoreRanksThanDevicesIsAnError) {
-  // More CUDA ranks than this machine has GPUs (none, on a CPU build).
-  const h3test::RunResult r = run("device=cuda ranks=64");
-  EXPECT_TRUE(r.error);
+// Which CUDA refusal applies depends on the build (H3_TEST_TORCH_HAS_CUDA, from meson) and on
+// the GPUs the NVIDIA driver shows: each case runs where it is true and says why it is skipped
+// elsewhere.
+int driver_gpus() {
+  int n = 0;
+  if (GDir* d = g_dir_open("/proc/driver/nvidia/gpus", 0, nullptr)) {
+    while (g_dir_read_name(d)) ++n;
+    g_dir_close(d);
+  }
+  return n;
+}
+
+void expect_settings_error(const h3test::RunResult& r, const std::vector<std::string>& says) {
+  ASSERT_TRUE(r.error);
   EXPECT_FALSE(r.timed_out);
-  EXPECT_FALSE(r.message.empty());
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
+  for (const auto& s : says) EXPECT_NE(r.message.find(s), std::string::npos) << r.message;
+}
+
+TEST(H3VideoSrcErrors, CudaInABuildWithoutCudaIsRefusedSayingSo) {
+  if (H3_TEST_TORCH_HAS_CUDA) GTEST_SKIP() << "this build has CUDA";
+  expect_settings_error(run("device=cuda"), {"device = cuda: this build has no CUDA", "use cpu"});
+}
+
+TEST(H3VideoSrcErrors, CudaWithoutAGpuIsRefusedSayingWhatIsMissing) {
+  if (!H3_TEST_TORCH_HAS_CUDA) GTEST_SKIP() << "a CPU-only build refuses device=cuda before looking for GPUs";
+  if (driver_gpus() > 0) GTEST_SKIP() << driver_gpus() << " GPU(s) present: this refusal is for machines without";
+  expect_settings_error(run("device=cuda"), {"device = cuda: no CUDA GPU is usable here", "nvidia-smi", "use cpu"});
+}
+
+TEST(H3VideoSrcErrors, MoreCudaRanksThanGpusIsAnError) {
+  if (!H3_TEST_TORCH_HAS_CUDA) GTEST_SKIP() << "a CPU-only build refuses device=cuda before counting GPUs";
+  if (driver_gpus() == 0) GTEST_SKIP() << "no GPU here: device=cuda is refused before counting ranks";
+  // One GPU per rank: 64 ranks ask for more GPUs than any machine here has.
+  expect_settings_error(run("device=cuda ranks=64"), {"device = cuda with 64 ranks needs 64 GPUs (one per rank) but"});
 }
 
 TEST(H3VideoSrcErrors, TensorParallelSizeThatDoesNotDivideTheRanksIsAnError) {
   const h3test::RunResult r = run("ranks=2 tp-size=3");
-  EXPECT_TRUE(r.error);
+  ASSERT_TRUE(r.error);
   EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
+  EXPECT_NE(r.message.find("tp = 3 with 2 ranks"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("give tp = 0 or tp = ranks"), std::string::npos) << r.message;
 }
 
 }  // namespace

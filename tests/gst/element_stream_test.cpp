@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -158,33 +159,74 @@ TEST(H3VideoSrcStream, DurationIsAnsweredFromNumFramesAndNumBuffers) {
   gst_object_unref(src);
 }
 
-TEST(H3VideoSrcStream, LatencyIsLiveOnlyWhenLiveAndCoversAChunk) {
+// The latency query: live only; when live, at least the slowest chunk's decode time (a
+// chunk's frames exist only once the whole chunk is decoded). At 1000 fps the one-frame floor
+// is 1 ms, far below any chunk's decode, so only the measured chunk time can pass. The chunk
+// times are measured here too, between the element's successive "decoding" reports (the
+// element's own window runs from one chunk's hand-over to the next: the same work, less the
+// hand-over itself). Nothing blocks downstream (fakesink sync=false, a deep queue); frames of
+// 256x160 make a chunk take tens of milliseconds, and a third of the longest interval leaves
+// room for this process's scheduling without letting the floor through.
+TEST(H3VideoSrcStream, LatencyIsLiveOnlyWhenLiveAndCoversTheMeasuredChunkTime) {
   for (const bool live : {true, false}) {
     SCOPED_TRACE(live);
-    GstElement* p = gst_parse_launch(
-        (launch(live ? "name=src is-live=true" : "name=src") + " ! fakesink").c_str(), nullptr);
+    const std::string l = "h3videosrc name=src num-frames=" + std::to_string(kFrames) +
+                          " width=256 height=160 framerate=1000/1 queue-chunks=16" +
+                          (live ? " is-live=true" : "") + " ! fakesink sync=false";
+    GstElement* p = gst_parse_launch(l.c_str(), nullptr);
     ASSERT_NE(p, nullptr);
     GstElement* src = h3test::by_name(p, "src");
-    GstBus* bus = gst_element_get_bus(p);
-    gst_element_set_state(p, GST_STATE_PLAYING);
-    // The whole clip: the chunk time has been measured by then.
-    const h3test::RunResult r = h3test::wait_for_end(bus, 300);
-    EXPECT_TRUE(r.eos) << r.message;
-    GstQuery* q = gst_query_new_latency();
-    GstPad* pad = gst_element_get_static_pad(src, "src");
-    ASSERT_TRUE(gst_pad_query(pad, q));
-    gboolean is_live = !live;
-    GstClockTime min = 0, max = 0;
-    gst_query_parse_latency(q, &is_live, &min, &max);
-    EXPECT_EQ(static_cast<bool>(is_live), live);
-    if (live) {
-      EXPECT_GE(min, at(1));
-      EXPECT_TRUE(!GST_CLOCK_TIME_IS_VALID(max) || max >= min);
+    {
+      h3test::BusRecorder rec(p);
+      gst_element_set_state(p, GST_STATE_PLAYING);
+      // The whole clip, and the report of its last chunk (EOS may overtake it): every chunk
+      // time has been measured by then.
+      ASSERT_TRUE(rec.wait(
+          [](const h3test::BusRecorder& r) {
+            if (r.error()) return true;
+            for (const auto& pr : r.progress()) {
+              if (pr.phase == "decoding" && pr.chunk == pr.total_chunks) return true;
+            }
+            return false;
+          },
+          300));
+      ASSERT_TRUE(rec.wait_for_end(300));
+      EXPECT_TRUE(rec.eos()) << rec.error_message();
+      GstQuery* q = gst_query_new_latency();
+      GstPad* pad = gst_element_get_static_pad(src, "src");
+      ASSERT_TRUE(gst_pad_query(pad, q));
+      gboolean is_live = !live;
+      GstClockTime min = 0, max = 0;
+      gst_query_parse_latency(q, &is_live, &min, &max);
+      EXPECT_EQ(static_cast<bool>(is_live), live);
+      if (live) {
+        std::vector<h3test::BusRecorder::Progress> seen;  // copied under the recorder's lock
+        rec.wait(
+            [&](const h3test::BusRecorder& r) {
+              seen = r.progress();
+              return true;
+            },
+            0);
+        // "decoding" reports: chunk 0 when decoding starts, chunk k once k chunks were handed over.
+        std::vector<gint64> at_chunk;
+        for (const auto& pr : seen) {
+          if (pr.phase == "decoding" && pr.chunk == static_cast<int>(at_chunk.size()))
+            at_chunk.push_back(pr.at_us);
+        }
+        ASSERT_GE(at_chunk.size(), 3u) << "fewer than two chunks were reported";
+        gint64 longest_us = 0;
+        for (size_t k = 1; k < at_chunk.size(); ++k)
+          longest_us = std::max(longest_us, at_chunk[k] - at_chunk[k - 1]);
+        std::printf("latency min %.1f ms; longest chunk interval seen here %.1f ms\n", min / 1e6,
+                    longest_us / 1e3);
+        EXPECT_GE(min, static_cast<GstClockTime>(longest_us) * GST_USECOND / 3);
+        EXPECT_GT(min, gst_util_uint64_scale(1, GST_SECOND, 1000));  // above the one-frame floor
+        EXPECT_TRUE(!GST_CLOCK_TIME_IS_VALID(max) || max >= min);
+      }
+      gst_query_unref(q);
+      gst_object_unref(pad);
+      gst_element_set_state(p, GST_STATE_NULL);
     }
-    gst_query_unref(q);
-    gst_object_unref(pad);
-    gst_element_set_state(p, GST_STATE_NULL);
-    gst_object_unref(bus);
     gst_object_unref(src);
     gst_object_unref(p);
   }

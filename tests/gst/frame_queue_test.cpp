@@ -73,17 +73,20 @@ TEST(FrameQueue, ProducerBlocksWhileFullUntilAWholeChunkIsConsumed) {
   FrameQueue q(2);
   ASSERT_TRUE(q.push(make_chunk(0, 0, 2)));
   ASSERT_TRUE(q.push(make_chunk(1, 2, 2)));
-  std::atomic<bool> pushed{false};
+  // Order, not time: the consumer raises `room_made` just before the pop that finishes
+  // chunk 0; a push that returned earlier (a per-frame bound, or none) sees it still down.
+  std::atomic<bool> producing{false}, room_made{false}, pushed{false};
   std::thread producer([&] {
+    producing = true;
     EXPECT_TRUE(q.push(make_chunk(2, 4, 2)));
+    EXPECT_TRUE(room_made.load()) << "push returned before a whole chunk was consumed";
     pushed = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(pushed.load());
+  ASSERT_TRUE(eventually([&] { return producing.load(); }));
   Frame f;
   ASSERT_EQ(q.pop(&f), PopResult::kFrame);  // half of chunk 0: still two chunks waiting
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(pushed.load());
+  EXPECT_EQ(q.queued_chunks(), 2u);
+  room_made = true;
   ASSERT_EQ(q.pop(&f), PopResult::kFrame);  // chunk 0 done: room for one
   EXPECT_TRUE(eventually([&] { return pushed.load(); }));
   producer.join();
@@ -93,14 +96,18 @@ TEST(FrameQueue, ProducerBlocksWhileFullUntilAWholeChunkIsConsumed) {
 
 TEST(FrameQueue, ConsumerBlocksWhileEmptyUntilAChunkArrives) {
   FrameQueue q(2);
+  std::atomic<bool> consuming{false}, pushing{false};
   std::atomic<int64_t> got{-1};
   std::thread consumer([&] {
+    consuming = true;
     Frame f;
     EXPECT_EQ(q.pop(&f), PopResult::kFrame);
+    EXPECT_TRUE(pushing.load()) << "pop returned before anything was pushed";
     got = f.index;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(eventually([&] { return consuming.load(); }));
   EXPECT_EQ(got.load(), -1);
+  pushing = true;
   ASSERT_TRUE(q.push(make_chunk(0, 0, 1)));
   consumer.join();
   EXPECT_EQ(got.load(), 0);
@@ -108,13 +115,16 @@ TEST(FrameQueue, ConsumerBlocksWhileEmptyUntilAChunkArrives) {
 
 TEST(FrameQueue, FlushingWakesTheConsumerAndKeepsTheFrames) {
   FrameQueue q(2);
-  std::atomic<bool> woke{false};
+  std::atomic<bool> consuming{false}, flushing{false}, woke{false};
   std::thread consumer([&] {
+    consuming = true;
     Frame f;
     EXPECT_EQ(q.pop(&f), PopResult::kFlushing);
+    EXPECT_TRUE(flushing.load()) << "pop returned before the flush";
     woke = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(eventually([&] { return consuming.load(); }));
+  flushing = true;
   q.set_flushing(true);
   consumer.join();
   EXPECT_TRUE(woke.load());
@@ -130,12 +140,16 @@ TEST(FrameQueue, FlushingWakesTheConsumerAndKeepsTheFrames) {
 TEST(FrameQueue, AbortWakesABlockedProducerAndConsumerAndDropsEverything) {
   FrameQueue q(1);
   ASSERT_TRUE(q.push(make_chunk(0, 0, 3)));
+  std::atomic<bool> producing{false}, aborting{false};
   std::atomic<int> results{0};
   std::thread producer([&] {
+    producing = true;
     EXPECT_FALSE(q.push(make_chunk(1, 3, 3)));
+    EXPECT_TRUE(aborting.load()) << "push gave up before the abort";
     ++results;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(eventually([&] { return producing.load(); }));
+  aborting = true;
   q.abort();
   producer.join();
   EXPECT_EQ(results.load(), 1);
@@ -200,8 +214,14 @@ TEST(FrameQueue, ASlowConsumerNeverSeesMoreThanTheBoundAndLosesNoFrame) {
 TEST(FrameQueue, RaisingTheBoundReleasesABlockedProducer) {
   FrameQueue q(1);
   ASSERT_TRUE(q.push(make_chunk(0, 0, 1)));
-  std::thread producer([&] { EXPECT_TRUE(q.push(make_chunk(1, 1, 1))); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::atomic<bool> producing{false}, raised{false};
+  std::thread producer([&] {
+    producing = true;
+    EXPECT_TRUE(q.push(make_chunk(1, 1, 1)));
+    EXPECT_TRUE(raised.load()) << "push returned while the queue was full";
+  });
+  ASSERT_TRUE(eventually([&] { return producing.load(); }));
+  raised = true;
   q.set_max_chunks(2);
   producer.join();
   EXPECT_EQ(q.queued_chunks(), 2u);

@@ -55,7 +55,7 @@ case "$what" in
     ;;
   rtp)
     # The sender is live (the script's default), as a real RTP sender is.
-    PORT=${PORT:-5004} bash "$src/pipelines/rtp.sh" "$build" "$frames"
+    PORT=${PORT:-5004} EXPECT_SIZE="${width}x$height" bash "$src/pipelines/rtp.sh" "$build" "$frames"
     ;;
   app)
     # shellcheck source=pipelines/env.sh

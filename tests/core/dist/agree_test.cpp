@@ -81,6 +81,7 @@ TEST(AgreeError, EveryRankLearnsTheFirstFailingRankAndItsMessage) {
     EXPECT_EQ(a.message, "tile 5 ran out of memory");
     try {
       throw_agreed(a, g.rank());
+      ADD_FAILURE() << "rank " << g.rank() << ": throw_agreed returned on an agreed failure";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::kDistributed);
       if (g.rank() == 2) {

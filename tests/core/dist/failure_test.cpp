@@ -1,5 +1,7 @@
 // Timeouts: a collective a peer never joins ends with an error naming the
-// rank and the operation, and the group is unusable afterwards.
+// rank and the operation, and the group is unusable afterwards. The absent
+// rank stays away until the others gave up (a latch, not a sleep), so the
+// outcome does not depend on how fast the machine is.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -7,9 +9,12 @@
 
 #include "common/error.h"
 #include "dist/world.h"
+#include "test_util.h"
 
 namespace h3::dist {
 namespace {
+
+using testing::Latch;
 
 WorldOptions short_timeout() {
   WorldOptions o;
@@ -29,17 +34,21 @@ ErrorKind kind_of(const RankResult& r) {
 }
 
 TEST(Timeout, CollectiveTimeoutNamesRankAndOperation) {
+  Latch gave_up;
   auto results = run_threads(
       2,
-      [](Group& g) {
+      [&gave_up](Group& g) {
         if (g.rank() == 1) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // never joins
+          // Never joins: leaves only once rank 0 gave up on it.
+          EXPECT_TRUE(gave_up.wait_for(1)) << "rank 0's all_reduce never ended";
           return;
         }
         at::Tensor t = at::ones({4});
         try {
           g.all_reduce(t);
+          ADD_FAILURE() << "all_reduce returned although rank 1 never joined";
         } catch (const Error&) {
+          gave_up.arrive();
           EXPECT_TRUE(g.broken());
           // The transport is out of step: later collectives refuse at once.
           try {
@@ -62,18 +71,25 @@ TEST(Timeout, CollectiveTimeoutNamesRankAndOperation) {
 
 TEST(Timeout, EachOperationIsNamed) {
   for (std::string op : {"all_gather", "broadcast", "barrier", "broadcast_string"}) {
+    Latch gave_up;
     auto results = run_threads(
         2,
-        [&op](Group& g) {
+        [&op, &gave_up](Group& g) {
           if (g.rank() == 1) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+            EXPECT_TRUE(gave_up.wait_for(1)) << op << ": rank 0 never gave up";
             return;
           }
           at::Tensor t = at::ones({4});
-          if (op == "all_gather") g.all_gather(t);
-          if (op == "broadcast") g.broadcast(t, 0);
-          if (op == "barrier") g.barrier();
-          if (op == "broadcast_string") g.broadcast_string("x", 0);
+          try {
+            if (op == "all_gather") g.all_gather(t);
+            if (op == "broadcast") g.broadcast(t, 0);
+            if (op == "barrier") g.barrier();
+            if (op == "broadcast_string") g.broadcast_string("x", 0);
+            ADD_FAILURE() << op << " returned although rank 1 never joined";
+          } catch (...) {
+            gave_up.arrive();
+            throw;
+          }
         },
         short_timeout());
     // broadcast_string exchanges its length first, through broadcast_int.
@@ -89,10 +105,19 @@ TEST(Timeout, LateRankHearsOfThePeersTimeout) {
   auto results = run_threads(
       2,
       [](Group& g) {
-        if (g.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+        if (g.rank() == 1) {
+          // Arrives only once rank 0 gave up and its failure is on the board (run_threads
+          // posts it when rank 0's function throws). The bound only guards against a hang.
+          for (int i = 0; i < 6000 && !g.peer_failure(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+          EXPECT_TRUE(g.peer_failure().has_value()) << "rank 0 never posted its failure";
+        }
         g.all_reduce_int(1);
       },
       short_timeout());
+  EXPECT_FALSE(results[0].ok);
+  EXPECT_FALSE(results[1].ok);
   EXPECT_NE(results[0].error.find("rank 0: all_reduce_int timed out"), std::string::npos) << results[0].error;
   EXPECT_EQ(results[1].error.rfind("rank 0 failed: rank 0: all_reduce_int timed out", 0), 0u)
       << results[1].error;
@@ -100,15 +125,21 @@ TEST(Timeout, LateRankHearsOfThePeersTimeout) {
 }
 
 TEST(Timeout, ThreeRanksOneAbsentAllReturn) {
+  Latch gave_up;
   auto results = run_threads(
       3,
-      [](Group& g) {
+      [&gave_up](Group& g) {
         if (g.rank() == 2) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+          EXPECT_TRUE(gave_up.wait_for(2)) << "ranks 0 and 1 did not both give up";
           return;
         }
         at::Tensor t = at::ones({4});
-        g.all_reduce(t);
+        try {
+          g.all_reduce(t);
+        } catch (...) {
+          gave_up.arrive();
+          throw;
+        }
       },
       short_timeout());
   for (int r = 0; r < 2; ++r) {

@@ -16,33 +16,29 @@
 namespace h3::dist {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 WorldOptions timeout_ms(int ms) {
   WorldOptions o;
   o.timeout = std::chrono::milliseconds(ms);
   return o;
 }
 
-int64_t ms_since(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
 TEST(RunOnOwner, WorkFourTimesTheTimeoutLeavesEveryRankWorking) {
   std::atomic<int> ran{0};
+  std::atomic<bool> work_done{false};
   testing::run_ok(
       3,
       [&](Group& g) {
-        const auto start = Clock::now();
         g.run_on_owner(
             0,
             [&] {
               ran += 1;
+              // The slow sink: four collective timeouts.
               std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+              work_done = true;
             },
             "a slow sink");
-        // Every rank left the wait after the owner's work, none before.
-        EXPECT_GE(ms_since(start), 1100) << "rank " << g.rank();
+        // Every rank left the wait after the owner's work had finished, none before.
+        EXPECT_TRUE(work_done.load()) << "rank " << g.rank() << " left before the owner's work ended";
         EXPECT_FALSE(g.broken());
         EXPECT_EQ(g.all_reduce_int(1), 3);
       },
@@ -84,16 +80,24 @@ TEST(RunOnOwner, WhatTheWorkThrowsReachesTheOwnerAndThePeersGoOn) {
 }
 
 TEST(RunOnOwner, AnOwnerThatNeverComesIsAnErrorNamingItOnEveryRank) {
+  testing::Latch peer_gave_up;
   auto results = run_threads(
       2,
-      [](Group& g) {
+      [&peer_gave_up](Group& g) {
         if (g.rank() == 0) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // never runs the work
+          // Never runs the work: comes to the next collective only after rank 1 gave up.
+          EXPECT_TRUE(peer_gave_up.wait_for(1)) << "rank 1 waited for ever";
           g.barrier();
           return;
         }
-        g.run_on_owner(
-            0, [] {}, "waiting for rank 0 to hand a chunk to its sink");
+        try {
+          g.run_on_owner(
+              0, [] {}, "waiting for rank 0 to hand a chunk to its sink");
+          ADD_FAILURE() << "rank 1 went on without rank 0";
+        } catch (...) {
+          peer_gave_up.arrive();
+          throw;
+        }
       },
       timeout_ms(300));
   ASSERT_EQ(results.size(), 2u);
@@ -108,16 +112,34 @@ TEST(RunOnOwner, AnOwnerThatNeverComesIsAnErrorNamingItOnEveryRank) {
 }
 
 TEST(RunOnOwner, AFailurePostedByAnotherRankEndsTheWait) {
+  testing::Latch work_started, waiter_released;
+  std::atomic<bool> released_while_working{false};
   auto results = run_threads(
       3,
-      [](Group& g) {
-        if (g.rank() == 2) throw Error(ErrorKind::kInternal, "rank 2 broke");
-        // The owner works longer than anyone would wait for a failed rank.
-        g.run_on_owner(
-            0, [] { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); }, "a slow sink");
+      [&](Group& g) {
+        if (g.rank() == 2) {
+          // Fails while the owner works and rank 1 waits for it.
+          EXPECT_TRUE(work_started.wait_for(1)) << "the owner never started its work";
+          throw Error(ErrorKind::kInternal, "rank 2 broke");
+        }
+        try {
+          // The owner's work ends only once rank 1's wait has ended: what ended it was
+          // rank 2's failure, not the owner finishing.
+          g.run_on_owner(
+              0,
+              [&] {
+                work_started.arrive();
+                released_while_working = waiter_released.wait_for(1);
+              },
+              "a slow sink");
+        } catch (...) {
+          if (g.rank() == 1) waiter_released.arrive();
+          throw;
+        }
         g.barrier();
       },
       timeout_ms(10000));
+  EXPECT_TRUE(released_while_working.load()) << "rank 1 waited for the owner despite rank 2's failure";
   ASSERT_EQ(results.size(), 3u);
   EXPECT_FALSE(results[2].ok);
   for (int r : {0, 1}) {

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,5 +21,28 @@ inline void run_ok(int size, const std::function<void(Group&)>& fn, const WorldO
   ASSERT_EQ(results.size(), static_cast<size_t>(size));
   for (const auto& r : results) EXPECT_TRUE(r.ok) << "rank " << r.rank << ": " << r.error;
 }
+
+// Orders events between ranks without clocks: a rank arrives once something
+// happened (it gave up on a collective, say); another waits until n have. The
+// bound only keeps a broken test from hanging: wait_for says whether n came.
+class Latch {
+ public:
+  void arrive() {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      ++count_;
+    }
+    cv_.notify_all();
+  }
+  bool wait_for(int n, std::chrono::seconds bound = std::chrono::seconds(60)) {
+    std::unique_lock<std::mutex> lk(m_);
+    return cv_.wait_for(lk, bound, [&] { return count_ >= n; });
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int count_ = 0;
+};
 
 }  // namespace h3::dist::testing

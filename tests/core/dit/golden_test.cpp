@@ -44,7 +44,11 @@ TEST(GoldenScheduler, GridsBitForBit) {
   for (int n : {4, 8, 20, 50}) {
     for (int s : {12, 3}) {
       const std::string key = "N" + std::to_string(n) + "_s" + std::to_string(s);
-      if (!g.count("sigmas_" + key)) continue;
+      // Every grid is in the golden file: one missing is a broken test vector, not a skip.
+      ASSERT_EQ(g.count("sigmas_" + key), 1u)
+          << "sigmas_" << key << " missing from scheduler_grids.safetensors";
+      ASSERT_EQ(g.count("timesteps_" + key), 1u)
+          << "timesteps_" << key << " missing from scheduler_grids.safetensors";
       auto sched = make_schedule(n, s);
       EXPECT_TRUE(at::equal(sched.sigmas, g.at("sigmas_" + key))) << key;
       EXPECT_TRUE(at::equal(sched.timesteps, g.at("timesteps_" + key))) << key;
@@ -132,8 +136,12 @@ TEST(ReleasePrecision, Bf16StreamStaysCloseToTheReference) {
   const double ev = max_abs_diff(v.video, c.at("velocity_video"));
   const double ea = max_abs_diff(v.audio, c.at("velocity_audio"));
   std::printf("bf16 stream: max |dv_video| = %.3g, max |dv_audio| = %.3g (max |v| %.3g)\n", ev, ea, scale);
-  EXPECT_LE(ev, 0.05 * scale);
-  EXPECT_LE(ea, 0.05 * scale);
+  // bf16 keeps 8 significant bits (0.4 % per rounding); through the 2 + 2 blocks this case
+  // observes max |dv| 0.050 (video) and 0.045 (audio), 0.8 % of max |v| = 6.22. The bound is
+  // about twice that, 1.6 % of max |v|: room for another BLAS's summation order, no more (the
+  // earlier 5 % let six times the observed error through).
+  EXPECT_LE(ev, 0.016 * scale);
+  EXPECT_LE(ea, 0.016 * scale);
 }
 
 }  // namespace

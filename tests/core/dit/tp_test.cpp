@@ -85,6 +85,9 @@ TEST(DitTp, GoldenSamplingRunAtTp2) {
     EXPECT_LE(max_abs_diff(v[r].video, e.at("video")), 1e-4);
     EXPECT_LE(max_abs_diff(v[r].audio, e.at("audio")), 1e-4);
   }
+  // Every rank ends the run with the very same latents (the next step's input on each).
+  EXPECT_TRUE(at::equal(v[1].video, v[0].video));
+  EXPECT_TRUE(at::equal(v[1].audio, v[0].audio));
 }
 
 // A 4-head random model (the golden one has 2 heads), so that TP 4 splits it.
@@ -135,7 +138,8 @@ TEST_F(FourHeads, Tp2AndTp4MatchTp1) {
       std::printf("TP%d rank %d vs TP1: max |dv_video| = %.3g, max |dv_audio| = %.3g\n", tp, r, ev, ea);
       EXPECT_LE(ev, kTpTolerance);
       EXPECT_LE(ea, kTpTolerance);
-      EXPECT_TRUE(at::equal(v[r].video, v[0].video));
+      EXPECT_TRUE(at::equal(v[r].video, v[0].video)) << "TP" << tp << " rank " << r;
+      EXPECT_TRUE(at::equal(v[r].audio, v[0].audio)) << "TP" << tp << " rank " << r;
     }
   }
 }

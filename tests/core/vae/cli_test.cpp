@@ -1,13 +1,13 @@
 // `h3 decode` end to end: the golden latents through the command line.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "../cli_run.h"
 #include "io/safetensors.h"
 
 namespace {
@@ -19,22 +19,8 @@ std::string golden(const std::string& rel) {
   return std::string(root ? root : "tests/data") + "/golden/h3_vae/" + rel;
 }
 
-struct CliRun {
-  int code;
-  std::string output;
-};
-
-CliRun h3(const std::string& args) {
-  const std::string cmd = std::string("'") + H3_EXE + "' " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CliRun r{-1, ""};
-  if (!p) return r;
-  char buf[512];
-  while (std::fgets(buf, sizeof(buf), p)) r.output += buf;
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using h3::test::CliRun;
+using h3::test::run_h3;
 
 class DecodeCli : public ::testing::Test {
  protected:
@@ -46,8 +32,8 @@ class DecodeCli : public ::testing::Test {
 };
 
 TEST_F(DecodeCli, DecodesTheGoldenCaseOnTwoRanks) {
-  const CliRun r = h3("decode --vae '" + golden("native") + "' --latents '" +
-                      golden("case_t12_h8w12.safetensors") + "' --out '" + out_.string() + "' --ranks 2");
+  const CliRun r = run_h3("decode --vae '" + golden("native") + "' --latents '" +
+                          golden("case_t12_h8w12.safetensors") + "' --out '" + out_.string() + "' --ranks 2");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("chunk 3/3"), std::string::npos) << r.output;  // progress on stderr
   const auto got = h3::io::SafetensorsFile::open(out_.string());
@@ -63,15 +49,15 @@ TEST_F(DecodeCli, DecodesTheGoldenCaseOnTwoRanks) {
 }
 
 TEST_F(DecodeCli, UsageAndInputErrors) {
-  CliRun r = h3("decode --latents x --out y");
+  CliRun r = run_h3("decode --latents x --out y");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--vae"), std::string::npos) << r.output;
-  r = h3("decode --vae /no/such/vae --latents '" + golden("case_t12_h8w12.safetensors") + "' --out '" +
-         out_.string() + "'");
+  r = run_h3("decode --vae /no/such/vae --latents '" + golden("case_t12_h8w12.safetensors") + "' --out '" +
+             out_.string() + "'");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("/no/such/vae"), std::string::npos) << r.output;
-  r = h3("decode --vae '" + golden("diffusers") + "' --latents '" +
-         golden("diffusers/diffusion_pytorch_model.safetensors") + "' --out '" + out_.string() + "'");
+  r = run_h3("decode --vae '" + golden("diffusers") + "' --latents '" +
+             golden("diffusers/diffusion_pytorch_model.safetensors") + "' --out '" + out_.string() + "'");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("latents"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out_));
