@@ -80,7 +80,8 @@ void install_engine_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_DEVICE,
       g_param_spec_string("device", "Device",
-                          "Where the ranks compute: \"cpu\", or \"cuda\" (rank r on GPU r, NCCL between ranks; needs a CUDA build and one GPU per rank)",
+                          "Where the ranks compute: \"cpu\", or \"cuda\" (rank r on GPU r, NCCL between "
+                          "ranks; needs a CUDA build and one GPU per rank)",
                           d.device.c_str(), kReady));
   g_object_class_install_property(
       klass, PROP_QUEUE_CHUNKS,

@@ -19,14 +19,16 @@ int cuda_device_count() {
 void require_cuda_devices(int count, const std::string& what) {
 #if !H3_TORCH_HAS_CUDA
   throw Error(ErrorKind::kInvalidArgument,
-              what + " = cuda: this build has no CUDA (configure found no CUDA LibTorch or no CUDA toolkit "
-                     "with NCCL: see 'LibTorch has CUDA' in meson's summary); use cpu");
+              what +
+                  " = cuda: this build has no CUDA (configure found no CUDA LibTorch or no CUDA toolkit "
+                  "with NCCL: see 'LibTorch has CUDA' in meson's summary); use cpu");
 #endif
   const int visible = cuda_device_count();
   if (visible == 0) {
     throw Error(ErrorKind::kInvalidArgument,
-                what + " = cuda: no CUDA GPU is usable here (no NVIDIA driver, or no GPU visible: check "
-                       "nvidia-smi and CUDA_VISIBLE_DEVICES); use cpu");
+                what +
+                    " = cuda: no CUDA GPU is usable here (no NVIDIA driver, or no GPU visible: check "
+                    "nvidia-smi and CUDA_VISIBLE_DEVICES); use cpu");
   }
   if (count > visible) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -52,9 +54,9 @@ c10::Device parse_device(const std::string& name, const std::string& what) {
   require_cuda_devices(1, what);
   const int visible = cuda_device_count();
   if (index >= visible) {
-    throw Error(ErrorKind::kInvalidArgument, what + " = \"" + name + "\": there is no GPU " +
-                                                 std::to_string(index) + " (" + std::to_string(visible) +
-                                                 " visible: cuda:0..cuda:" + std::to_string(visible - 1) + ")");
+    throw Error(ErrorKind::kInvalidArgument,
+                what + " = \"" + name + "\": there is no GPU " + std::to_string(index) + " (" +
+                    std::to_string(visible) + " visible: cuda:0..cuda:" + std::to_string(visible - 1) + ")");
   }
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
 }

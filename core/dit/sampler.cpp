@@ -1,11 +1,10 @@
 #include "dit/sampler.h"
 
-#include <vector>
-
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -31,7 +30,8 @@ std::vector<float> reference_linspace(int64_t n) {
   for (; i + 2 * kLanes <= n;) {  // two vectors per step
     for (int v = 0; v < 2; ++v, i += kLanes) {
       const float base = first(i);
-      for (int64_t k = 0; k < kLanes; ++k) g[static_cast<size_t>(i + k)] = base + static_cast<float>(k) * step;
+      for (int64_t k = 0; k < kLanes; ++k)
+        g[static_cast<size_t>(i + k)] = base + static_cast<float>(k) * step;
     }
   }
   for (; i < n; ++i) g[static_cast<size_t>(i)] = first(i);

@@ -168,7 +168,8 @@ TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int tp, int st
   } else {
     dist::WorldOptions wo;
     if (opts.device.is_cuda()) wo.backend = dist::Backend::kNccl;  // rank r on cuda:r
-    auto results = dist::run_threads(tp, [&](dist::Group& g) { body(&g); }, wo);
+    auto results = dist::run_threads(
+        tp, [&](dist::Group& g) { body(&g); }, wo);
     for (const auto& res : results) {
       if (!res.ok && res.exception) std::rethrow_exception(res.exception);
     }

@@ -127,18 +127,19 @@ int run(Args& a) {
   return 0;
 }
 
-H3_REGISTER_COMMAND("bench generate", "the engine end to end: load, s/step, decode, first chunk, total",
-                    "usage: h3 bench generate [--tiny-only] [--repeats N] [--dir DIR] [--device cpu|cuda]\n"
-                    "\n"
-                    "Runs the tiny default model at its default request and a medium random model (written\n"
-                    "to a temp folder under DIR, default $TMPDIR or /tmp, deleted after) at 320x192, 56\n"
-                    "frames, 5 grid points, each at 1 and 2 ranks, and prints load time, seconds per\n"
-                    "denoising step, decode time, time to the first chunk and the total.\n"
-                    "\n"
-                    "  --tiny-only   skip the medium model\n"
-                    "  --repeats N   generations per engine (default 1; later ones show the warm figures)\n"
-                    "  --device D    cpu (default) or cuda (rank r on cuda:r; 2 ranks where 2 GPUs are visible)",
-                    run);
+H3_REGISTER_COMMAND(
+    "bench generate", "the engine end to end: load, s/step, decode, first chunk, total",
+    "usage: h3 bench generate [--tiny-only] [--repeats N] [--dir DIR] [--device cpu|cuda]\n"
+    "\n"
+    "Runs the tiny default model at its default request and a medium random model (written\n"
+    "to a temp folder under DIR, default $TMPDIR or /tmp, deleted after) at 320x192, 56\n"
+    "frames, 5 grid points, each at 1 and 2 ranks, and prints load time, seconds per\n"
+    "denoising step, decode time, time to the first chunk and the total.\n"
+    "\n"
+    "  --tiny-only   skip the medium model\n"
+    "  --repeats N   generations per engine (default 1; later ones show the warm figures)\n"
+    "  --device D    cpu (default) or cuda (rank r on cuda:r; 2 ranks where 2 GPUs are visible)",
+    run);
 
 }  // namespace
 }  // namespace h3::tools

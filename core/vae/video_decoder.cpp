@@ -23,7 +23,8 @@ struct Setup {
   at::Tensor mean, std;           // per-channel statistics [1, C, 1, 1, 1], fp32
 };
 
-Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions& o, const c10::Device& device) {
+Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions& o,
+              const c10::Device& device) {
   if (!latents.defined()) throw Error(ErrorKind::kInvalidArgument, "latents: no tensor given");
   if (latents.dim() != 5 || latents.size(0) != 1 || latents.size(1) != c.latent_channels) {
     throw Error(ErrorKind::kInvalidArgument, "latents: shape " + shape_string(latents.sizes()) +
@@ -51,8 +52,10 @@ Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions
                                                  " must be positive and fit the decoded " +
                                                  std::to_string(full_h) + "x" + std::to_string(full_w));
   }
-  const at::Tensor mean = at::tensor(c.latents_mean, at::TensorOptions().dtype(at::kDouble)).to(device, at::kFloat);
-  const at::Tensor std = at::tensor(c.latents_std, at::TensorOptions().dtype(at::kDouble)).to(device, at::kFloat);
+  const at::Tensor mean =
+      at::tensor(c.latents_mean, at::TensorOptions().dtype(at::kDouble)).to(device, at::kFloat);
+  const at::Tensor std =
+      at::tensor(c.latents_std, at::TensorOptions().dtype(at::kDouble)).to(device, at::kFloat);
   s.z = latents;
   s.mean = mean.view({1, -1, 1, 1, 1});
   s.std = std.view({1, -1, 1, 1, 1});

@@ -1,9 +1,10 @@
 // Device names and the CUDA checks: what a user gets for a device this build or machine
 // cannot serve. On a machine without a GPU the CUDA answers are the refusals; where GPUs are
 // present, the index checks.
+#include "common/device.h"
+
 #include <gtest/gtest.h>
 
-#include "common/device.h"
 #include "common/error.h"
 #include "h3_config.h"
 

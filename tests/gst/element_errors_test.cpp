@@ -94,15 +94,18 @@ TEST(H3VideoSrcErrors, CudaInABuildWithoutCudaIsRefusedSayingSo) {
 
 TEST(H3VideoSrcErrors, CudaWithoutAGpuIsRefusedSayingWhatIsMissing) {
   if (!H3_TEST_TORCH_HAS_CUDA) GTEST_SKIP() << "a CPU-only build refuses device=cuda before looking for GPUs";
-  if (driver_gpus() > 0) GTEST_SKIP() << driver_gpus() << " GPU(s) present: this refusal is for machines without";
-  expect_settings_error(run("device=cuda"), {"device = cuda: no CUDA GPU is usable here", "nvidia-smi", "use cpu"});
+  if (driver_gpus() > 0)
+    GTEST_SKIP() << driver_gpus() << " GPU(s) present: this refusal is for machines without";
+  expect_settings_error(run("device=cuda"),
+                        {"device = cuda: no CUDA GPU is usable here", "nvidia-smi", "use cpu"});
 }
 
 TEST(H3VideoSrcErrors, MoreCudaRanksThanGpusIsAnError) {
   if (!H3_TEST_TORCH_HAS_CUDA) GTEST_SKIP() << "a CPU-only build refuses device=cuda before counting GPUs";
   if (driver_gpus() == 0) GTEST_SKIP() << "no GPU here: device=cuda is refused before counting ranks";
   // One GPU per rank: 64 ranks ask for more GPUs than any machine here has.
-  expect_settings_error(run("device=cuda ranks=64"), {"device = cuda with 64 ranks needs 64 GPUs (one per rank) but"});
+  expect_settings_error(run("device=cuda ranks=64"),
+                        {"device = cuda with 64 ranks needs 64 GPUs (one per rank) but"});
 }
 
 TEST(H3VideoSrcErrors, TensorParallelSizeThatDoesNotDivideTheRanksIsAnError) {

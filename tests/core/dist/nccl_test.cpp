@@ -20,8 +20,8 @@ int nccl_world_or_skip() {
   return cuda_device_count();
 }
 
-#define H3_REQUIRE_NCCL_WORLD(n)                                                               \
-  const int n = nccl_world_or_skip();                                                          \
+#define H3_REQUIRE_NCCL_WORLD(n)                                                                \
+  const int n = nccl_world_or_skip();                                                           \
   if (!has_nccl()) GTEST_SKIP() << "this build has no NCCL backend (no CUDA LibTorch/toolkit)"; \
   if (n < 2) GTEST_SKIP() << "needs 2 or more GPUs for an NCCL world, " << n << " visible"
 
@@ -53,7 +53,8 @@ TEST(Nccl, AllReduceBroadcastAndGatherOnTheRanksGpus) {
         g.all_reduce(m, ReduceOp::kMax);
         EXPECT_TRUE(at::equal(m.cpu(), at::full({3}, n - 1.0, at::kDouble)));
 
-        at::Tensor root = g.rank() == 1 ? at::arange(5, dev.dtype(at::kLong)) : at::zeros({5}, dev.dtype(at::kLong));
+        at::Tensor root =
+            g.rank() == 1 ? at::arange(5, dev.dtype(at::kLong)) : at::zeros({5}, dev.dtype(at::kLong));
         g.broadcast(root, 1);
         EXPECT_TRUE(at::equal(root.cpu(), at::arange(5, at::kLong)));
 
@@ -97,8 +98,8 @@ TEST(Nccl, ARankOnTheWrongGpuIsAnAgreedError) {
       [](Group& g) {
         // Rank 0 passes a tensor on rank 1's GPU: every rank gets the same error.
         const int other = (g.rank() + 1) % g.size();
-        const c10::Device d = g.rank() == 0 ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(other))
-                                            : g.device();
+        const c10::Device d =
+            g.rank() == 0 ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(other)) : g.device();
         at::Tensor t = at::ones({2}, at::TensorOptions().device(d));
         g.all_reduce(t);
       },
@@ -113,7 +114,8 @@ TEST(Nccl, ARankOnTheWrongGpuIsAnAgreedError) {
 TEST(Nccl, AskingForNcclWithoutItIsAClearError) {
   if (has_nccl()) GTEST_SKIP() << "this build has NCCL: the refusal is for builds without it";
   try {
-    run_threads(2, [](Group&) {}, nccl());
+    run_threads(
+        2, [](Group&) {}, nccl());
     FAIL() << "run_threads accepted the NCCL backend in a build without it";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);

@@ -214,7 +214,8 @@ TEST(GoldenCuda, MatchesTheReferenceOnTheGpu) {
       ASSERT_EQ(u8.sizes(), want_u8.sizes());
       const at::Tensor diff = (u8.to(at::kInt) - want_u8.to(at::kInt)).abs();
       EXPECT_LE(diff.max().item<int>(), 1);
-      EXPECT_LE(static_cast<double>(diff.gt(0).sum().item<int64_t>()), 0.001 * static_cast<double>(diff.numel()));
+      EXPECT_LE(static_cast<double>(diff.gt(0).sum().item<int64_t>()),
+                0.001 * static_cast<double>(diff.numel()));
       if (file->find("frames_f32") != nullptr) {
         EXPECT_LE((at::cat(sink.f32, 0) - file->view("frames_f32")).abs().max().item<double>(), 1e-4);
       }
