@@ -6,6 +6,7 @@ set -euo pipefail
 PKGS=(
   meson ninja-build pkg-config g++ python3
   libtorch-dev libgloo-dev libopenblas0-pthread nlohmann-json3-dev
+  libicu-dev libpcre2-dev
   libgtest-dev libgmock-dev
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
@@ -15,6 +16,7 @@ PKGS=(
 # libtorch-dev's default BLAS is the reference one (28x slower matmul);
 # libopenblas0-pthread takes over through update-alternatives.
 # libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes.
+# libicu-dev (NFC) and libpcre2-dev (\p{L}/\p{N} in the pre-tokenizer): the H3 tokenizer.
 
 missing=()
 for p in "${PKGS[@]}"; do
