@@ -25,6 +25,8 @@
 #include "h3_config.h"
 #include "text/byte_encoder.h"
 #include "text/conditioning.h"
+#include "text/prompt_encoder.h"
+#include "text/unicode.h"
 #include "vae/cpu_threads.h"
 #include "vae/video_decoder.h"
 
@@ -119,12 +121,13 @@ text::Conditioning condition(const ModelInfo& m, const text::ByteEncoder* bytes,
   if (bytes) return bytes->encode(req.prompt);
   throw Error(ErrorKind::kInvalidArgument,
               m.dir +
-                  " has no built-in text encoder (its text encoder is the external Qwen3-VL model): a prompt "
-                  "string cannot condition it. Supply precomputed prompt embeddings instead: a safetensors "
-                  "file with `embeds` [L, " +
+                  " has no text encoder of its own (text_encoder/ with a Qwen3-VL config and tokenizer/): a "
+                  "prompt string cannot condition it. Supply precomputed prompt embeddings instead: a "
+                  "safetensors file with `embeds` [L, " +
                   std::to_string(m.dit.text_dim) +
                   "] (the text encoder's hidden_states[50], bf16 or fp32) and optionally `tags` [L] "
-                  "(h3 generate --embeds FILE; GenerationRequest::embeds_path)");
+                  "(h3 encode-prompt --model DIR --prompt TEXT --out FILE writes one from a folder holding "
+                  "text_encoder/ and tokenizer/; h3 generate --embeds FILE; GenerationRequest::embeds_path)");
 }
 
 // Rank 0's sink: trims the clip to the requested frame count, hands each chunk over to the
@@ -276,6 +279,7 @@ struct Engine::Impl {
     std::optional<dit::Transformer> dit;
     std::optional<vae::VideoDecoder> vae;
     std::optional<text::ByteEncoder> bytes;
+    std::optional<text::PromptEncoder> prompt;  // every rank holds its shard of the text encoder
   };
 
   void rank_main(dist::Group& g) {
@@ -290,7 +294,7 @@ struct Engine::Impl {
     const auto t0 = Clock::now();
     Failure f;
     try {
-      const int64_t parts = model.byte_encoder ? 3 : 2;
+      const int64_t parts = model.byte_encoder || model.prompt_encoder ? 3 : 2;
       if (root) post_progress(Progress{Phase::kLoading, 0, parts, 0, 0, 0, 0, 0.0});
       dit::TransformerOptions to;
       to.device = c10::Device(opts.device == "cuda" ? c10::kCUDA : c10::kCPU);
@@ -307,6 +311,18 @@ struct Engine::Impl {
                                                 std::to_string(model.dit.text_dim));
         }
         post_progress(Progress{Phase::kLoading, 3, parts, 0, 0, 0, 0, seconds_since(t0)});
+      }
+      if (model.prompt_encoder) {
+        text::EncoderOptions eo;
+        eo.device = to.device;
+        st.prompt.emplace(text::PromptEncoder::load(model.dir, 0, &g, eo));
+        if (st.prompt->encoder().width() != model.dit.text_dim) {
+          throw Error(ErrorKind::kMismatch, model.text_encoder_dir + ": the text encoder makes " +
+                                                std::to_string(st.prompt->encoder().width()) +
+                                                "-wide rows but the transformer takes text_dim " +
+                                                std::to_string(model.dit.text_dim));
+        }
+        if (root) post_progress(Progress{Phase::kLoading, 3, parts, 0, 0, 0, 0, seconds_since(t0)});
       }
     } catch (...) {
       f.capture();
@@ -381,13 +397,20 @@ struct Engine::Impl {
     if (root) {
       post_progress(Progress{Phase::kConditioning, 0, p.evaluations, 0, p.total_chunks, 0, p.num_frames,
                              seconds_since(job_start)});
-      try {
-        cond = condition(model, st.bytes ? &*st.bytes : nullptr, j.req);
-      } catch (...) {
-        f.capture();
-      }
     }
-    agree_or_throw(g, f);
+    if (st.prompt && j.req.embeds_path.empty()) {
+      // The model's own text encoder: rank 0 tokenizes, every rank runs its shard.
+      cond = st.prompt->encode_on_ranks(g, root ? j.req.prompt : std::string());
+    } else {
+      if (root) {
+        try {
+          cond = condition(model, st.bytes ? &*st.bytes : nullptr, j.req);
+        } catch (...) {
+          f.capture();
+        }
+      }
+      agree_or_throw(g, f);
+    }
     if (agreed_cancel(g)) throw Error(ErrorKind::kCancelled, "cancelled before denoising");
     const int64_t rows = g.broadcast_int(root ? cond.embeds.size(0) : 0, 0);
     const bool tags = g.broadcast_int(root && cond.tags.defined() ? 1 : 0, 0) != 0;
@@ -607,7 +630,9 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
 
 ClipPlan Engine::plan(const GenerationRequest& req) const {
   ClipPlan p = make_plan(impl_->model, req);
-  if (req.embeds_path.empty() && !impl_->model.byte_encoder) {
+  // Checked before the request is serialised for the ranks (as JSON, which needs valid UTF-8).
+  text::check_utf8(req.prompt, "prompt");
+  if (req.embeds_path.empty() && !impl_->model.byte_encoder && !impl_->model.prompt_encoder) {
     // Raised here too (not only on rank 0) so that a caller learns it before starting anything.
     condition(impl_->model, nullptr, req);
   }
