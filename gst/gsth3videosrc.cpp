@@ -124,7 +124,7 @@ static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
   g_object_class_install_property(
       gobject_class, PROP_PROMPT,
       g_param_spec_string("prompt", "Prompt",
-                          "Text prompt, for models with text_encoder/ and tokenizer/ (the release, the tiny default). "
+                          "Text prompt, for models with a text encoder (text_encoder/ + tokenizer/). "
                           "Ignored when prompt-embeds is set",
                           DEFAULT_PROMPT, ready));
   g_object_class_install_property(
