@@ -23,7 +23,7 @@ void install_request_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_PROMPT,
       g_param_spec_string("prompt", "Prompt",
-                          "Text prompt, for models with a built-in text encoder (the tiny default). "
+                          "Text prompt, for models with a text encoder (text_encoder/ + tokenizer/). "
                           "Ignored when prompt-embeds is set",
                           kDefaultPrompt, kReady));
   g_object_class_install_property(

@@ -7,6 +7,7 @@ set -euo pipefail
 PKGS=(
   meson ninja-build pkg-config g++ python3 python3-pip
   libgloo-dev nlohmann-json3-dev
+  libicu-dev libpcre2-dev
   libgtest-dev libgmock-dev
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
@@ -15,6 +16,7 @@ PKGS=(
 )
 # libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes (the wheel has none).
 # python3-pip only downloads the wheels (nothing is installed into any Python).
+# libicu-dev (NFC) and libpcre2-dev (\p{L}/\p{N} in the pre-tokenizer): the H3 tokenizer.
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -27,6 +27,7 @@
 #include "engine/stage_decode.h"
 #include "engine/stage_denoise.h"
 #include "h3_config.h"
+#include "text/unicode.h"
 #include "vae/cpu_threads.h"
 
 namespace h3 {
@@ -181,7 +182,7 @@ struct Engine::Impl {
 
   void load_parts(dist::Group& g, RankParts& parts, Clock::time_point t0) {
     const bool root = g.rank() == 0;
-    const int64_t n = model.byte_encoder ? 3 : 2;
+    const int64_t n = model.byte_encoder || model.prompt_encoder ? 3 : 2;
     if (root) post_progress(loading_progress(0, n, 0.0));
     // device=cuda: rank r runs on cuda:r (Engine::open checked that enough GPUs are visible).
     const c10::Device device = opts.device == "cuda"
@@ -202,6 +203,18 @@ struct Engine::Impl {
                                               std::to_string(model.dit.text_dim));
       }
       post_progress(loading_progress(3, n, seconds_since(t0)));
+    }
+    if (model.prompt_encoder) {
+      text::EncoderOptions eo;
+      eo.device = device;
+      parts.prompt.emplace(text::PromptEncoder::load(model.dir, 0, &g, eo));
+      if (parts.prompt->encoder().width() != model.dit.text_dim) {
+        throw Error(ErrorKind::kMismatch, model.text_encoder_dir + ": the text encoder makes " +
+                                              std::to_string(parts.prompt->encoder().width()) +
+                                              "-wide rows but the transformer takes text_dim " +
+                                              std::to_string(model.dit.text_dim));
+      }
+      if (root) post_progress(loading_progress(3, n, seconds_since(t0)));
     }
   }
 
@@ -362,6 +375,8 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
 
 ClipPlan Engine::plan(const GenerationRequest& req) const {
   ClipPlan p = make_plan(impl_->model, req);
+  // Checked before the request is serialised for the ranks (as JSON, which needs valid UTF-8).
+  text::check_utf8(req.prompt, "prompt");
   // Raised here too (not only on rank 0) so that a caller learns it before starting anything.
   engine_detail::check_conditioning(impl_->model, req);
   return p;

@@ -9,6 +9,7 @@
 #include "dit/frames.h"
 #include "dit/sampler.h"
 #include "text/byte_encoder.h"
+#include "text/prompt_encoder.h"
 #include "vae/chunk_plan.h"
 #include "vae/video_decoder.h"
 
@@ -112,6 +113,7 @@ ModelInfo read_model(const std::string& dir) {
   if (fs::is_directory(te)) {
     m.text_encoder_dir = te.string();
     m.byte_encoder = text::ByteEncoder::declared_in(m.text_encoder_dir);
+    m.prompt_encoder = text::has_prompt_encoder(dir);
   }
   m.video_shift = read_shift(root / "scheduler", dit::kVideoShift);
   m.audio_shift = read_shift(root / "audio_scheduler", dit::kAudioShift);

@@ -22,7 +22,8 @@ struct ModelInfo {
   std::string dir;
   std::string transformer_dir, vae_dir;
   std::string text_encoder_dir;  // empty when the folder has none
-  bool byte_encoder = false;     // text_encoder/ holds the tiny built-in encoder
+  bool byte_encoder = false;     // text_encoder/ holds the byte encoder (text/byte_encoder.h)
+  bool prompt_encoder = false;   // text_encoder/ (Qwen3-VL) and tokenizer/: a prompt conditions it
   dit::DitConfig dit;
   vae::VaeConfig vae;
   double video_shift = 12.0, audio_shift = 3.0;  // scheduler/ and audio_scheduler/ "shift"

@@ -15,6 +15,7 @@
 #include "engine/progress.h"
 #include "engine/request.h"
 #include "text/byte_encoder.h"
+#include "text/prompt_encoder.h"
 #include "vae/video_decoder.h"
 
 namespace h3::engine_detail {
@@ -30,6 +31,7 @@ struct RankParts {
   std::optional<dit::Transformer> dit;
   std::optional<vae::VideoDecoder> vae;
   std::optional<text::ByteEncoder> bytes;
+  std::optional<text::PromptEncoder> prompt;  // every rank holds its shard of the text encoder
 };
 
 struct StageContext {

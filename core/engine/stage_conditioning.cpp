@@ -20,12 +20,13 @@ void check_one_source(const GenerationRequest& req) {
 [[noreturn]] void throw_no_encoder(const ModelInfo& m) {
   throw Error(ErrorKind::kInvalidArgument,
               m.dir +
-                  " has no built-in text encoder (its text encoder is the external Qwen3-VL model): a prompt "
-                  "string cannot condition it. Supply precomputed prompt embeddings instead: a safetensors "
-                  "file with `embeds` [L, " +
+                  " has no text encoder of its own (text_encoder/ with a Qwen3-VL config and tokenizer/): a "
+                  "prompt string cannot condition it. Supply precomputed prompt embeddings instead: a "
+                  "safetensors file with `embeds` [L, " +
                   std::to_string(m.dit.text_dim) +
                   "] (the text encoder's hidden_states[50], bf16 or fp32) and optionally `tags` [L] "
-                  "(h3 generate --embeds FILE; GenerationRequest::embeds_path)");
+                  "(h3 encode-prompt --model DIR --prompt TEXT --out FILE writes one from a folder holding "
+                  "text_encoder/ and tokenizer/; h3 generate --embeds FILE; GenerationRequest::embeds_path)");
 }
 
 }  // namespace
@@ -40,7 +41,7 @@ text::Conditioning condition(const ModelInfo& m, const text::ByteEncoder* bytes,
 
 void check_conditioning(const ModelInfo& m, const GenerationRequest& req) {
   // The encoder-less case first: a caller that gave only a prompt learns what to give instead.
-  if (req.embeds_path.empty() && !m.byte_encoder) throw_no_encoder(m);
+  if (req.embeds_path.empty() && !m.byte_encoder && !m.prompt_encoder) throw_no_encoder(m);
   check_one_source(req);
 }
 
@@ -48,15 +49,20 @@ text::Conditioning conditioning_stage(const StageContext& c, const GenerationReq
   const bool root = c.root();
   dist::LocalFailure f;
   text::Conditioning cond;
-  if (root) {
-    c.post_progress(Phase::kConditioning, 0, c.plan.evaluations);
-    try {
-      cond = condition(c.model, c.parts.bytes ? &*c.parts.bytes : nullptr, req);
-    } catch (...) {
-      f.capture();
+  if (root) c.post_progress(Phase::kConditioning, 0, c.plan.evaluations);
+  if (c.parts.prompt && req.embeds_path.empty()) {
+    // The model's own text encoder: rank 0 tokenizes, every rank runs its shard.
+    cond = c.parts.prompt->encode_on_ranks(c.group, root ? req.prompt : std::string());
+  } else {
+    if (root) {
+      try {
+        cond = condition(c.model, c.parts.bytes ? &*c.parts.bytes : nullptr, req);
+      } catch (...) {
+        f.capture();
+      }
     }
+    dist::agree_or_throw(c.group, f);
   }
-  dist::agree_or_throw(c.group, f);
   if (c.agreed_cancel()) throw Error(ErrorKind::kCancelled, "cancelled before denoising");
   dist::Group& g = c.group;
   const int64_t rows = g.broadcast_int(root ? cond.embeds.size(0) : 0, 0);

@@ -9,8 +9,10 @@
 
 #include "common/error.h"
 #include "dit/random_model.h"
+#include "h3_config.h"
 #include "io/safetensors.h"
-#include "text/byte_encoder.h"
+#include "text/random_encoder.h"
+#include "text/tokenizer.h"
 #include "vae/random_weights.h"
 
 namespace h3 {
@@ -41,7 +43,9 @@ std::string model_index_json(const TinySpec& s, uint64_t seed) {
       {"_gst_h3_tiny",
        "A tiny MiniMax-H3-architecture model with seeded random weights (no trained weights): the "
        "embedded default of gst-h3, made by `h3 make-tiny`. Its output is structured noise."},
-      {"text_encoder", component_entry("gst-h3", text::ByteEncoder::kClassName, "text_encoder")},
+      {"text_encoder", component_entry("transformers", "Qwen3VLForConditionalGeneration", "text_encoder")},
+      {"tokenizer", component_entry("transformers", "Qwen2TokenizerFast", "tokenizer")},
+      {"text_encoder_layer", s.text_encoder_layer},
       {"vae", component_entry("diffusers", "AutoencoderKLMiniMaxH3", "vae")},
       {"transformer", component_entry("diffusers", "MiniMaxH3Transformer3DModel", "transformer")},
       {"scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "scheduler")},
@@ -75,6 +79,17 @@ TinySpec tiny_spec() {
   d.text_dim = 32;
   d.time_embed_hidden_dim = 64;
   d.time_embed_dim = 32;
+  text::EncoderConfig& e = s.encoder;
+  e.hidden_size = d.text_dim;
+  e.num_layers = 3;
+  e.num_heads = 4;
+  e.num_kv_heads = 2;
+  e.head_dim = 16;
+  e.intermediate_size = 64;
+  e.vocab_size = 151936;  // the release's embedding rows
+  e.mrope_section = {4, 2, 2};
+  e.mrope_interleaved = true;
+  s.text_encoder_layer = 2;
   s.vae = vae::small_config(/*layers=*/2, /*heads=*/2, /*head_dim=*/32, /*stats_seed=*/7);
   s.defaults.width = 256;
   s.defaults.height = 160;
@@ -84,8 +99,8 @@ TinySpec tiny_spec() {
 }
 
 const std::vector<std::string>& tiny_components() {
-  static const std::vector<std::string> c{"model_index",  "transformer", "vae",
-                                          "text_encoder", "scheduler",   "audio_scheduler"};
+  static const std::vector<std::string> c{"model_index", "transformer",    "vae", "text_encoder", "tokenizer",
+                                          "scheduler",   "audio_scheduler"};
   return c;
 }
 
@@ -123,12 +138,19 @@ std::string vae_config_json(const vae::VaeConfig& c) {
   return j.dump(2) + "\n";
 }
 
-void write_tiny_model(const std::string& dir, uint64_t seed, const std::string& component) {
-  write_random_model(dir, tiny_spec(), seed, component);
+std::string default_tokenizer_source() {
+  const fs::path source(H3_SOURCE_TOKENIZER_DIR);
+  if (fs::is_regular_file(source / text::Tokenizer::kVocabFile)) return source.string();
+  return (fs::path(H3_DEFAULT_MODEL_DIR) / "tokenizer").string();
+}
+
+void write_tiny_model(const std::string& dir, uint64_t seed, const std::string& component,
+                      const std::string& tokenizer_source) {
+  write_random_model(dir, tiny_spec(), seed, component, tokenizer_source);
 }
 
 void write_random_model(const std::string& dir, const TinySpec& s, uint64_t seed,
-                        const std::string& component) {
+                        const std::string& component, const std::string& tokenizer_source) {
   const auto& all = tiny_components();
   if (!component.empty() && std::find(all.begin(), all.end(), component) == all.end()) {
     std::string names;
@@ -151,8 +173,23 @@ void write_random_model(const std::string& dir, const TinySpec& s, uint64_t seed
                           std::vector<std::pair<std::string, at::Tensor>>(tensors.begin(), tensors.end()));
   }
   if (want("text_encoder")) {
-    text::ByteEncoder::write((root / "text_encoder").string(),
-                             text::ByteEncoder::random_table(s.dit.text_dim, sub_seed(seed, 3)));
+    text::EncoderConfig e = s.encoder;
+    e.hidden_size = s.dit.text_dim;  // the encoder's rows are the DiT's text input
+    text::write_random_encoder((root / "text_encoder").string(), e, sub_seed(seed, 3));
+  }
+  if (want("tokenizer")) {
+    const fs::path from(tokenizer_source.empty() ? default_tokenizer_source() : tokenizer_source);
+    fs::create_directories(root / "tokenizer");
+    for (const char* f :
+         {text::Tokenizer::kVocabFile, text::Tokenizer::kMergesFile, text::Tokenizer::kConfigFile}) {
+      if (!fs::is_regular_file(from / f)) {
+        throw Error(ErrorKind::kNotFound,
+                    (from / f).string() +
+                        ": missing: the tiny model's tokenizer/ is a copy of the project's "
+                        "data/tokenizer (make-tiny --tokenizer DIR names another copy)");
+      }
+      fs::copy_file(from / f, root / "tokenizer" / f, fs::copy_options::overwrite_existing);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "dit/config.h"
 #include "engine/model.h"
+#include "text/encoder_config.h"
 #include "vae/config.h"
 
 namespace h3 {
@@ -18,24 +19,35 @@ constexpr uint64_t kTinyDefaultSeed = 20260801;
 struct TinySpec {
   dit::DitConfig dit;
   vae::VaeConfig vae;
+  text::EncoderConfig encoder;     // its hidden size is written as the DiT's text_dim
+  int64_t text_encoder_layer = 2;  // K: the conditioning is hidden_states[K] (model_index.json)
   ModelDefaults defaults;
 };
 
 // The tiny sizes: DiT hidden 64, 2 blocks + 2 refiner blocks, 2 heads x 128, FFN 128, text 32;
-// VAE decoder 2 layers, 2 heads x 32; request defaults 256x160, 48 frames, 8 grid points.
+// VAE decoder 2 layers, 2 heads x 32; a Qwen3-VL-shaped text encoder of 3 layers (width 32, 4 query
+// / 2 key-value heads of 16, SwiGLU 64, the release's vocabulary and RoPE) conditioning on
+// hidden_states[2]; request defaults 256x160, 48 frames, 8 grid points.
 TinySpec tiny_spec();
 
 // The parts of the model folder, each written on its own (the build generates them as
-// separate targets): "model_index", "transformer", "vae", "text_encoder", "scheduler",
-// "audio_scheduler".
+// separate targets): "model_index", "transformer", "vae", "text_encoder", "tokenizer",
+// "scheduler", "audio_scheduler".
 const std::vector<std::string>& tiny_components();
 
+// Where the tokenizer files the project ships (data/tokenizer: the release's) are found: the source
+// tree's copy when it is there, else the installed default model's tokenizer/.
+std::string default_tokenizer_source();
+
 // Writes the model into `dir` (created): everything, or only `component`. The same seed gives
-// the same bytes. Throws h3::Error(kInvalidArgument) for an unknown component.
-void write_tiny_model(const std::string& dir, uint64_t seed, const std::string& component = "");
+// the same bytes. tokenizer/ is a copy of `tokenizer_source` (default_tokenizer_source() when
+// empty). Throws h3::Error(kInvalidArgument) for an unknown component, kNotFound for a tokenizer
+// source without the three files.
+void write_tiny_model(const std::string& dir, uint64_t seed, const std::string& component = "",
+                      const std::string& tokenizer_source = "");
 // The same for other sizes (the benchmark's medium model).
 void write_random_model(const std::string& dir, const TinySpec& spec, uint64_t seed,
-                        const std::string& component = "");
+                        const std::string& component = "", const std::string& tokenizer_source = "");
 
 // The release's diffusers vae/config.json schema for a decoder config (the encoder keys take the
 // release's values; the tiny checkpoints hold no encoder).

@@ -1,15 +1,18 @@
 // `h3 inspect --shapes CONFIG.json [--index INDEX.json]`: the DiT parameter set the engine
 // builds from a config (shapes only, no memory), and given a checkpoint index (diffusers or
-// native layout) the tensor names missing on either side.
+// native layout) the tensor names missing on either side. For a text encoder's config, the
+// tensors conditioning on hidden_states[K] reads (--layer K) and those an index lacks.
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
 #include "dit/config.h"
 #include "dit/parameters.h"
 #include "io/layout.h"
+#include "text/encoder_config.h"
 #include "tools/command.h"
 #include "tools/inspect_model.h"
 
@@ -33,11 +36,77 @@ std::vector<std::string> index_names(const std::string& path) {
   return names;
 }
 
+bool is_text_encoder_config(const std::string& path) {
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("text_config");
+}
+
+// The Qwen3-VL text encoder: the tensors conditioning on hidden_states[K] reads (embed_tokens and
+// layers 0..K-1), their parameters, and given an index, which of them it lacks.
+int text_encoder_shapes(const std::string& config_path, int64_t layer,
+                        const std::optional<std::string>& index) {
+  const auto c = text::EncoderConfig::load(config_path);
+  if (layer < 1 || layer >= c.num_layers) {
+    throw UsageError{"--layer " + std::to_string(layer) + " must be within 1.." +
+                     std::to_string(c.num_layers - 1) + " for this " + std::to_string(c.num_layers) +
+                     "-layer encoder"};
+  }
+  const auto read = text::encoder_parameters(c, layer);
+  const auto whole = text::encoder_parameters(c, c.num_layers);
+  auto count = [](const std::vector<text::EncoderParameter>& ps) {
+    int64_t n = 0;
+    for (const auto& p : ps) n += p.numel();
+    return n;
+  };
+  const int64_t n_read = count(read), n_whole = count(whole) + text::final_norm_parameter(c).numel();
+  std::printf(
+      "%s (Qwen3-VL text encoder): %lld layers, hidden %lld, %lld query / %lld key-value heads x %lld, "
+      "SwiGLU %lld, vocabulary %lld\n",
+      config_path.c_str(), (long long)c.num_layers, (long long)c.hidden_size, (long long)c.num_heads,
+      (long long)c.num_kv_heads, (long long)c.head_dim, (long long)c.intermediate_size,
+      (long long)c.vocab_size);
+  std::printf(
+      "hidden_states[%lld] reads embed_tokens + layers 0..%lld: tensors %zu, parameters %lld (%.2f B), "
+      "%lld bytes in bf16\n",
+      (long long)layer, (long long)(layer - 1), read.size(), (long long)n_read, n_read / 1e9,
+      (long long)(2 * n_read));
+  std::printf("the whole language model (without lm_head): tensors %zu, parameters %lld (%.2f B)\n",
+              whole.size() + 1, (long long)n_whole, n_whole / 1e9);
+  if (!index) return 0;
+  const auto stored = index_names(*index);
+  const std::set<std::string> have(stored.begin(), stored.end());
+  int missing = 0;
+  for (const auto& p : read) {
+    if (!have.count(p.name)) {
+      std::printf("missing from the index: %s\n", p.name.c_str());
+      ++missing;
+    }
+  }
+  std::printf("%s: %zu tensors, %zu of them read for hidden_states[%lld]: %d missing\n", index->c_str(),
+              stored.size(), read.size() - missing, (long long)layer, missing);
+  return missing ? 1 : 0;
+}
+
 int run(Args& args) {
   const auto shapes = args.opt_string("shapes");
   const auto index = args.opt_string("index");
   const int tp = static_cast<int>(args.int_or("tp", 1, 1, 1024));
+  const auto layer = args.opt_string("layer");
   args.finish();
+  if (shapes && is_text_encoder_config(*shapes)) {
+    if (!args.positional().empty()) throw UsageError{"--shapes takes no other path"};
+    int64_t k = text::kReleaseConditioningLayer;
+    if (layer) {
+      try {
+        k = std::stoll(*layer);
+      } catch (const std::exception&) {
+        throw UsageError{"--layer must be an integer"};
+      }
+    }
+    return text_encoder_shapes(*shapes, k, index);
+  }
+  if (layer) throw UsageError{"--layer goes with --shapes of a text encoder's config"};
   if (!shapes) {
     if (args.positional().size() != 1)
       throw UsageError{"give one model folder, component folder or checkpoint"};
@@ -93,7 +162,7 @@ int run(Args& args) {
 
 H3_REGISTER_COMMAND("inspect", "a model folder or checkpoint: configs, tensors, dtypes, bytes, shard plan",
                     "usage: h3 inspect DIR|FILE [--tp N]\n"
-                    "       h3 inspect --shapes CONFIG.json [--index INDEX.json]\n"
+                    "       h3 inspect --shapes CONFIG.json [--index INDEX.json] [--layer K]\n"
                     "\n"
                     "  DIR|FILE              a model folder (model_index.json, transformer/, vae/, ...), a\n"
                     "                        component folder, or a checkpoint (.safetensors or index):\n"
@@ -102,9 +171,13 @@ H3_REGISTER_COMMAND("inspect", "a model folder or checkpoint: configs, tensors, 
                     "  --tp N                ranks of the shard plan (default 1)\n"
                     "  --shapes CONFIG.json  a DiT config (transformer/config.json or the native\n"
                     "                        FL2VA/transformer/config.json); prints the parameter count\n"
-                    "                        the engine builds from it (shapes only, no memory)\n"
+                    "                        the engine builds from it (shapes only, no memory). Or a\n"
+                    "                        text encoder's (text_encoder/config.json): the tensors and\n"
+                    "                        parameters that conditioning on hidden_states[K] reads\n"
+                    "  --layer K             with a text encoder's config: K (default 50, the release's)\n"
                     "  --index INDEX.json    a *.safetensors.index.json (diffusers or native names):\n"
-                    "                        prints the names missing on either side; exit code 1 if any",
+                    "                        prints the names missing on either side; exit code 1 if any\n"
+                    "                        (for a text encoder: the names it reads that the index lacks)",
                     run);
 
 }  // namespace

@@ -13,10 +13,11 @@ int run(Args& a) {
   const auto seed = static_cast<uint64_t>(
       a.int_or("seed", static_cast<int64_t>(kTinyDefaultSeed), 0, std::numeric_limits<int64_t>::max()));
   const std::string only = a.string_or("only", "");
+  const std::string tokenizer = a.string_or("tokenizer", "");
   const bool quiet = a.flag("quiet");
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
-  write_tiny_model(out, seed, only);
+  write_tiny_model(out, seed, only, tokenizer);
   if (!quiet) {
     std::fprintf(stderr, "h3 make-tiny: wrote %s%s%s (seed %llu)\n",
                  only.empty() ? "the tiny model" : only.c_str(), only.empty() ? " to " : " of ", out.c_str(),
@@ -25,21 +26,27 @@ int run(Args& a) {
   return 0;
 }
 
-H3_REGISTER_COMMAND("make-tiny", "write the tiny default model (seeded random H3-architecture weights)",
-                    "usage: h3 make-tiny --out DIR [--seed S] [--only COMPONENT] [--quiet]\n"
-                    "\n"
-                    "Writes a complete tiny MiniMax-H3-architecture model in the release layout:\n"
-                    "model_index.json, transformer/ and vae/ (release config schemas, diffusers tensor\n"
-                    "names), text_encoder/ (the built-in byte encoder's table), scheduler/ and\n"
-                    "audio_scheduler/. The same seed gives the same bytes. Its weights are random:\n"
-                    "it exercises the engine end to end; its video is structured noise.\n"
-                    "\n"
-                    "  --out DIR         the model folder to write (created)\n"
-                    "  --seed S          weights seed (default 20260801, the built-in default model's)\n"
-                    "  --only COMPONENT  write only model_index, transformer, vae, text_encoder,\n"
-                    "                    scheduler or audio_scheduler (the build makes each separately)\n"
-                    "  --quiet           no summary line",
-                    run);
+H3_REGISTER_COMMAND(
+    "make-tiny", "write the tiny default model (seeded random H3-architecture weights)",
+    "usage: h3 make-tiny --out DIR [--seed S] [--only COMPONENT] [--tokenizer DIR] [--quiet]\n"
+    "\n"
+    "Writes a complete tiny MiniMax-H3-architecture model in the release layout:\n"
+    "model_index.json, transformer/ and vae/ (release config schemas, diffusers tensor\n"
+    "names), text_encoder/ (a 3-layer Qwen3-VL-shaped text encoder, release layout;\n"
+    "model_index.json sets text_encoder_layer 2), tokenizer/ (the release's tokenizer\n"
+    "files, shipped in data/tokenizer), scheduler/ and audio_scheduler/. The same seed\n"
+    "gives the same bytes. Its weights are random:\n"
+    "it exercises the engine end to end; its video is structured noise.\n"
+    "\n"
+    "  --out DIR         the model folder to write (created)\n"
+    "  --seed S          weights seed (default 20260801, the built-in default model's)\n"
+    "  --only COMPONENT  write only model_index, transformer, vae, text_encoder,\n"
+    "                    tokenizer, scheduler or audio_scheduler (the build makes each\n"
+    "                    separately)\n"
+    "  --tokenizer DIR   where to copy tokenizer/ from (default: the project's\n"
+    "                    data/tokenizer, else the installed default model's)\n"
+    "  --quiet           no summary line",
+    run);
 
 }  // namespace
 }  // namespace h3::tools

@@ -1,7 +1,9 @@
 #include "tools/inspect_model.h"
 
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "dit/config.h"
@@ -11,6 +13,7 @@
 #include "io/shard_plan.h"
 #include "io/weights.h"
 #include "text/byte_encoder.h"
+#include "text/encoder_config.h"
 #include "vae/config.h"
 
 namespace h3::tools {
@@ -186,6 +189,25 @@ void inspect_vae(const std::string& dir, std::FILE* out) {
   }
 }
 
+// A Qwen3-VL config.json: the release's text_encoder/ (a "text_config" inside).
+bool is_qwen_config(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "config.json");
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("text_config");
+}
+
+void inspect_text_encoder(const std::string& dir, std::FILE* out) {
+  const auto c = text::EncoderConfig::load(dir);
+  std::fprintf(
+      out,
+      "text_encoder %s (Qwen3-VL): %lld layers, hidden %lld, %lld query / %lld key-value heads x %lld, "
+      "SwiGLU %lld, vocabulary %lld\n",
+      dir.c_str(), (long long)c.num_layers, (long long)c.hidden_size, (long long)c.num_heads,
+      (long long)c.num_kv_heads, (long long)c.head_dim, (long long)c.intermediate_size,
+      (long long)c.vocab_size);
+  summary_or_index(dir, out);
+}
+
 }  // namespace
 
 int inspect_path(const std::string& path, int tp, std::FILE* out) {
@@ -198,18 +220,24 @@ int inspect_path(const std::string& path, int tp, std::FILE* out) {
                  (long long)m.defaults.width, (long long)m.defaults.height, (long long)m.defaults.num_frames,
                  (long long)m.defaults.steps, m.video_shift, m.audio_shift);
     std::fprintf(out, "  text encoder: %s\n",
-                 m.byte_encoder ? "built-in byte encoder (a prompt string conditions it)"
-                                : "external (generate needs precomputed embeddings: --embeds FILE)");
+                 m.prompt_encoder ? "Qwen3-VL with tokenizer/ (a prompt string conditions it)"
+                 : m.byte_encoder ? "built-in byte encoder (a prompt string conditions it)"
+                                  : "none (generate needs precomputed embeddings: --embeds FILE)");
     inspect_transformer(m.transformer_dir, tp, out);
     inspect_vae(m.vae_dir, out);
     if (m.byte_encoder) {
       std::fprintf(out, "text_encoder %s:\n", m.text_encoder_dir.c_str());
       checkpoint_summary(m.text_encoder_dir + "/" + text::ByteEncoder::kWeightsFile, out);
     }
+    if (m.prompt_encoder) inspect_text_encoder(m.text_encoder_dir, out);
     return 0;
   }
   if (fs::is_directory(p) && fs::is_regular_file(p / "config.json")) {
     // A component folder: the DiT's config names heads; anything else is read as a VAE.
+    if (is_qwen_config(path)) {
+      inspect_text_encoder(path, out);
+      return 0;
+    }
     if (text::ByteEncoder::declared_in(path)) {
       std::fprintf(out, "text_encoder %s:\n", path.c_str());
       checkpoint_summary(path + "/" + text::ByteEncoder::kWeightsFile, out);

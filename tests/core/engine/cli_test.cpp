@@ -1,14 +1,16 @@
 // The `h3` command line: generate (y4m read back by ffprobe / gst-discoverer, --save-latents on
-// the golden run), make-tiny, inspect, and its errors.
+// the golden run), make-tiny, inspect, encode-prompt, and their errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 
+#include "../text/golden_encoder.h"
 #include "engine_test_util.h"
 #include "golden_model.h"
 #include "io/safetensors.h"
@@ -131,6 +133,107 @@ TEST(Cli, MakeTinyIsDeterministicAndInspectReadsIt) {
   const Result f = sh(h3("inspect " + q(d / "a/vae/diffusion_pytorch_model.safetensors")));
   ASSERT_EQ(f.code, 0) << f.out;
   EXPECT_THAT(f.out, ::testing::HasSubstr("F32"));
+}
+
+// A folder holding only tokenizer/ (the shipped files) and, unless `ids_only`, text_encoder/ (the
+// golden tiny Qwen3-VL encoder, 6 layers).
+void prompt_folder(const std::string& dir, bool ids_only) {
+  fs::create_directories(fs::path(dir) / "tokenizer");
+  for (const auto& e : fs::directory_iterator(test::shipped_tokenizer_dir()))
+    fs::copy_file(e.path(), fs::path(dir) / "tokenizer" / e.path().filename());
+  if (!ids_only) test::write_golden_encoder(dir + "/text_encoder");
+}
+
+TEST(Cli, EncodePromptIdsOnlyTakesTheFilesRawBytes) {
+  test::TempDir d("cli-ids");
+  prompt_folder(d / "m", true);
+  // The golden case with control characters and a NUL, given as the prompt file's bytes.
+  std::ifstream cases(test::text_golden_dir() + "/tokenizer_cases.json");
+  const auto all = nlohmann::json::parse(cases)["prompts"];
+  const auto it = std::find_if(all.begin(), all.end(), [](const nlohmann::json& p) {
+    return p["text"].get<std::string>().find('\0') != std::string::npos;
+  });
+  ASSERT_NE(it, all.end());
+  const std::string prompt = (*it)["text"].get<std::string>();
+  std::string want;
+  for (const auto& id : (*it)["ids"]) want += (want.empty() ? "" : " ") + std::to_string(id.get<int64_t>());
+  std::ofstream(d / "p.txt", std::ios::binary) << prompt;
+  const Result r =
+      sh(h3("encode-prompt --model " + q(d / "m") + " --prompt-file " + q(d / "p.txt") + " --ids-only"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, want + "\n");
+  const Result empty = sh(h3("encode-prompt --model " + q(d / "m") + " --prompt '' --ids-only"));
+  EXPECT_EQ(empty.code, 0) << empty.out;
+  EXPECT_EQ(empty.out, "\n");
+  std::ofstream(d / "bad.txt", std::ios::binary) << "ok \xC3\x28";
+  const Result bad =
+      sh(h3("encode-prompt --model " + q(d / "m") + " --prompt-file " + q(d / "bad.txt") + " --ids-only"));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.out,
+              ::testing::HasSubstr("prompt file " + d / "bad.txt" + ": invalid UTF-8 at byte offset 3"));
+  const Result none = sh(h3("encode-prompt --model " + q(d / "none") + " --prompt x --ids-only"));
+  EXPECT_EQ(none.code, 1);
+  EXPECT_THAT(none.out, ::testing::HasSubstr(d / "none/tokenizer"));
+}
+
+TEST(Cli, EncodePromptWritesTheGoldenHiddenStatesAtOneAndTwoRanks) {
+  test::TempDir d("cli-enc");
+  prompt_folder(d / "m", false);
+  const auto c = test::read_tensors(test::text_golden_dir() + "/case_tiny_h3_prompt.safetensors");
+  const auto bytes = c.at("prompt_utf8");
+  std::ofstream(d / "p.txt", std::ios::binary)
+      .write(static_cast<const char*>(bytes.data_ptr()), static_cast<std::streamsize>(bytes.numel()));
+  for (const char* ranks : {"1", "2"}) {
+    const std::string out = d / (std::string("e") + ranks + ".safetensors");
+    const Result r = sh(h3("encode-prompt --model " + q(d / "m") + " --prompt-file " + q(d / "p.txt") +
+                           " --layer 4 --ranks " + ranks + " --out " + q(out)));
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto e = test::read_tensors(out);
+    EXPECT_LE(test::max_abs_diff(e.at("embeds"), c.at("hidden")), 1e-4) << ranks;
+    EXPECT_TRUE(at::equal(e.at("tags"), c.at("tags"))) << ranks;
+  }
+  // K comes from model_index.json's text_encoder_layer, else the release's 50, which this
+  // 6-layer encoder does not have.
+  const std::string args =
+      "encode-prompt --model " + q(d / "m") + " --prompt 'a cat' --out " + q(d / "k.safetensors");
+  const Result k50 = sh(h3(args));
+  EXPECT_EQ(k50.code, 1);
+  EXPECT_THAT(k50.out, ::testing::HasSubstr("conditioning layer K = 50 is outside 1..5"));
+  EXPECT_THAT(k50.out, ::testing::HasSubstr("--layer"));
+  std::ofstream(d / "m/model_index.json") << "{\"text_encoder_layer\": 4}";
+  EXPECT_EQ(sh(h3(args)).code, 0);
+  const Result empty =
+      sh(h3("encode-prompt --model " + q(d / "m") + " --prompt '' --out " + q(d / "x.safetensors")));
+  EXPECT_EQ(empty.code, 1);
+  EXPECT_THAT(empty.out, ::testing::HasSubstr("empty"));
+}
+
+TEST(Cli, InspectShapesOfTheTextEncoder) {
+  const std::string data = test::data_dir();
+  // The release config: embed_tokens + layers 0..49, 11 tensors each.
+  const Result r = sh(h3("inspect --shapes " + q(data + "/h3-release/text_encoder/config.json")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("64 layers, hidden 5120, 64 query / 8 key-value heads x 128"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("hidden_states[50] reads embed_tokens + layers 0..49: tensors 551, "
+                                          "parameters 25157829120"));
+  // Names against an index in the release's naming (the golden tiny encoder's two-shard index).
+  const std::string tiny = test::text_golden_dir() + "/text_encoder_tiny_compact";
+  const Result ok = sh(h3("inspect --shapes " + q(tiny + "/config.json") + " --layer 4 --index " +
+                          q(tiny + "/model.safetensors.index.json")));
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  EXPECT_THAT(ok.out, ::testing::HasSubstr("45 of them read for hidden_states[4]: 0 missing"));
+  test::TempDir d("cli-idx");
+  std::ifstream in(tiny + "/model.safetensors.index.json");
+  auto idx = nlohmann::json::parse(in);
+  idx["weight_map"].erase("model.language_model.layers.2.mlp.up_proj.weight");
+  std::ofstream(d / "index.json") << idx.dump();
+  const Result missing =
+      sh(h3("inspect --shapes " + q(tiny + "/config.json") + " --layer 4 --index " + q(d / "index.json")));
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_THAT(missing.out, ::testing::HasSubstr(
+                               "missing from the index: model.language_model.layers.2.mlp.up_proj.weight"));
+  EXPECT_THAT(sh(h3("inspect --shapes " + q(tiny + "/config.json") + " --layer 6")).out,
+              ::testing::HasSubstr("must be within 1..5"));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "engine_test_util.h"
 #include "io/safetensors.h"
+#include "text/prompt_encoder.h"
 #include "vae/tiling.h"
 
 namespace h3 {
@@ -293,6 +294,38 @@ TEST_F(EngineTiny, TheDefaultsComeFromTheModel) {
   EXPECT_EQ(p.height, one_->model().defaults.height);
   EXPECT_EQ(p.num_frames, one_->model().defaults.num_frames);
   EXPECT_EQ(p.steps, one_->model().defaults.steps);
+}
+
+TEST_F(EngineTiny, APromptConditionsLikeItsEncodedEmbeddings) {
+  // The tiny default's own prompt path (tokenizer/ + text_encoder/) against the file
+  // `h3 encode-prompt` writes from the same folder: the same frames, at 1 and 2 ranks.
+  ASSERT_TRUE(one_->model().prompt_encoder);
+  const auto pe = text::PromptEncoder::load(one_->model().dir);
+  EXPECT_EQ(pe.encoder().layer(), 2);  // model_index.json's text_encoder_layer
+  const text::Conditioning c = pe.encode("a red kite over the dunes");
+  test::TempDir dir("engine");
+  io::write_safetensors(dir / "e.safetensors", {{"embeds", c.embeds}, {"tags", c.tags}});
+  GenerationRequest by_file = small("", 5);
+  by_file.embeds_path = dir / "e.safetensors";
+  const Outcome a = generate_one(*one_, small("a red kite over the dunes", 5));
+  const Outcome b = generate_one(*one_, by_file);
+  EXPECT_TRUE(at::equal(a.frames, b.frames));
+  EXPECT_TRUE(at::equal(a.video, b.video));
+  const Outcome two = generate_one(*two_, small("a red kite over the dunes", 5));
+  EXPECT_LE((two.video - a.video).abs().max().item<double>(), 1e-4);
+}
+
+TEST_F(EngineTiny, BadPromptsFailEveryRankAndTheEngineServesOn) {
+  CollectSink s;
+  CancelToken c;
+  GenerationRequest r = small("ok \xFF", 1);
+  test::expect_error([&] { two_->generate(r, s, {}, c); }, ErrorKind::kInvalidArgument,
+                     {"invalid UTF-8 at byte offset 3"});
+  r.prompt = "";
+  test::expect_error([&] { two_->generate(r, s, {}, c); }, ErrorKind::kInvalidArgument, {"empty"});
+  CollectSink fine;
+  two_->generate(small("after the errors", 1), fine, {}, c);
+  EXPECT_EQ(fine.frames_so_far, 30);
 }
 
 }  // namespace

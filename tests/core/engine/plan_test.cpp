@@ -10,6 +10,7 @@
 #include "engine/tiny_model.h"
 #include "engine_test_util.h"
 #include "io/safetensors.h"
+#include "text/random_encoder.h"
 
 namespace h3 {
 namespace {
@@ -55,6 +56,9 @@ TEST(TinyModel, IsACompleteReleaseLayoutDeterministicForASeedAndSmall) {
                                       "scheduler/scheduler_config.json",
                                       "text_encoder/config.json",
                                       "text_encoder/model.safetensors",
+                                      "tokenizer/merges.txt",
+                                      "tokenizer/tokenizer_config.json",
+                                      "tokenizer/vocab.json",
                                       "transformer/config.json",
                                       "transformer/diffusion_pytorch_model.safetensors",
                                       "vae/config.json",
@@ -65,11 +69,12 @@ TEST(TinyModel, IsACompleteReleaseLayoutDeterministicForASeedAndSmall) {
     EXPECT_EQ(slurp(a / f), slurp(b / f)) << f;
     bytes += fs::file_size(a / f);
   }
-  EXPECT_LT(bytes, 8u << 20);
+  EXPECT_LT(bytes, 20u << 20);  // 4.3 MB of tokenizer files and a 9.7 MB bf16 embedding table
   EXPECT_NE(slurp(a / "transformer/diffusion_pytorch_model.safetensors"),
             slurp(c / "transformer/diffusion_pytorch_model.safetensors"));
   const ModelInfo m = read_model(a.str());
-  EXPECT_TRUE(m.byte_encoder);
+  EXPECT_TRUE(m.prompt_encoder);
+  EXPECT_FALSE(m.byte_encoder);
   EXPECT_EQ(m.dit.hidden_size, tiny_spec().dit.hidden_size);
   EXPECT_EQ(m.vae.num_layers, 2);
   EXPECT_DOUBLE_EQ(m.video_shift, 12.0);
@@ -134,9 +139,15 @@ TEST(OpenErrors, ConfigsThatDisagreeWithTheWeightsNameTheTensor) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("decoder.transformer_blocks.2")) << e.what();
   }
   write_tiny_model(d.str(), 1, "vae");
-  edit_json(d / "text_encoder/config.json", [](nlohmann::json& j) { j["text_dim"] = 16; });
-  expect_error([&] { Engine::open(opts(d.str())); }, ErrorKind::kMismatch,
-               {"model.safetensors", "text_dim 16"});
+  edit_json(d / "text_encoder/config.json", [](nlohmann::json& j) { j["text_config"]["hidden_size"] = 16; });
+  expect_error(
+      [&] { Engine::open(opts(d.str())); }, ErrorKind::kMismatch,
+      {"model.safetensors", "model.language_model.embed_tokens.weight", "[151936, 32]", "[151936, 16]"});
+  // A consistent encoder whose rows are not the DiT's text width.
+  text::EncoderConfig narrow = tiny_spec().encoder;
+  narrow.hidden_size = 16;
+  text::write_random_encoder(d / "text_encoder", narrow, 1);
+  expect_error([&] { Engine::open(opts(d.str())); }, ErrorKind::kMismatch, {"16-wide rows", "text_dim 32"});
   write_tiny_model(d.str(), 1, "text_encoder");
   edit_json(d / "transformer/config.json", [](nlohmann::json& j) { j["in_channels"] = 16; });
   expect_error([&] { Engine::open(opts(d.str())); }, ErrorKind::kMismatch, {"latent channels"});

@@ -1,0 +1,261 @@
+#include "text/text_encoder.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+#include "common/shape.h"
+#include "dit/tp.h"
+#include "io/checkpoint.h"
+
+#if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
+#define H3_HAVE_FUSED_SDPA 1
+#else
+#define H3_HAVE_FUSED_SDPA 0
+#endif
+
+namespace h3::text {
+namespace {
+
+enum class Part { kWhole, kRows, kCols };  // whole, split by output rows, split by input columns
+
+// Reads one tensor (or this rank's part of it) into storage of its own, after checking its full
+// shape against the config.
+at::Tensor read(const io::Checkpoint& ck, const std::string& name, const std::vector<int64_t>& shape,
+                Part part, int rank, int size, const EncoderOptions& o, at::ScalarType dtype) {
+  const io::TensorInfo* info = ck.find(name);
+  if (!info) {
+    throw Error(ErrorKind::kNotFound, ck.path() + ": tensor '" + name +
+                                          "' is missing: the checkpoint does not hold the text encoder its "
+                                          "config.json describes");
+  }
+  if (info->shape != shape) {
+    throw Error(ErrorKind::kMismatch, ck.file_of(name)->path() + ": tensor '" + name + "' is " +
+                                          shape_string(info->shape) + " but config.json implies " +
+                                          shape_string(shape));
+  }
+  at::Tensor v = ck.view(name);
+  if (part == Part::kRows) v = v.narrow(0, rank * shape[0] / size, shape[0] / size);
+  if (part == Part::kCols) v = v.narrow(1, rank * shape[1] / size, shape[1] / size);
+  at::Tensor out = at::empty(v.sizes(), at::TensorOptions().dtype(dtype).device(o.device));
+  out.copy_(v);
+  return out;
+}
+
+// Qwen3's RMSNorm: normalised in fp32, cast back, then scaled by the weight in the input's dtype.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  auto xf = x.to(at::kFloat);
+  xf = xf * at::rsqrt(xf.pow(2).mean(-1, true).add_(eps));
+  return weight * xf.to(x.scalar_type());
+}
+
+at::Tensor rotate_half(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
+}
+
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> mrope_cos_sin(const EncoderConfig& c, const at::Tensor& positions) {
+  const int64_t half = c.head_dim / 2;
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(positions.device());
+  // inv_freq[j] = 1 / theta^(2j / D), as the reference computes it (fp32).
+  auto inv = at::pow(c.rope_theta, at::arange(0, c.head_dim, 2, f32.dtype(at::kLong)).to(at::kFloat) /
+                                       static_cast<double>(c.head_dim))
+                 .reciprocal();
+  // The axis each frequency takes its position from.
+  std::vector<int64_t> axis(static_cast<size_t>(half), 0);
+  for (int64_t j = 0; j < half; ++j) {
+    if (c.mrope_interleaved) {
+      if (j % 3 == 1 && j < 3 * c.mrope_section[1]) axis[j] = 1;
+      if (j % 3 == 2 && j < 3 * c.mrope_section[2]) axis[j] = 2;
+    } else {
+      axis[j] = j < c.mrope_section[0] ? 0 : j < c.mrope_section[0] + c.mrope_section[1] ? 1 : 2;
+    }
+  }
+  auto pos = positions.to(at::kFloat);                        // [3, L]
+  auto per_axis = pos.unsqueeze(2) * inv.view({1, 1, half});  // [3, L, half]
+  auto idx = at::tensor(axis, at::TensorOptions().dtype(at::kLong)).to(pos.device());
+  auto freqs = per_axis.gather(0, idx.view({1, 1, half}).expand({1, pos.size(1), half})).squeeze(0);
+  auto emb = at::cat({freqs, freqs}, -1);  // [L, D]
+  return {emb.cos(), emb.sin()};
+}
+
+at::Tensor causal_gqa_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t L = q.size(0), heads = q.size(1), d = q.size(2), group = heads / k.size(1);
+  auto kh = (group == 1 ? k : k.repeat_interleave(group, 1)).transpose(0, 1);  // [heads, L, D]
+  auto vh = (group == 1 ? v : v.repeat_interleave(group, 1)).transpose(0, 1);
+  auto qh = q.transpose(0, 1);
+#if H3_HAVE_FUSED_SDPA
+  auto o = at::scaled_dot_product_attention(qh.unsqueeze(0), kh.unsqueeze(0), vh.unsqueeze(0), {}, 0.0,
+                                            /*is_causal=*/true);
+  return o.squeeze(0).transpose(0, 1).reshape({L, heads * d});
+#else
+  // Blocks of queries, each against the keys up to its last row, so the fp32 score buffer stays
+  // bounded (about 16 MiB) for long prompts.
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  auto qf = qh.to(at::kFloat).mul(scale), kf = kh.to(at::kFloat), vf = vh.to(at::kFloat);
+  auto out = at::empty({heads, L, d}, qf.options());
+  const int64_t block = std::max<int64_t>(16, (int64_t(1) << 22) / std::max<int64_t>(1, heads * L));
+  for (int64_t i0 = 0; i0 < L; i0 += block) {
+    const int64_t b = std::min(block, L - i0), keys = i0 + b;
+    auto scores = at::bmm(qf.narrow(1, i0, b), kf.narrow(1, 0, keys).transpose(1, 2));  // [heads, b, keys]
+    // Query i0 + r sees keys 0..i0 + r.
+    auto rows = at::arange(i0, i0 + b, at::TensorOptions().dtype(at::kLong)).view({b, 1});
+    auto cols = at::arange(keys, at::TensorOptions().dtype(at::kLong)).view({1, keys});
+    scores.masked_fill_((cols > rows).unsqueeze(0), -std::numeric_limits<float>::infinity());
+    out.narrow(1, i0, b).copy_(at::bmm(at::softmax(scores, -1), vf.narrow(1, 0, keys)));
+  }
+  return out.transpose(0, 1).reshape({L, heads * d}).to(q.scalar_type());
+#endif
+}
+
+TextEncoder TextEncoder::load(const std::string& dir, int64_t layer, dist::Group* group,
+                              const EncoderOptions& o) {
+  TextEncoder e;
+  e.dir_ = dir;
+  e.k_ = layer;
+  e.config_ = EncoderConfig::load(dir);
+  const EncoderConfig& c = e.config_;
+  const std::string origin = dir + "/config.json";
+  if (layer < 1 || layer >= c.num_layers) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "conditioning layer K = " + std::to_string(layer) + " is outside 1.." +
+                    std::to_string(c.num_layers - 1) + " for the " + std::to_string(c.num_layers) +
+                    "-layer text encoder of " + dir +
+                    " (hidden_states[K] is the output of layers 0..K-1; K must be smaller than the layer "
+                    "count): set text_encoder_layer in model_index.json or --layer");
+  }
+  const dit::TensorParallel tp(group);
+  c.check_tp(tp.size(), origin);
+  e.group_ = group;
+  e.tp_rank_ = tp.rank();
+  e.tp_size_ = tp.size();
+  const at::ScalarType dtype = o.dtype.value_or(o.device.is_cuda() ? at::kBFloat16 : at::kFloat);
+
+  const io::Checkpoint ck = io::Checkpoint::open(dir);
+  const int r = tp.rank(), n = tp.size();
+  auto get = [&](const std::string& name, std::vector<int64_t> shape, Part part = Part::kWhole) {
+    return read(ck, kPrefix + name, shape, part, r, n, o, dtype);
+  };
+  const int64_t H = c.hidden_size, D = c.head_dim, F = c.intermediate_size;
+  e.embed_tokens_ = get("embed_tokens.weight", {c.vocab_size, H});
+  for (int64_t i = 0; i < layer; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    EncoderLayerWeights w;
+    w.input_layernorm = get(p + "input_layernorm.weight", {H});
+    w.post_attention_layernorm = get(p + "post_attention_layernorm.weight", {H});
+    w.q_proj = get(p + "self_attn.q_proj.weight", {c.q_width(), H}, Part::kRows);
+    w.k_proj = get(p + "self_attn.k_proj.weight", {c.kv_width(), H}, Part::kRows);
+    w.v_proj = get(p + "self_attn.v_proj.weight", {c.kv_width(), H}, Part::kRows);
+    w.q_norm = get(p + "self_attn.q_norm.weight", {D});
+    w.k_norm = get(p + "self_attn.k_norm.weight", {D});
+    w.o_proj = get(p + "self_attn.o_proj.weight", {H, c.q_width()}, Part::kCols);
+    w.gate_proj = get(p + "mlp.gate_proj.weight", {F, H}, Part::kRows);
+    w.up_proj = get(p + "mlp.up_proj.weight", {F, H}, Part::kRows);
+    w.down_proj = get(p + "mlp.down_proj.weight", {H, F}, Part::kCols);
+    e.layers_.push_back(std::move(w));
+  }
+  return e;
+}
+
+at::Tensor TextEncoder::forward(const at::Tensor& ids_in, const at::Tensor& positions,
+                                std::vector<at::Tensor>* all) const {
+  if (!embed_tokens_.defined()) {
+    throw Error(ErrorKind::kInvalidArgument, dir_ + ": the text encoder's weights were released");
+  }
+  const EncoderConfig& c = config_;
+  const int64_t L = ids_in.numel();
+  if (L == 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the prompt gives no tokens (it is empty): an empty prompt cannot condition the model; give "
+                "some text");
+  }
+  if (positions.dim() != 2 || positions.size(0) != 3 || positions.size(1) != L) {
+    throw Error(ErrorKind::kInvalidArgument, "text encoder: positions must be [3, " + std::to_string(L) +
+                                                 "], got " + shape_string(positions.sizes().vec()));
+  }
+  const auto dev = embed_tokens_.device();
+  auto ids = ids_in.reshape({L}).to(at::kCPU, at::kLong);
+  const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+  if (lo < 0 || hi >= c.vocab_size) {
+    throw Error(ErrorKind::kInvalidArgument, "text encoder: token id " + std::to_string(lo < 0 ? lo : hi) +
+                                                 " is outside the vocabulary (0.." +
+                                                 std::to_string(c.vocab_size - 1) + ")");
+  }
+  const dit::TensorParallel tp(group_);
+  auto h = embed_tokens_.index_select(0, ids.to(dev));  // [L, hidden]
+  if (all) all->assign(1, h);
+  auto [cos, sin] = mrope_cos_sin(c, positions.to(dev));
+  cos = cos.to(h.scalar_type()).unsqueeze(1);  // [L, 1, D]: broadcast over heads
+  sin = sin.to(h.scalar_type()).unsqueeze(1);
+  const int64_t D = c.head_dim;
+  for (const auto& w : layers_) {
+    auto x = rms_norm(h, w.input_layernorm, c.rms_norm_eps);
+    auto q = rms_norm(at::linear(x, w.q_proj).view({L, -1, D}), w.q_norm, c.rms_norm_eps);
+    auto k = rms_norm(at::linear(x, w.k_proj).view({L, -1, D}), w.k_norm, c.rms_norm_eps);
+    auto v = at::linear(x, w.v_proj).view({L, -1, D});
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+    auto a = at::linear(causal_gqa_attention(q, k, v), w.o_proj);
+    tp.all_reduce_sum(a);
+    h = h + a;
+    x = rms_norm(h, w.post_attention_layernorm, c.rms_norm_eps);
+    auto m = at::linear(at::silu(at::linear(x, w.gate_proj)) * at::linear(x, w.up_proj), w.down_proj);
+    tp.all_reduce_sum(m);
+    h = h + m;
+    if (all) all->push_back(h);
+  }
+  return h;
+}
+
+at::Tensor TextEncoder::forward(const std::vector<int64_t>& ids) const {
+  const int64_t L = static_cast<int64_t>(ids.size());
+  auto t = at::tensor(ids, at::TensorOptions().dtype(at::kLong));
+  auto positions =
+      at::arange(L, at::TensorOptions().dtype(at::kLong)).unsqueeze(0).expand({3, L}).contiguous();
+  if (L == 0) t = at::empty({0}, at::kLong);
+  return forward(t, positions);
+}
+
+Conditioning TextEncoder::encode(const std::vector<int64_t>& ids) const {
+  Conditioning out;
+  out.embeds = forward(ids).to(at::kCPU, at::kFloat).contiguous();
+  out.tags = at::ones({out.embeds.size(0)}, at::TensorOptions().dtype(at::kLong));
+  return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> TextEncoder::named() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  if (embed_tokens_.defined()) out.emplace_back(std::string(kPrefix) + "embed_tokens.weight", embed_tokens_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto& w = layers_[i];
+    const std::string p = std::string(kPrefix) + "layers." + std::to_string(i) + ".";
+    for (const auto& [n, t] : std::vector<std::pair<const char*, const at::Tensor*>>{
+             {"input_layernorm.weight", &w.input_layernorm},
+             {"post_attention_layernorm.weight", &w.post_attention_layernorm},
+             {"self_attn.q_proj.weight", &w.q_proj},
+             {"self_attn.k_proj.weight", &w.k_proj},
+             {"self_attn.v_proj.weight", &w.v_proj},
+             {"self_attn.q_norm.weight", &w.q_norm},
+             {"self_attn.k_norm.weight", &w.k_norm},
+             {"self_attn.o_proj.weight", &w.o_proj},
+             {"mlp.gate_proj.weight", &w.gate_proj},
+             {"mlp.up_proj.weight", &w.up_proj},
+             {"mlp.down_proj.weight", &w.down_proj}}) {
+      if (t->defined()) out.emplace_back(p + n, *t);
+    }
+  }
+  return out;
+}
+
+void TextEncoder::release() {
+  embed_tokens_ = at::Tensor();
+  layers_.clear();
+  layers_.shrink_to_fit();
+}
+
+}  // namespace h3::text

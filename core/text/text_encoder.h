@@ -1,0 +1,97 @@
+// The Qwen3-VL language-model path H3 conditions on (H3-MODEL.md §2-3), for text-only prompts:
+// embed_tokens, then decoder layers (pre-norm GQA attention with per-head q/k RMSNorm and
+// interleaved mRoPE, causal; pre-norm SwiGLU), and the unnormalised hidden state after layer K-1
+// (`hidden_states[K]`, K = 50 of 64 for the release). The vision tower, the layers >= K, the
+// final norm and lm_head are never read from the checkpoint.
+//
+// Tensor parallel over a group of ranks: q/k/v/gate/up split by output rows (each rank holds
+// whole query and key-value heads), o/down by input columns with one all_reduce each; norms and
+// embed_tokens whole. Every shard is copied into storage of its own, so the mapped checkpoint
+// can be closed after loading.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "text/conditioning.h"
+#include "text/encoder_config.h"
+
+namespace h3::dist {
+class Group;
+}
+
+namespace h3::text {
+
+struct EncoderLayerWeights {
+  at::Tensor input_layernorm, post_attention_layernorm;  // [hidden]
+  at::Tensor q_proj, k_proj, v_proj;                     // [local heads * head_dim, hidden]
+  at::Tensor q_norm, k_norm;                             // [head_dim]
+  at::Tensor o_proj;                                     // [hidden, local heads * head_dim]
+  at::Tensor gate_proj, up_proj;                         // [local intermediate, hidden]
+  at::Tensor down_proj;                                  // [hidden, local intermediate]
+};
+
+struct EncoderOptions {
+  c10::Device device = c10::Device(c10::kCPU);
+  // The dtype weights are held and computed in: default bf16 on CUDA (as released), fp32 on CPU.
+  std::optional<at::ScalarType> dtype;
+};
+
+class TextEncoder {
+ public:
+  static constexpr const char* kPrefix = "model.language_model.";  // Qwen3VLForConditionalGeneration
+
+  // Loads embed_tokens and layers 0..layer-1 of `dir` (a text_encoder/ folder: config.json and a
+  // checkpoint, sharded or not) for hidden_states[layer]; with a group of several ranks, this
+  // rank's shards. Throws h3::Error: kInvalidArgument (layer not in 1..num_layers-1, or a group
+  // size that cannot split the heads), kNotFound (a tensor missing from the checkpoint),
+  // kMismatch (a tensor whose shape disagrees with config.json), naming the file and tensor.
+  static TextEncoder load(const std::string& dir, int64_t layer, dist::Group* group = nullptr,
+                          const EncoderOptions& opts = {});
+
+  const EncoderConfig& config() const { return config_; }
+  int64_t layer() const { return k_; }  // K
+  int64_t width() const { return config_.hidden_size; }
+
+  // hidden_states[K] for token ids [L] at mRoPE positions [3, L] (t, h, w; equal rows for text):
+  // [L, hidden] in the compute dtype on the encoder's device. `all`, when given, receives
+  // hidden_states[0..K] (0 = the embeddings). Every rank of the group calls it with the same
+  // input. Throws kInvalidArgument for no ids or an id outside the vocabulary.
+  at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions,
+                     std::vector<at::Tensor>* all = nullptr) const;
+  // A text-only prompt: positions 0..L-1 on all three axes.
+  at::Tensor forward(const std::vector<int64_t>& ids) const;
+  // The DiT's conditioning: hidden_states[K] as fp32 CPU rows, every row tagged text (1).
+  Conditioning encode(const std::vector<int64_t>& ids) const;
+
+  // This rank's tensors with their checkpoint names.
+  std::vector<std::pair<std::string, at::Tensor>> named() const;
+  // Drops the weights (an engine can free them after encoding); forward then throws.
+  void release();
+
+ private:
+  EncoderConfig config_;
+  at::Tensor embed_tokens_;
+  std::vector<EncoderLayerWeights> layers_;
+  int64_t k_ = 0;
+  dist::Group* group_ = nullptr;
+  int tp_rank_ = 0, tp_size_ = 1;
+  std::string dir_;
+};
+
+// mRoPE angles for positions [3, L]: cos and sin [L, head_dim] (fp32) — frequency j takes its
+// position from axis t, h or w as the (interleaved) sections assign it, and the angles repeat
+// for the two rotate-half halves.
+std::pair<at::Tensor, at::Tensor> mrope_cos_sin(const EncoderConfig& c, const at::Tensor& positions);
+
+// Causal attention of q [L, heads, D] over k, v [L, kv_heads, D] (each key-value head serves
+// heads / kv_heads query heads), scaled by 1/sqrt(D): [L, heads * D].
+at::Tensor causal_gqa_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+}  // namespace h3::text

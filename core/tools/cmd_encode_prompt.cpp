@@ -1,0 +1,120 @@
+// `h3 encode-prompt`: a prompt through a model folder's tokenizer/ and text_encoder/ into the
+// embeddings file the engine reads (`embeds` [L, width], `tags` [L]), or only its token ids.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/error.h"
+#include "dist/group.h"
+#include "dist/world.h"
+#include "io/safetensors.h"
+#include "text/prompt_encoder.h"
+#include "tools/command.h"
+
+namespace h3::tools {
+namespace {
+
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::kNotFound, path + ": cannot read the prompt file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();  // the raw bytes: nothing trimmed, control characters kept
+}
+
+int run(Args& a) {
+  const std::string model = a.string("model");
+  const auto prompt_arg = a.opt_string("prompt");
+  const auto prompt_file = a.opt_string("prompt-file");
+  const auto out = a.opt_string("out");
+  const bool ids_only = a.flag("ids-only");
+  const int64_t layer = a.int_or("layer", 0, 1, 1 << 20);
+  const int ranks = static_cast<int>(a.int_or("ranks", 1, 1, 64));
+  const std::string device = a.string_or("device", "cpu");
+  a.finish();
+  if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
+  if (prompt_arg.has_value() == prompt_file.has_value())
+    throw UsageError{"give one of --prompt and --prompt-file"};
+  if (out.has_value() == ids_only) throw UsageError{"give one of --out FILE and --ids-only"};
+  if (device != "cpu" && device != "cuda") throw UsageError{"--device must be cpu or cuda"};
+  const std::string prompt = prompt_arg ? *prompt_arg : read_prompt_file(*prompt_file);
+  const std::string origin = prompt_file ? "prompt file " + *prompt_file : "--prompt";
+
+  if (ids_only) {
+    const auto ids = text::Tokenizer::load(text::tokenizer_dir_of(model)).encode(prompt, origin);
+    std::string line;
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+    std::printf("%s\n", line.c_str());
+    return 0;
+  }
+
+  text::EncoderOptions eo;
+  eo.device = c10::Device(device == "cuda" ? c10::kCUDA : c10::kCPU);
+  const auto start = std::chrono::steady_clock::now();
+  text::Conditioning c;
+  int64_t k = 0;
+  if (ranks == 1) {
+    const auto pe = text::PromptEncoder::load(model, layer, nullptr, eo);
+    k = pe.encoder().layer();
+    c = pe.encoder().encode(pe.tokenizer().encode(prompt, origin));
+  } else {
+    const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
+    dist::WorldOptions wo;
+    wo.backend = device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
+    auto results = dist::run_threads(
+        ranks,
+        [&](dist::Group& g) {
+          at::set_num_threads(threads);
+          const auto pe = text::PromptEncoder::load(model, layer, &g, eo);
+          auto r = pe.encode_on_ranks(g, g.rank() == 0 ? prompt : std::string());
+          if (g.rank() == 0) {
+            c = r;
+            k = pe.encoder().layer();
+          }
+        },
+        wo);
+    for (const auto& r : results) {
+      if (!r.ok && r.exception) std::rethrow_exception(r.exception);
+      if (!r.ok)
+        throw Error(ErrorKind::kDistributed, "rank " + std::to_string(r.rank) + " failed: " + r.error);
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  io::write_safetensors(*out, {{"embeds", c.embeds}, {"tags", c.tags}},
+                        {{"text_encoder_layer", std::to_string(k)}});
+  std::printf("embeds [%lld, %lld] (hidden_states[%lld]), tags [%lld] -> %s (%d rank%s, %.2f s)\n",
+              (long long)c.embeds.size(0), (long long)c.embeds.size(1), (long long)k,
+              (long long)c.tags.size(0), out->c_str(), ranks, ranks == 1 ? "" : "s", secs);
+  return 0;
+}
+
+H3_REGISTER_COMMAND(
+    "encode-prompt", "a prompt through the model's tokenizer and Qwen3-VL text encoder",
+    "usage: h3 encode-prompt --model DIR (--prompt TEXT | --prompt-file FILE)\n"
+    "                        (--out FILE | --ids-only) [--layer K] [--ranks N] [--device cpu|cuda]\n"
+    "\n"
+    "Tokenizes the prompt verbatim with DIR/tokenizer (no chat template, no special tokens\n"
+    "added) and runs DIR/text_encoder's first K decoder layers: the DiT's conditioning,\n"
+    "hidden_states[K]. DIR needs only tokenizer/ and text_encoder/ (only tokenizer/ for\n"
+    "--ids-only).\n"
+    "\n"
+    "  --model DIR         a model folder (the release's, or one with tokenizer/ + text_encoder/)\n"
+    "  --prompt TEXT       the prompt\n"
+    "  --prompt-file FILE  the prompt as the file's raw bytes (UTF-8; nothing trimmed)\n"
+    "  --out FILE          safetensors written with embeds [L, width] (fp32 on the CPU, bf16 on\n"
+    "                      CUDA) and tags [L] (int64, 1 = text): what `h3 generate --embeds`\n"
+    "                      and the element's prompt-embeds read\n"
+    "  --ids-only          print the token ids, space-separated, instead of encoding\n"
+    "  --layer K           conditioning layer (default: text_encoder_layer of DIR/model_index.json,\n"
+    "                      else 50, the release's); must be below the encoder's layer count\n"
+    "  --ranks N           tensor-parallel ranks, as threads of this process (default 1)\n"
+    "  --device D          cpu (default) or cuda (bf16 weights; with --ranks, NCCL)",
+    run);
+
+}  // namespace
+}  // namespace h3::tools
