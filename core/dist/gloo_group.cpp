@@ -5,6 +5,7 @@
 #include "dist/gloo_group.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
@@ -14,6 +15,18 @@
 namespace h3::dist {
 
 namespace {
+
+// LibTorch 2.x records every collective of every process group in a process-wide flight
+// recorder (c10d/FlightRecorder.hpp) unless TORCH_FR_BUFFER_SIZE is 0. Its record() inserts the
+// group's status into a std::map before it takes its mutex, so thread ranks (one process group
+// each, enqueueing at once) corrupt that map and crash (seen here: a segfault in
+// _Rb_tree_insert_and_rebalance under ProcessGroupGloo::enqueue, in about one run of the dist
+// tests in three); it also captures a stack trace per collective. Off, at load time, before any
+// group exists, unless the user set it.
+const bool kFlightRecorderOff = [] {
+  setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0);
+  return true;
+}();
 
 // How often a waiting rank looks at the failure board and the clock.
 constexpr std::chrono::milliseconds kWaitSlice{20};
