@@ -95,6 +95,14 @@ bool has_nccl() {
   return H3_HAVE_CUDA && H3_TORCH_HAS_CUDA;
 }
 
+void rethrow_first_failure(const std::vector<RankResult>& results) {
+  for (const auto& r : results) {
+    if (r.ok) continue;
+    if (r.exception) std::rethrow_exception(r.exception);
+    throw Error(ErrorKind::kDistributed, "rank " + std::to_string(r.rank) + " failed: " + r.error);
+  }
+}
+
 std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>& fn,
                                     const WorldOptions& opts) {
   check_world(size, 0, opts);

@@ -42,6 +42,10 @@ struct RankResult {
   std::exception_ptr exception;  // the exception itself, for rethrowing; null when ok
 };
 
+// For callers that need every rank to have succeeded: rethrows the first failed rank's own
+// exception (or h3::Error(kDistributed) naming it when none was kept); returns when all succeeded.
+void rethrow_first_failure(const std::vector<RankResult>& results);
+
 // Starts `size` ranks as threads, each with its own Group (Gloo over a private
 // store, so concurrent worlds never collide), runs fn, joins all and returns
 // every rank's outcome in rank order (never throws for a rank's failure).

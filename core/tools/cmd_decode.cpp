@@ -114,10 +114,7 @@ int run_decode(Args& a) {
         decoder.to(mine).decode_chunks(latents, g.rank() == 0 ? &sink : nullptr, g, opts);
       },
       wo);
-  for (const auto& r : results) {
-    if (!r.ok && r.exception) std::rethrow_exception(r.exception);
-    if (!r.ok) throw Error(ErrorKind::kDistributed, "rank " + std::to_string(r.rank) + " failed: " + r.error);
-  }
+  dist::rethrow_first_failure(results);
 
   std::string sizes;
   for (int64_t n : sink.chunk_frames) sizes += (sizes.empty() ? "" : ",") + std::to_string(n);

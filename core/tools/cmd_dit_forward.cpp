@@ -82,11 +82,7 @@ int run(Args& args) {
           if (g.rank() == 0) v = r;
         },
         wo);
-    for (const auto& r : results) {
-      if (!r.ok && r.exception) std::rethrow_exception(r.exception);
-      if (!r.ok)
-        throw Error(ErrorKind::kDistributed, "rank " + std::to_string(r.rank) + " failed: " + r.error);
-    }
+    dist::rethrow_first_failure(results);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   io::write_safetensors(out, {{"velocity_video", v.video.to(at::kCPU, at::kFloat).contiguous()},

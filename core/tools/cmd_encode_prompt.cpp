@@ -78,11 +78,7 @@ int run(Args& a) {
           }
         },
         wo);
-    for (const auto& r : results) {
-      if (!r.ok && r.exception) std::rethrow_exception(r.exception);
-      if (!r.ok)
-        throw Error(ErrorKind::kDistributed, "rank " + std::to_string(r.rank) + " failed: " + r.error);
-    }
+    dist::rethrow_first_failure(results);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   io::write_safetensors(*out, {{"embeds", c.embeds}, {"tags", c.tags}},
