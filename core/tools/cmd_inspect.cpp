@@ -12,6 +12,7 @@
 #include "dit/config.h"
 #include "dit/parameters.h"
 #include "io/layout.h"
+#include "text/checkpoint_layout.h"
 #include "text/encoder_config.h"
 #include "tools/command.h"
 #include "tools/inspect_model.h"
@@ -73,6 +74,18 @@ int text_encoder_shapes(const std::string& config_path, int64_t layer,
       (long long)(2 * n_read));
   std::printf("the whole language model (without lm_head): tensors %zu, parameters %lld (%.2f B)\n",
               whole.size() + 1, (long long)n_whole, n_whole / 1e9);
+  // The whole checkpoint, when the config describes its vision tower (the release's does; the
+  // tiny model's minimal vision_config does not): what a download of the folder weighs.
+  try {
+    const auto all = text::checkpoint_parameters(config_path);
+    const int64_t n_all = count(all);
+    std::printf(
+        "the whole checkpoint (language model, lm_head, vision tower): tensors %zu, parameters %lld, %lld "
+        "bytes in bf16; conditioning reads %.1f %% of it\n",
+        all.size(), (long long)n_all, (long long)(2 * n_all), 100.0 * n_read / n_all);
+  } catch (const Error&) {
+    std::printf("the whole checkpoint: not derived (the config's vision_config is incomplete)\n");
+  }
   if (!index) return 0;
   const auto stored = index_names(*index);
   const std::set<std::string> have(stored.begin(), stored.end());
