@@ -101,6 +101,12 @@ void install_engine_properties(GObjectClass* klass) {
                         "Seconds a rank may wait for a peer that shows no sign of life before the request "
                         "fails (waiting for a stalled downstream is not limited)",
                         1, kMaxTimeoutSeconds, d.timeout_s, kReady));
+  g_object_class_install_property(
+      klass, PROP_FREE_TEXT_ENCODER,
+      g_param_spec_boolean("free-text-encoder", "Free the text encoder",
+                           "Drop the text encoder's weights once a prompt is encoded, leaving the memory "
+                           "to the DiT and the VAE; the next prompt reads them again from the model folder",
+                           d.free_text_encoder, kReady));
 }
 
 std::string string_or_empty(const GValue* value) {
@@ -139,6 +145,7 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_QUEUE_CHUNKS: s->queue_chunks = g_value_get_int(value); break;
     case PROP_IS_LIVE: s->live = g_value_get_boolean(value); break;
     case PROP_TIMEOUT: s->timeout_s = g_value_get_uint(value); break;
+    case PROP_FREE_TEXT_ENCODER: s->free_text_encoder = g_value_get_boolean(value); break;
     default: return false;
   }
   return true;
@@ -161,6 +168,7 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_QUEUE_CHUNKS: g_value_set_int(value, s.queue_chunks); break;
     case PROP_IS_LIVE: g_value_set_boolean(value, s.live); break;
     case PROP_TIMEOUT: g_value_set_uint(value, s.timeout_s); break;
+    case PROP_FREE_TEXT_ENCODER: g_value_set_boolean(value, s.free_text_encoder); break;
     default: return false;
   }
   return true;
@@ -194,6 +202,7 @@ h3::EngineOptions to_engine_options(const Settings& s) {
   o.tp = s.tp;
   o.device = s.device;
   o.timeout = std::chrono::seconds(s.timeout_s);
+  o.free_text_encoder = s.free_text_encoder;
   return o;
 }
 

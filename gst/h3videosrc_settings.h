@@ -35,6 +35,7 @@ struct Settings {
   gint queue_chunks = kDefaultQueueChunks;
   gboolean live = FALSE;
   guint timeout_s = static_cast<guint>(h3::kDefaultTimeout.count());
+  gboolean free_text_encoder = FALSE;
 };
 
 enum Property {
@@ -54,6 +55,7 @@ enum Property {
   PROP_QUEUE_CHUNKS,
   PROP_IS_LIVE,
   PROP_TIMEOUT,
+  PROP_FREE_TEXT_ENCODER,
 };
 
 void install_properties(GObjectClass* klass);

@@ -244,7 +244,7 @@ struct Engine::Impl {
     const bool root = g.rank() == 0;
     const Job j = engine_detail::decode_job(g.broadcast_string(root ? engine_detail::encode(job) : "", 0));
     const ClipPlan& p = j.plan;
-    const StageContext c{g, model, parts, mailbox, *cancel, p, job_start};
+    const StageContext c{g, model, parts, mailbox, *cancel, p, job_start, opts};
     at::Tensor video;
     if (j.kind == Job::Kind::kGenerate) {
       const text::Conditioning cond = engine_detail::conditioning_stage(c, j.request);

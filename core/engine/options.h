@@ -15,10 +15,14 @@ struct EngineOptions {
   int tp = 0;  // DiT tensor-parallel size; 0 = ranks (the only size supported: every rank is a TP rank)
   std::string device = "cpu";  // "cpu" or "cuda" (cuda needs a CUDA LibTorch; single rank)
   std::chrono::milliseconds timeout{kDefaultTimeout};  // every collective
+  // Drop the text encoder's weights after each prompt is encoded and read them again for the
+  // next prompt: the DiT and the VAE keep the memory (tens of GB for the release's 50 layers) at
+  // the cost of a reload per prompt. Only a model with its own text encoder is affected.
+  bool free_text_encoder = false;
 
   bool operator==(const EngineOptions& o) const {
     return model_dir == o.model_dir && ranks == o.ranks && tp == o.tp && device == o.device &&
-           timeout == o.timeout;
+           timeout == o.timeout && free_text_encoder == o.free_text_encoder;
   }
   bool operator!=(const EngineOptions& o) const { return !(*this == o); }
 };

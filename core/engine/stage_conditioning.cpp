@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "dist/agree.h"
 
 namespace h3::engine_detail {
 namespace {
@@ -27,6 +28,18 @@ void check_one_source(const GenerationRequest& req) {
                   "] (the text encoder's hidden_states[50], bf16 or fp32) and optionally `tags` [L] "
                   "(h3 encode-prompt --model DIR --prompt TEXT --out FILE writes one from a folder holding "
                   "text_encoder/ and tokenizer/; h3 generate --embeds FILE; GenerationRequest::embeds_path)");
+}
+
+// Every rank reads its shards again (freed after the previous prompt); a rank that fails makes
+// every rank fail together, and the encoder stays released for the next request to retry.
+void reload_text_encoder(const StageContext& c) {
+  dist::LocalFailure f;
+  try {
+    c.parts.prompt->reload_weights(&c.group);
+  } catch (...) {
+    f.capture();
+  }
+  dist::agree_or_throw(c.group, f);
 }
 
 }  // namespace
@@ -52,7 +65,10 @@ text::Conditioning conditioning_stage(const StageContext& c, const GenerationReq
   if (root) c.post_progress(Phase::kConditioning, 0, c.plan.evaluations);
   if (c.parts.prompt && req.embeds_path.empty()) {
     // The model's own text encoder: rank 0 tokenizes, every rank runs its shard.
-    cond = c.parts.prompt->encode_on_ranks(c.group, root ? req.prompt : std::string());
+    text::PromptEncoder& encoder = *c.parts.prompt;
+    if (encoder.weights_released()) reload_text_encoder(c);
+    cond = encoder.encode_on_ranks(c.group, root ? req.prompt : std::string());
+    if (c.options.free_text_encoder) encoder.release_weights();
   } else {
     if (root) {
       try {

@@ -39,7 +39,13 @@ PromptEncoder PromptEncoder::load(const std::string& model_dir, int64_t layer, d
                                           " rows but the tokenizer in " + tokenizer_dir_of(model_dir) +
                                           " gives ids up to " + std::to_string(t.vocab_size() - 1));
   }
-  return PromptEncoder(std::move(t), std::move(e));
+  return PromptEncoder(std::move(t), std::move(e), opts);
+}
+
+void PromptEncoder::reload_weights(dist::Group* group) {
+  // Load into a new encoder first: a failed reload leaves this one released, not half-loaded.
+  TextEncoder e = TextEncoder::load(encoder_.dir(), encoder_.layer(), group, options_);
+  encoder_ = std::move(e);
 }
 
 Conditioning PromptEncoder::encode(const std::string& prompt) const {

@@ -44,10 +44,20 @@ class PromptEncoder {
   // returns the conditioning. Call on every rank at the same point.
   Conditioning encode_on_ranks(dist::Group& g, const std::string& prompt_on_root) const;
 
+  // The encoder's weights can be dropped between prompts (EngineOptions::free_text_encoder): the
+  // release's 50 layers are tens of GB the DiT could use. The tokenizer stays (it is small and
+  // slow to build). reload_weights() reads this rank's shards again from the same folder, with
+  // the same K and options; with a group every rank calls it at the same point.
+  void release_weights() { encoder_.release(); }
+  bool weights_released() const { return encoder_.released(); }
+  void reload_weights(dist::Group* group);
+
  private:
-  PromptEncoder(Tokenizer t, TextEncoder e) : tokenizer_(std::move(t)), encoder_(std::move(e)) {}
+  PromptEncoder(Tokenizer t, TextEncoder e, EncoderOptions o)
+      : tokenizer_(std::move(t)), encoder_(std::move(e)), options_(o) {}
   Tokenizer tokenizer_;
   TextEncoder encoder_;
+  EncoderOptions options_;  // what the encoder was loaded with, for reload_weights()
 };
 
 }  // namespace h3::text

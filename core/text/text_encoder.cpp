@@ -1,6 +1,7 @@
 #include "text/text_encoder.h"
 
 #include <ATen/ATen.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
@@ -253,9 +254,15 @@ std::vector<std::pair<std::string, at::Tensor>> TextEncoder::named() const {
 }
 
 void TextEncoder::release() {
+  const bool on_cpu = embed_tokens_.defined() && embed_tokens_.device().is_cpu();
   embed_tokens_ = at::Tensor();
   layers_.clear();
   layers_.shrink_to_fit();
+  // Most CPU weights are blocks under glibc's mmap threshold: freed, they stay in the malloc arenas
+  // (the rank thread's, between later allocations) and the resident size hardly moves. Trimming
+  // hands their whole pages back to the kernel. (CUDA weights go back to the caching allocator,
+  // where the DiT reuses them: that is the point of releasing them there.)
+  if (on_cpu) malloc_trim(0);
 }
 
 }  // namespace h3::text

@@ -74,6 +74,8 @@ class TextEncoder {
   std::vector<std::pair<std::string, at::Tensor>> named() const;
   // Drops the weights (an engine can free them after encoding); forward then throws.
   void release();
+  bool released() const { return !embed_tokens_.defined(); }
+  const std::string& dir() const { return dir_; }
 
  private:
   EncoderConfig config_;

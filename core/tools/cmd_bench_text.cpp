@@ -1,6 +1,7 @@
 // `h3 bench text`: the prompt path's figures — tokenizer throughput on a long prompt, the text
 // encoder's time per token at the tiny and a medium width at TP 1 and TP 2, and the peak memory
-// of loading the first K of N layers against all of them.
+// of loading the first K of N layers against all of them, and the engine's memory with the
+// encoder freed after encoding against kept.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <spawn.h>
@@ -16,6 +17,7 @@
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "engine/engine.h"
 #include "engine/tiny_model.h"
 #include "text/random_encoder.h"
 #include "text/text_encoder.h"
@@ -102,15 +104,15 @@ Timing encoder_timing(const std::string& dir, int64_t layer, int ranks, int64_t 
   return worst;
 }
 
-// The memory of a fresh process that loads `layer` layers of `dir` (it runs this command with
-// --measure-load), so each figure starts from the same empty process.
-struct LoadMemory {
-  long peak_kib = -1, loaded_kib = -1, released_kib = -1;
+// The memory of a fresh process running this command with `measure_args` (--measure-load or
+// --measure-engine), so each figure starts from the same empty process: three figures in KiB.
+struct Memory {
+  long peak_kib = -1, loaded_kib = -1, after_kib = -1;
 };
-LoadMemory memory_of_load(const std::string& dir, int64_t layer, const std::string& out_file) {
-  const std::string k = std::to_string(layer);
-  std::vector<std::string> args{"h3",      "bench", "text",     "--measure-load", dir,
-                                "--layer", k,       "--result", out_file};
+Memory memory_of(std::vector<std::string> measure_args, const std::string& out_file) {
+  std::vector<std::string> args{"h3", "bench", "text"};
+  args.insert(args.end(), measure_args.begin(), measure_args.end());
+  args.insert(args.end(), {"--result", out_file});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -121,10 +123,10 @@ LoadMemory memory_of_load(const std::string& dir, int64_t layer, const std::stri
   int status = 0;
   waitpid(pid, &status, 0);
   std::ifstream in(out_file);
-  LoadMemory m;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-      !(in >> m.peak_kib >> m.loaded_kib >> m.released_kib)) {
-    throw Error(ErrorKind::kInternal, "bench text: the measuring process for " + k + " layers failed");
+  Memory m;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !(in >> m.peak_kib >> m.loaded_kib >> m.after_kib)) {
+    throw Error(ErrorKind::kInternal, "bench text: the measuring process " + measure_args.front() + " " +
+                                          measure_args.at(1) + " failed");
   }
   return m;
 }
@@ -156,6 +158,30 @@ int measure_load(const std::string& dir, int64_t layer, const std::string& resul
   return 0;
 }
 
+// The measuring process for the engine option: opens the engine on `model_dir`, generates one short
+// clip from a prompt and writes "peak-KiB resident-after-open-KiB resident-after-generate-KiB".
+int measure_engine(const std::string& model_dir, bool free_text_encoder, const std::string& result) {
+  at::set_num_threads(1);
+  EngineOptions eo;
+  eo.model_dir = model_dir;
+  eo.free_text_encoder = free_text_encoder;
+  auto engine = Engine::open(eo);
+  const long opened = status_kib("VmRSS:");
+  GenerationRequest req;
+  req.prompt = "a lighthouse at dusk, waves breaking";
+  req.width = 64;
+  req.height = 64;
+  req.num_frames = 5;
+  req.steps = 2;
+  class Discard : public ChunkSink {
+    void on_chunk(const Chunk&) override {}
+  } sink;
+  CancelToken cancel;
+  engine->generate(req, sink, ProgressFn(), cancel);
+  std::ofstream(result) << status_kib("VmHWM:") << " " << opened << " " << status_kib("VmRSS:") << "\n";
+  return 0;
+}
+
 text::EncoderConfig medium_config(int64_t layers) {
   text::EncoderConfig c = tiny_spec().encoder;
   c.hidden_size = 1024;
@@ -171,6 +197,8 @@ text::EncoderConfig medium_config(int64_t layers) {
 
 int run(Args& a) {
   const auto measure = a.opt_string("measure-load");
+  const auto measure_engine_dir = a.opt_string("measure-engine");
+  const bool free_text_encoder = a.flag("free-text-encoder");
   const int64_t layer = a.int_or("layer", 2, 1, 1 << 20);
   const auto result = a.opt_string("result");
   const int64_t chars = a.int_or("chars", 200000, 1000, 1 << 20);
@@ -181,6 +209,10 @@ int run(Args& a) {
   if (measure) {
     if (!result) throw UsageError{"--measure-load needs --result"};
     return measure_load(*measure, layer, *result);
+  }
+  if (measure_engine_dir) {
+    if (!result) throw UsageError{"--measure-engine needs --result"};
+    return measure_engine(*measure_engine_dir, free_text_encoder, *result);
   }
   ScratchDir scratch(tmp_root, "h3-bench-text-");
 
@@ -240,11 +272,34 @@ int run(Args& a) {
     const std::string dir = scratch.path() + "/deep";
     text::write_random_encoder(dir, c, 9);
     for (int64_t k : {50, 64}) {
-      const LoadMemory m = memory_of_load(dir, k, scratch.path() + "/rss" + std::to_string(k));
+      const Memory m = memory_of({"--measure-load", dir, "--layer", std::to_string(k)},
+                                 scratch.path() + "/rss" + std::to_string(k));
       std::printf(
           "load %lld layers (hidden 256, SwiGLU 1024; bf16 file, fp32 in memory): peak RSS %.1f MiB, "
           "RSS %.1f MiB loaded, %.1f MiB after release()\n",
-          (long long)k, m.peak_kib / 1024.0, m.loaded_kib / 1024.0, m.released_kib / 1024.0);
+          (long long)k, m.peak_kib / 1024.0, m.loaded_kib / 1024.0, m.after_kib / 1024.0);
+    }
+  }
+
+  // The engine option: the tiny model with a deeper, wider encoder (51 layers, K = 50, SwiGLU
+  // 8192 at the DiT's text width), one short prompt-conditioned clip with the encoder kept and
+  // with it freed after encoding (EngineOptions::free_text_encoder), each in a fresh process.
+  {
+    TinySpec spec = tiny_spec();
+    spec.encoder.num_layers = 51;
+    spec.encoder.intermediate_size = 8192;
+    spec.text_encoder_layer = 50;
+    const std::string dir = scratch.path() + "/engine-model";
+    write_random_model(dir, spec, 11);
+    for (bool free : {false, true}) {
+      std::vector<std::string> args{"--measure-engine", dir};
+      if (free) args.push_back("--free-text-encoder");
+      const Memory m = memory_of(args, scratch.path() + (free ? "/rss-free" : "/rss-keep"));
+      std::printf(
+          "engine, 50-layer encoder (hidden %lld, SwiGLU 8192) %s: RSS %.1f MiB after open, %.1f MiB "
+          "after one clip (peak %.1f MiB)\n",
+          (long long)spec.encoder.hidden_size, free ? "freed after encoding" : "kept (default)",
+          m.loaded_kib / 1024.0, m.after_kib / 1024.0, m.peak_kib / 1024.0);
     }
   }
   return 0;
@@ -258,8 +313,10 @@ H3_REGISTER_COMMAND("bench text", "tokenizer throughput, text encoder time per t
                     "width (hidden 1024, 8 / 2 heads of 128), each at TP 1 and TP 2 (ranks as threads,\n"
                     "one compute thread each; CPU time per rank and wall time),\n"
                     "and the resident memory of loading 50 layers against 64 (peak, loaded, after\n"
-                    "TextEncoder::release()), each in a fresh process. Random weights, written to a temp "
-                    "folder under TMP (default /tmp).\n"
+                    "TextEncoder::release()), each in a fresh process; then the engine's resident\n"
+                    "memory after one prompt-conditioned clip with the text encoder kept and with\n"
+                    "--free-text-encoder (h3 generate's flag), each in a fresh process. Random weights,\n"
+                    "written to a temp folder under TMP (default /tmp).\n"
                     "\n"
                     "  --chars N   tokenizer prompt length in bytes (default 200000)\n"
                     "  --tokens N  prompt length of the encoder runs (default 256)\n"

@@ -38,6 +38,7 @@ int run(Args& a) {
   req.seed = static_cast<uint64_t>(a.int_or("seed", 0, 0, std::numeric_limits<int64_t>::max()));
   eo.ranks = static_cast<int>(a.int_or("ranks", 1, kMinRanks, kMaxRanks));
   eo.device = a.string_or("device", "cpu");
+  eo.free_text_encoder = a.flag("free-text-encoder");
   const std::string out = a.string("out");
   const auto save_latents = a.opt_string("save-latents");
   const bool quiet = a.flag("quiet");
@@ -83,13 +84,14 @@ H3_REGISTER_COMMAND(
     "generate", "a prompt or prompt embeddings in, a YUV4MPEG2 clip out (streamed chunk by chunk)",
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] --out FILE.y4m\n"
-    "                   [--save-latents FILE] [--device cpu|cuda] [--quiet]\n"
+    "                   [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder] [--quiet]\n"
     "\n"
     "  --model DIR          model folder (release layout); default: the tiny default model\n"
     "                       ($H3_MODEL_DIR, else the installed or build tree's copy)\n"
-    "  --prompt TEXT        prompt for a model with a built-in text encoder (the tiny model)\n"
+    "  --prompt TEXT        prompt, for a model with its own text encoder (text_encoder/ + tokenizer/,\n"
+    "                       as released) or the byte encoder of a tiny model\n"
     "  --embeds FILE        precomputed prompt embeddings: safetensors with `embeds` [L, text_dim]\n"
-    "                       (bf16 or fp32) and optionally `tags` [L]; the full-size model needs this\n"
+    "                       (bf16 or fp32) and optionally `tags` [L] (h3 encode-prompt writes one)\n"
     "  --width W --height H output size in pixels (16..4096; the model computes on a canvas rounded up\n"
     "                       to multiples of 32 and crops); 0 or absent: the model default\n"
     "  --frames F           exact output frame count (1..1024; generated as 17n+5 and trimmed)\n"
@@ -99,6 +101,8 @@ H3_REGISTER_COMMAND(
     "  --out FILE.y4m       YUV4MPEG2 output (C444, BT.601 limited range, 24 fps); '-' = stdout\n"
     "  --save-latents FILE  also write the final `video` and `audio` latents (before decoding)\n"
     "  --device cpu|cuda    where the DiT and the VAE run (cuda: rank r on cuda:r, NCCL between ranks)\n"
+    "  --free-text-encoder  drop the text encoder's weights once the prompt is encoded (the DiT\n"
+    "                       and the VAE get the memory; a later prompt reads them again)\n"
     "  --quiet              no progress on stderr\n"
     "\n"
     "Progress goes to stderr: a bar on a terminal, plain lines otherwise.",

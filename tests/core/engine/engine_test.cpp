@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -313,6 +314,49 @@ TEST_F(EngineTiny, APromptConditionsLikeItsEncodedEmbeddings) {
   EXPECT_TRUE(at::equal(a.video, b.video));
   const Outcome two = generate_one(*two_, small("a red kite over the dunes", 5));
   EXPECT_LE((two.video - a.video).abs().max().item<double>(), 1e-4);
+}
+
+TEST_F(EngineTiny, FreeingTheTextEncoderAfterEachPromptChangesNoFrame) {
+  // free_text_encoder: the weights are dropped after each prompt and read again for the next
+  // one, on both ranks; the frames are those of the engine that keeps them.
+  EngineOptions o;
+  o.model_dir = default_model_dir();
+  o.ranks = 2;
+  o.timeout = std::chrono::seconds(60);
+  o.free_text_encoder = true;
+  auto freeing = Engine::open(o);
+  const Outcome kite = generate_one(*freeing, small("a red kite over the dunes", 5));
+  const Outcome owl = generate_one(*freeing, small("an owl in the rain", 6));
+  const Outcome kite_again = generate_one(*freeing, small("a red kite over the dunes", 5));
+  EXPECT_TRUE(at::equal(kite.frames, generate_one(*two_, small("a red kite over the dunes", 5)).frames));
+  EXPECT_TRUE(at::equal(owl.frames, generate_one(*two_, small("an owl in the rain", 6)).frames));
+  EXPECT_TRUE(at::equal(kite.frames, kite_again.frames));
+}
+
+TEST_F(EngineTiny, AFreedTextEncoderThatCannotBeReadAgainFailsEveryRankAndServesOn) {
+  // A copy of the tiny model whose encoder checkpoint disappears after the first prompt: the next
+  // prompt fails on both ranks naming the file; once it is back, prompts work again.
+  test::TempDir dir("engine-free");
+  const std::filesystem::path model = dir / "model";
+  std::filesystem::copy(default_model_dir(), model, std::filesystem::copy_options::recursive);
+  EngineOptions o;
+  o.model_dir = model.string();
+  o.ranks = 2;
+  o.timeout = std::chrono::seconds(60);
+  o.free_text_encoder = true;
+  auto freeing = Engine::open(o);
+  const Outcome first = generate_one(*freeing, small("a red kite over the dunes", 5));
+  const std::filesystem::path weights = model / "text_encoder" / "model.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(weights));
+  std::filesystem::rename(weights, dir / "moved.safetensors");
+  CollectSink s;
+  CancelToken c;
+  test::expect_error([&] { freeing->generate(small("a red kite over the dunes", 5), s, {}, c); },
+                     ErrorKind::kNotFound, {"text_encoder"});
+  EXPECT_EQ(s.frames_so_far, 0);
+  std::filesystem::rename(dir / "moved.safetensors", weights);
+  const Outcome again = generate_one(*freeing, small("a red kite over the dunes", 5));
+  EXPECT_TRUE(at::equal(first.frames, again.frames));
 }
 
 TEST_F(EngineTiny, BadPromptsFailEveryRankAndTheEngineServesOn) {
