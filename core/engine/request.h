@@ -15,6 +15,10 @@ struct GenerationRequest {
   int64_t num_frames = 0;         // exact output frame count; 0 = model default
   int64_t steps = 0;              // grid points N (N-1 evaluations); 0 = model default; >= 2
   uint64_t seed = 0;
+  // Also decode the soundtrack: each chunk then carries its stretch of the waveform
+  // (Chunk::audio). Needs the model folder's audio_vae/; off, the audio rows are denoised
+  // with the video (the model makes them together) but never decoded.
+  bool audio = false;
 };
 
 // What a request will produce, computed before any work (validated; throws h3::Error
