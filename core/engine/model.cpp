@@ -161,6 +161,7 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   const dit::LatentGeometry geo = dit::latent_geometry(p.generated_frames, p.canvas_width, p.canvas_height);
   p.latent_frames = geo.t;
   p.audio_latents = geo.audio;
+  p.audio_samples = dit::audio_latents_for(p.num_frames) * dit::kAudioSamplesPerLatent;
   p.fps_n = static_cast<int>(dit::kFps);
   p.fps_d = 1;
   p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();

@@ -31,7 +31,10 @@ struct ClipPlan {
   // Additions beyond the contract:
   int64_t generated_frames = 0;  // 17n+5 frames the model makes (>= num_frames; the rest is trimmed)
   int64_t evaluations = 0;       // denoiser evaluations (steps - 1 unless the shifted grid repeats a value)
-  int64_t audio_latents = 0;     // audio latents per stereo channel
+  int64_t audio_latents = 0;     // audio latents per stereo channel (of the generated frames)
+  // The soundtrack a request with audio receives, per channel at 32 kHz: 800 * round(num_frames
+  // * 5 / 3) samples, which differs from the video's num_frames / 24 s by at most 400 samples.
+  int64_t audio_samples = 0;
 };
 
 }  // namespace h3
