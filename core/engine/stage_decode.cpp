@@ -82,7 +82,8 @@ void load_audio_decoder(const StageContext& c) {
   if (c.root() && !c.parts.audio) {
     try {
       require_audio_vae(c.model);
-      c.parts.audio.emplace(audio::AudioDecoder::load(c.model.audio_vae_dir));
+      // Where the video VAE runs (the GPU with device = cuda); its waveforms come back on the CPU.
+      c.parts.audio.emplace(audio::AudioDecoder::load(c.model.audio_vae_dir).to(c.parts.vae->device()));
     } catch (const Error&) {
       f.capture();
     } catch (const std::exception& e) {
