@@ -41,7 +41,8 @@ h3gst::AudioChunk audio_chunk(const h3::Chunk& c) {
   ac.count = a.size(0);
   ac.channels = 2;
   const float* data = a.data_ptr<float>();
-  ac.samples = std::shared_ptr<const float>(data, [keep = std::move(a)](const float*) mutable { keep.reset(); });
+  ac.samples =
+      std::shared_ptr<const float>(data, [keep = std::move(a)](const float*) mutable { keep.reset(); });
   return ac;
 }
 

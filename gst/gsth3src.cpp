@@ -212,7 +212,8 @@ static void gst_h3_src_set_property(GObject* object, guint prop_id, const GValue
         ("set while the element is PAUSED or PLAYING"));
     return;
   }
-  if (!h3src::set_property(&p->props, prop_id, value)) G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  if (!h3src::set_property(&p->props, prop_id, value))
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
 }
 
 static void gst_h3_src_get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
@@ -424,7 +425,8 @@ static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* q
 
 // The generation failed: both pads learn it; the first posts it.
 static void report_failure(GstH3Src* self, const h3gst::Failure& failure) {
-  if (!self->priv->failure_posted.exchange(true)) h3src::post_failure(GST_ELEMENT(self), failure, "Generation failed");
+  if (!self->priv->failure_posted.exchange(true))
+    h3src::post_failure(GST_ELEMENT(self), failure, "Generation failed");
 }
 
 // stream-start (one group for both pads), the negotiated caps, a TIME segment from 0 (so that
@@ -454,8 +456,8 @@ static GstCaps* negotiate(GstH3Src* self, GstPad* pad, GstCaps* offered, Fixate 
   gst_caps_unref(offered);
   if (gst_caps_is_empty(caps)) {
     gst_caps_unref(caps);
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Downstream of the %s pad accepts none of its formats", GST_PAD_NAME(pad)),
-                      (nullptr));
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT,
+                      ("Downstream of the %s pad accepts none of its formats", GST_PAD_NAME(pad)), (nullptr));
     return nullptr;
   }
   caps = gst_caps_truncate(gst_caps_make_writable(caps));
@@ -466,13 +468,14 @@ static GstCaps* negotiate(GstH3Src* self, GstPad* pad, GstCaps* offered, Fixate 
 static bool configure_video(GstH3Src* self, const Published& pub) {
   H3SrcPrivate* p = self->priv;
   GstPad* pad = p->video_pad;
-  GstCaps* caps = negotiate(self, pad,
-                            h3src::planned_video_caps(gst_pad_get_pad_template_caps(pad), pub.plan, pub.fps_n,
-                                                      pub.fps_d),
-                            [&](GstCaps* c) { h3src::fixate_video_caps(c, pub.plan, pub.fps_n, pub.fps_d); });
+  GstCaps* caps =
+      negotiate(self, pad,
+                h3src::planned_video_caps(gst_pad_get_pad_template_caps(pad), pub.plan, pub.fps_n, pub.fps_d),
+                [&](GstCaps* c) { h3src::fixate_video_caps(c, pub.plan, pub.fps_n, pub.fps_d); });
   if (!caps) return false;
   GstVideoInfo info;
-  const bool ok = gst_video_info_from_caps(&info, caps) && p->writer.configure(info) && begin_stream(self, pad, caps);
+  const bool ok =
+      gst_video_info_from_caps(&info, caps) && p->writer.configure(info) && begin_stream(self, pad, caps);
   if (!ok) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Could not negotiate the video pad's format"),
                       ("caps %" GST_PTR_FORMAT, static_cast<void*>(caps)));
@@ -492,7 +495,8 @@ static bool configure_audio(GstH3Src* self) {
   GstAudioInfo info;
   const bool ok = gst_audio_info_from_caps(&info, caps) && GST_AUDIO_INFO_RATE(&info) == kAudioRate &&
                   GST_AUDIO_INFO_CHANNELS(&info) == kAudioChannels && begin_stream(self, pad, caps);
-  if (ok) p->s16 = GST_AUDIO_INFO_FORMAT(&info) == GST_AUDIO_FORMAT_S16LE;
+  if (ok)
+    p->s16 = GST_AUDIO_INFO_FORMAT(&info) == GST_AUDIO_FORMAT_S16LE;
   else
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Could not negotiate the audio pad's format"),
                       ("caps %" GST_PTR_FORMAT, static_cast<void*>(caps)));
@@ -596,7 +600,8 @@ static void gst_h3_src_video_loop(gpointer data) {
   GST_BUFFER_OFFSET_END(buf) = static_cast<guint64>(n + 1);
   if (n == 0) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
   p->video.next = n + 1;
-  GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, n, GST_TIME_ARGS(GST_BUFFER_PTS(buf)));
+  GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, n,
+                 GST_TIME_ARGS(GST_BUFFER_PTS(buf)));
   push(self, pad, p->video, buf);
 }
 
@@ -641,8 +646,8 @@ static void gst_h3_src_audio_loop(gpointer data) {
     return;
   }
   const int64_t values = a.count * kAudioChannels;
-  GstBuffer* buf =
-      gst_buffer_new_allocate(nullptr, static_cast<gsize>(values) * (p->s16 ? sizeof(int16_t) : sizeof(float)), nullptr);
+  GstBuffer* buf = gst_buffer_new_allocate(
+      nullptr, static_cast<gsize>(values) * (p->s16 ? sizeof(int16_t) : sizeof(float)), nullptr);
   GstMapInfo map;
   if (!gst_buffer_map(buf, &map, GST_MAP_WRITE)) {
     gst_buffer_unref(buf);
@@ -656,7 +661,9 @@ static void gst_h3_src_audio_loop(gpointer data) {
     std::memcpy(map.data, a.data, static_cast<size_t>(values) * sizeof(float));  // F32LE: the engine's own
   gst_buffer_unmap(buf, &map);
   // Timestamps from sample counts, so that they never drift from the sample clock.
-  const auto at = [](int64_t s) { return gst_util_uint64_scale(static_cast<guint64>(s), GST_SECOND, kAudioRate); };
+  const auto at = [](int64_t s) {
+    return gst_util_uint64_scale(static_cast<guint64>(s), GST_SECOND, kAudioRate);
+  };
   GST_BUFFER_PTS(buf) = at(first);
   GST_BUFFER_DURATION(buf) = at(first + a.count) - at(first);
   GST_BUFFER_OFFSET(buf) = static_cast<guint64>(first);

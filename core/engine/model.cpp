@@ -133,9 +133,10 @@ ModelInfo read_model(const std::string& dir) {
 
 void require_audio_vae(const ModelInfo& m) {
   if (!m.audio_vae_dir.empty()) return;
-  throw Error(ErrorKind::kNotFound, (fs::path(m.dir) / "audio_vae").string() +
-                                        ": the model folder has no audio VAE, so it cannot make a "
-                                        "soundtrack; ask for video only, or use a model folder with audio_vae/");
+  throw Error(ErrorKind::kNotFound,
+              (fs::path(m.dir) / "audio_vae").string() +
+                  ": the model folder has no audio VAE, so it cannot make a "
+                  "soundtrack; ask for video only, or use a model folder with audio_vae/");
 }
 
 ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {

@@ -64,7 +64,7 @@ class HandOverSink : public ChunkSink {
     const audio::AudioDecoder& dec = *c_.parts.audio;
     const int64_t end = dit::audio_latents_for(frame_end);
     const at::Tensor wave = dec.decode_range(audio_rows_, audio_latents_, end);  // [2, n]
-    chunk.audio = wave.t().contiguous();                                        // [n, 2] interleaved
+    chunk.audio = wave.t().contiguous();                                         // [n, 2] interleaved
     chunk.first_sample = audio_latents_ * dec.samples_per_latent();
     audio_latents_ = end;
   }

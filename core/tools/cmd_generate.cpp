@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "audio/audio_decoder.h"
-
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/y4m_writer.h"

@@ -88,8 +88,9 @@ void watch(GstElement* pipeline, const char* sink, Received* r) {
   GstElement* e = h3test::by_name(pipeline, sink);
   ASSERT_NE(e, nullptr) << sink;
   GstPad* pad = gst_element_get_static_pad(e, "sink");
-  gst_pad_add_probe(pad, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
-                    &Received::probe, r, nullptr);
+  gst_pad_add_probe(
+      pad, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+      &Received::probe, r, nullptr);
   gst_object_unref(pad);
   gst_object_unref(e);
 }
@@ -147,7 +148,8 @@ void expect_whole_audio(const Received& a) {
 
 TEST(H3Src, BothPadsCarryTheWholeClipOnOneTimelineThenEos) {
   Received v, a;
-  const auto r = run(element() + " s.video ! fakesink name=v sync=false s.audio ! fakesink name=a sync=false", &v, &a);
+  const auto r =
+      run(element() + " s.video ! fakesink name=v sync=false s.audio ! fakesink name=a sync=false", &v, &a);
   ASSERT_FALSE(r.error) << r.message;
   ASSERT_TRUE(r.eos);
   expect_whole_video(v);
@@ -166,11 +168,13 @@ TEST(H3Src, BothPadsCarryTheWholeClipOnOneTimelineThenEos) {
 TEST(H3Src, S16LeIsTheF32SamplesClampedScaledAndRounded) {
   Received f32, s16;
   f32.keep_bytes = s16.keep_bytes = true;
-  auto r = run(element("seed=5") + " s.video ! fakesink sync=false s.audio ! fakesink name=a sync=false", nullptr, &f32);
+  auto r = run(element("seed=5") + " s.video ! fakesink sync=false s.audio ! fakesink name=a sync=false",
+               nullptr, &f32);
   ASSERT_FALSE(r.error) << r.message;
-  r = run(element("seed=5") +
-              " s.video ! fakesink sync=false s.audio ! audio/x-raw,format=S16LE ! fakesink name=a sync=false",
-          nullptr, &s16);
+  r = run(
+      element("seed=5") +
+          " s.video ! fakesink sync=false s.audio ! audio/x-raw,format=S16LE ! fakesink name=a sync=false",
+      nullptr, &s16);
   ASSERT_FALSE(r.error) << r.message;
   EXPECT_NE(s16.caps.find("S16LE"), std::string::npos) << s16.caps;
   ASSERT_EQ(f32.bytes.size(), static_cast<size_t>(kSamples * 2 * 4));
@@ -222,7 +226,8 @@ TEST(H3Src, AnUnlinkedAudioPadHoldsNothingBack) {
 }
 
 TEST(H3Src, StateCyclingStartsTheClipAgainFromTheFirstFrame) {
-  GstElement* p = parse(element() + " s.video ! fakesink name=v sync=false s.audio ! fakesink name=a sync=false");
+  GstElement* p =
+      parse(element() + " s.video ! fakesink name=v sync=false s.audio ! fakesink name=a sync=false");
   // Up and down before and after prerolling: no hang, no leak of a task or worker.
   for (int i = 0; i < 2; ++i) {
     ASSERT_NE(gst_element_set_state(p, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
@@ -276,8 +281,9 @@ std::string model_without_audio() {
 
 TEST(H3Src, AModelWithoutAnAudioVaeIsAnErrorNamingTheFolderWhileH3VideoSrcWorks) {
   const std::string model = model_without_audio();
-  const auto r = run(element("model=" + model) + " s.video ! fakesink sync=false s.audio ! fakesink sync=false",
-                     nullptr, nullptr);
+  const auto r =
+      run(element("model=" + model) + " s.video ! fakesink sync=false s.audio ! fakesink sync=false", nullptr,
+          nullptr);
   ASSERT_TRUE(r.error);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);

@@ -105,7 +105,8 @@ TEST(EngineAudio, AModelWithoutAnAudioVaeRefusesAudioNamingTheFolderAndServesVid
   namespace fs = std::filesystem;
   test::TempDir d("noaudio");
   for (const auto& entry : fs::directory_iterator(default_model_dir())) {
-    if (entry.path().filename() != "audio_vae") fs::create_symlink(entry.path(), fs::path(d.str()) / entry.path().filename());
+    if (entry.path().filename() != "audio_vae")
+      fs::create_symlink(entry.path(), fs::path(d.str()) / entry.path().filename());
   }
   EngineOptions o;
   o.model_dir = d.str();
