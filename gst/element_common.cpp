@@ -11,6 +11,22 @@ void register_tags() {
                    "seed of the H3 generation that made the stream", nullptr);
 }
 
+std::unique_lock<std::mutex> lock_for_change(GstElement* element, GParamSpec* pspec, std::mutex& props_lock,
+                                             const bool& started) {
+  // The object lock is never held together with `props_lock`.
+  GST_OBJECT_LOCK(element);
+  const bool running = GST_STATE(element) > GST_STATE_READY;
+  GST_OBJECT_UNLOCK(element);
+  std::unique_lock<std::mutex> lock(props_lock);
+  if (!running && !started) return lock;
+  lock.unlock();
+  GST_ELEMENT_WARNING(
+      element, CORE, STATE_CHANGE,
+      ("Property '%s' can only be changed in the NULL or READY state; the change is ignored", pspec->name),
+      ("set while the element is PAUSED or PLAYING"));
+  return lock;
+}
+
 bool check_settings(GstElement* element, const Settings& s) {
   // The engine reads 0 as "the model's default"; the element spells that -1, so
   // an explicit 0 is a mistake to report, not a default to apply.

@@ -5,6 +5,7 @@
 
 #include <gst/gst.h>
 
+#include <mutex>
 #include <string>
 
 #include "engine/request.h"
@@ -14,6 +15,12 @@ namespace h3src {
 
 // Registers the custom seed tag (GST_H3_TAG_SEED, gsth3videosrc.h); class_init of each element.
 void register_tags();
+
+// Locks `props_lock` (which guards `started`) for a property change, unless the element is
+// PAUSED or PLAYING or started: every property shapes the request or the engine, fixed once
+// started. Then the lock returned does not own it, and a warning naming the property is posted.
+std::unique_lock<std::mutex> lock_for_change(GstElement* element, GParamSpec* pspec, std::mutex& props_lock,
+                                             const bool& started);
 
 // Refuses what the engine would misread or what is plainly missing, posting an element error
 // that names the property; false then.

@@ -85,6 +85,7 @@ struct Published {
 // A pad's streaming state: its task only (and the state changes while no task runs).
 struct PadStream {
   bool configured = false;       // stream-start, caps, segment and tags went out
+  bool need_segment = false;     // a flush removed the segment: send it again before data
   bool downstream_done = false;  // downstream returned EOS: drain the queue without pushing
   int64_t next = 0;              // the next frame's (video) or sample frame's (audio) index
 };
@@ -113,6 +114,9 @@ struct H3SrcPrivate {
   GstPad* video_pad = nullptr;
   GstPad* audio_pad = nullptr;
   guint group_id = 0;  // both pads' streams are one group
+  // The pads' tasks were started (READY -> PAUSED) and not stopped yet: a flush-stop starts
+  // them again. Written by state changes, read by flush-stop.
+  std::atomic<bool> started_tasks{false};
 
   Published pub;  // GST_OBJECT_LOCK
 
@@ -143,9 +147,6 @@ static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStat
 static gboolean gst_h3_src_send_event(GstElement* element, GstEvent* event);
 static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* query);
 static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* event);
-static void gst_h3_src_video_loop(gpointer data);
-static void gst_h3_src_audio_loop(gpointer data);
-
 static void gst_h3_src_class_init(GstH3SrcClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
@@ -200,18 +201,9 @@ static void gst_h3_src_finalize(GObject* object) {
 static void gst_h3_src_set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
   GstH3Src* self = GST_H3_SRC(object);
   H3SrcPrivate* p = self->priv;
-  GST_OBJECT_LOCK(self);
-  const bool running = GST_STATE(self) > GST_STATE_READY;
-  GST_OBJECT_UNLOCK(self);
-  std::unique_lock<std::mutex> lock(p->prop_lock);
-  if (running || p->started) {
-    lock.unlock();
-    GST_ELEMENT_WARNING(
-        self, CORE, STATE_CHANGE,
-        ("Property '%s' can only be changed in the NULL or READY state; the change is ignored", pspec->name),
-        ("set while the element is PAUSED or PLAYING"));
-    return;
-  }
+  const std::unique_lock<std::mutex> lock =
+      h3src::lock_for_change(GST_ELEMENT(self), pspec, p->prop_lock, p->started);
+  if (!lock.owns_lock()) return;
   if (!h3src::set_property(&p->props, prop_id, value))
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
 }
@@ -286,6 +278,7 @@ static bool start(GstH3Src* self) {
 // changed state before this element) and joins them.
 static void stop_tasks(GstH3Src* self) {
   H3SrcPrivate* p = self->priv;
+  p->started_tasks = false;
   p->generation.set_flushing(true);
   gst_pad_stop_task(p->video_pad);
   gst_pad_stop_task(p->audio_pad);
@@ -325,6 +318,7 @@ static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStat
         break;
       }
       // The pads are active now: their tasks start, and wait for the engine's first chunk.
+      p->started_tasks = true;
       gst_pad_start_task(p->video_pad, gst_h3_src_video_loop, self, nullptr);
       gst_pad_start_task(p->audio_pad, gst_h3_src_audio_loop, self, nullptr);
       break;
@@ -340,12 +334,53 @@ static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStat
 // Events and queries
 // ---------------------------------------------------------------------------
 
+static void gst_h3_src_video_loop(gpointer data);
+static void gst_h3_src_audio_loop(gpointer data);
+
+// A flush throws away what was generated, as with h3videosrc: flush-start cancels the request
+// and wakes both tasks (blocked in their queues, or downstream, which the flush-start reaches);
+// flush-stop waits for both to pause (their stream locks), generates the clip again from its
+// first frame and starts them again.
+static void flush_start(GstH3Src* self, GstEvent* event) {
+  H3SrcPrivate* p = self->priv;
+  p->generation.cancel();
+  p->generation.set_flushing(true);
+  gst_pad_push_event(p->video_pad, gst_event_ref(event));
+  gst_pad_push_event(p->audio_pad, event);
+}
+
+static void flush_stop(GstH3Src* self, GstEvent* event) {
+  H3SrcPrivate* p = self->priv;
+  GST_PAD_STREAM_LOCK(p->video_pad);
+  GST_PAD_STREAM_LOCK(p->audio_pad);
+  gst_pad_push_event(p->video_pad, gst_event_ref(event));
+  gst_pad_push_event(p->audio_pad, event);
+  p->generation.set_flushing(false);
+  if (p->generation.restart_pending()) {
+    p->generation.restart();
+    for (PadStream* stream : {&p->video, &p->audio}) {
+      stream->next = 0;
+      stream->downstream_done = false;
+      stream->need_segment = stream->configured;
+    }
+  }
+  const bool running = p->started_tasks;
+  GST_PAD_STREAM_UNLOCK(p->audio_pad);
+  GST_PAD_STREAM_UNLOCK(p->video_pad);
+  if (running) {
+    gst_pad_start_task(p->video_pad, gst_h3_src_video_loop, self, nullptr);
+    gst_pad_start_task(p->audio_pad, gst_h3_src_audio_loop, self, nullptr);
+  }
+}
+
 // Chunk k is computed from chunk k-1's state, so the clip cannot be entered in the middle:
 // seeks are refused. An EOS sent to the element (gst-launch-1.0 -e) ends the clip early:
 // the request is cancelled and both pads push EOS.
 static gboolean gst_h3_src_send_event(GstElement* element, GstEvent* event) {
   GstH3Src* self = GST_H3_SRC(element);
   switch (GST_EVENT_TYPE(event)) {
+    case GST_EVENT_FLUSH_START: flush_start(self, event); return TRUE;
+    case GST_EVENT_FLUSH_STOP: flush_stop(self, event); return TRUE;
     case GST_EVENT_SEEK:
       GST_DEBUG_OBJECT(self, "refusing a seek: a generated clip is not seekable");
       gst_event_unref(event);
@@ -504,6 +539,15 @@ static bool configure_audio(GstH3Src* self) {
   return ok;
 }
 
+// After a flush: the segment again (the flush removed it), the clip starting over at 0.
+static void resend_segment(GstPad* pad, PadStream& stream) {
+  if (!stream.need_segment) return;
+  stream.need_segment = false;
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  gst_pad_push_event(pad, gst_event_new_segment(&segment));
+}
+
 // Pushes `buf` on `pad`, returning whether the task goes on. A downstream that is done
 // (EOS) or not linked is not an error: the task keeps draining its queue, so that the engine,
 // and with it the other pad, is never held back by a pad nobody reads.
@@ -512,6 +556,7 @@ static bool push(GstH3Src* self, GstPad* pad, PadStream& stream, GstBuffer* buf)
     gst_buffer_unref(buf);
     return true;
   }
+  resend_segment(pad, stream);
   const GstFlowReturn r = gst_pad_push(pad, buf);
   switch (r) {
     case GST_FLOW_OK: return true;

@@ -207,19 +207,9 @@ static void gst_h3_video_src_set_property(GObject* object, guint prop_id, const 
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(object);
   H3VideoSrcPrivate* p = self->priv;
 
-  GST_OBJECT_LOCK(self);
-  const bool running = GST_STATE(self) > GST_STATE_READY;
-  GST_OBJECT_UNLOCK(self);
-  std::unique_lock<std::mutex> lock(p->prop_lock);
-  if (running || p->started) {
-    lock.unlock();
-    // Every property shapes the request or the engine, which are fixed once started.
-    GST_ELEMENT_WARNING(
-        self, CORE, STATE_CHANGE,
-        ("Property '%s' can only be changed in the NULL or READY state; the change is ignored", pspec->name),
-        ("set while the element is PAUSED or PLAYING"));
-    return;
-  }
+  const std::unique_lock<std::mutex> lock =
+      h3src::lock_for_change(GST_ELEMENT(self), pspec, p->prop_lock, p->started);
+  if (!lock.owns_lock()) return;
   if (!h3src::set_property(&p->props, prop_id, value)) {
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     return;

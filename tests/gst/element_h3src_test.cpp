@@ -253,6 +253,34 @@ TEST(H3Src, StateCyclingStartsTheClipAgainFromTheFirstFrame) {
   gst_object_unref(p);
 }
 
+TEST(H3Src, AFlushGeneratesTheClipAgainOnBothPads) {
+  GstElement* p =
+      parse(element() + " s.video ! fakesink name=v sync=false s.audio ! fakesink name=a sync=false");
+  Received v, a;
+  watch(p, "v", &v);
+  watch(p, "a", &a);
+  h3test::BusRecorder rec(p);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  // Mid-denoise (nothing out yet) and again once both pads pushed data.
+  ASSERT_TRUE(rec.wait_for_phase("denoising", 0, 300)) << rec.error_message();
+  GstElement* src = h3test::by_name(p, "s");
+  EXPECT_TRUE(gst_element_send_event(src, gst_event_new_flush_start()));
+  EXPECT_TRUE(gst_element_send_event(src, gst_event_new_flush_stop(TRUE)));
+  ASSERT_TRUE(rec.wait_for_phase("decoding", 1, 300)) << rec.error_message();
+  EXPECT_TRUE(gst_element_send_event(src, gst_event_new_flush_start()));
+  EXPECT_TRUE(gst_element_send_event(src, gst_event_new_flush_stop(TRUE)));
+  v.clear();
+  a.clear();
+  ASSERT_TRUE(rec.wait_for_end(300));
+  EXPECT_TRUE(rec.eos()) << rec.error_message();
+  gst_element_set_state(p, GST_STATE_NULL);
+  // After the last flush: the whole clip on both pads, from frame 0 and sample 0.
+  expect_whole_video(v);
+  expect_whole_audio(a);
+  gst_object_unref(src);
+  gst_object_unref(p);
+}
+
 TEST(H3Src, SeeksAreRefused) {
   GstElement* p = parse(element() + " s.video ! fakesink sync=false s.audio ! fakesink sync=false");
   ASSERT_NE(gst_element_set_state(p, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
