@@ -147,6 +147,8 @@ static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStat
 static gboolean gst_h3_src_send_event(GstElement* element, GstEvent* event);
 static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* query);
 static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* event);
+static void gst_h3_src_video_loop(gpointer data);
+static void gst_h3_src_audio_loop(gpointer data);
 static void gst_h3_src_class_init(GstH3SrcClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
@@ -333,9 +335,6 @@ static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStat
 // ---------------------------------------------------------------------------
 // Events and queries
 // ---------------------------------------------------------------------------
-
-static void gst_h3_src_video_loop(gpointer data);
-static void gst_h3_src_audio_loop(gpointer data);
 
 // A flush throws away what was generated, as with h3videosrc: flush-start cancels the request
 // and wakes both tasks (blocked in their queues, or downstream, which the flush-start reaches);
