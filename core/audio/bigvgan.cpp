@@ -77,12 +77,9 @@ class Binder {
     // SnakeBeta with log-scale parameters: x + 1/(e^beta + 1e-9) · sin²(x · e^alpha).
     a.alpha = alpha.exp().view({1, channels, 1});
     a.inv_beta = (1.0 / (beta.exp() + 1e-9)).view({1, channels, 1});
-    // Depthwise filters, expanded once to one row per channel.
-    a.up_filter =
-        required(prefix + ".upsample.filter", {1, 1, taps}).expand({channels, 1, taps}).contiguous();
-    a.down_filter = required(prefix + ".downsample.lowpass.filter", {1, 1, taps})
-                        .expand({channels, 1, taps})
-                        .contiguous();
+    // One filter for every channel, as the reference expands it.
+    a.up_filter = required(prefix + ".upsample.filter", {1, 1, taps});
+    a.down_filter = required(prefix + ".downsample.lowpass.filter", {1, 1, taps});
     return a;
   }
 
@@ -223,7 +220,7 @@ std::vector<std::pair<std::string, at::Tensor>> random_checkpoint(const AudioVae
   }
   const int64_t last = c.stage_channels(c.num_stages() - 1);
   act("decoder.activation_post", last);
-  normed("decoder.conv_post", {1, last, c.conv_post_kernel}, 0.5, false);
+  normed("decoder.conv_post", {1, last, c.conv_post_kernel}, 0.15, false);
   return out;
 }
 
@@ -235,21 +232,23 @@ at::Tensor conv1d(const at::Tensor& x, const Conv& c, int64_t dilation = 1) {
 }
 
 // BigVGAN's Activation1d: 2x upsample (replicate pad, transposed filter ×2, crop), SnakeBeta,
-// 2x lowpass downsample (replicate pad, strided filter). Channels run as depthwise groups.
+// 2x lowpass downsample (replicate pad, strided filter). The reference filters each channel
+// on its own (groups = channels) with one filter for all of them, so the channels are folded
+// into the batch and filtered by one single-channel convolution: the same sums, without
+// the slow grouped (transposed) convolution.
 at::Tensor anti_aliased_snake(const at::Tensor& x, const AntiAliasedSnake& a) {
-  const int64_t channels = x.size(1), taps = a.up_filter.size(2);
+  const int64_t batch = x.size(0), channels = x.size(1), taps = a.up_filter.size(2);
   const int64_t pad = taps / 2 - 1;
   const int64_t crop_left = pad * 2 + (taps - 2) / 2, crop_right = pad * 2 + (taps - 2 + 1) / 2;
-  at::Tensor up = at::replication_pad1d(x, {pad, pad});
-  up = 2 *
-       at::conv_transpose1d(up, a.up_filter, {}, /*stride=*/2, /*padding=*/0, /*output_padding=*/0, channels);
+  at::Tensor up = at::replication_pad1d(x, {pad, pad}).reshape({batch * channels, 1, -1});
+  up = 2 * at::conv_transpose1d(up, a.up_filter, {}, /*stride=*/2);
+  up = up.reshape({batch, channels, -1});
   up = up.slice(2, crop_left, up.size(2) - crop_right);
   const at::Tensor s = at::sin(up * a.alpha);
   up = up + a.inv_beta * (s * s);
   const int64_t down_left = taps / 2 - (taps % 2 == 0 ? 1 : 0), down_right = taps / 2;
-  up = at::replication_pad1d(up, {down_left, down_right});
-  return at::conv1d(up, a.down_filter, {}, at::IntArrayRef{2}, at::IntArrayRef{0}, at::IntArrayRef{1},
-                    channels);
+  up = at::replication_pad1d(up, {down_left, down_right}).reshape({batch * channels, 1, -1});
+  return at::conv1d(up, a.down_filter, {}, /*stride=*/2).reshape({batch, channels, -1});
 }
 
 at::Tensor amp_block(at::Tensor x, const AmpBlock& b) {

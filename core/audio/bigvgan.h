@@ -26,7 +26,7 @@ struct Conv {  // a Conv1d or ConvTranspose1d with its weight-norm folded weight
 struct AntiAliasedSnake {
   at::Tensor alpha;        // exp(act.alpha), [1, C, 1]
   at::Tensor inv_beta;     // 1 / (exp(act.beta) + 1e-9), [1, C, 1]
-  at::Tensor up_filter;    // upsample.filter [1, 1, taps]
+  at::Tensor up_filter;    // upsample.filter [1, 1, taps], shared by every channel
   at::Tensor down_filter;  // downsample.lowpass.filter [1, 1, taps]
 };
 
