@@ -26,13 +26,13 @@
 
 namespace h3gst {
 
-constexpr int kEngineModuleAbi = 2;
+constexpr int kEngineModuleAbi = 3;
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 
-// Receives each decoded chunk on the thread that called generate(); may block
-// (back-pressure). Returning false stops the request: the consumer has gone
-// away, and generate() reports kCancelled.
+// Receives each decoded chunk (with its audio when the request asked for it) on the thread that called
+// generate(); may block (back-pressure). Returning false stops the request: the consumer has gone away, and
+// generate() reports kCancelled.
 using ChunkCallback = std::function<bool(FrameChunk&&)>;
 
 class EngineHandle {

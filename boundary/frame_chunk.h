@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "boundary/audio_chunk.h"
+
 namespace h3gst {
 
 // `count` RGB frames of width x height, packed (stride width*3).
@@ -16,6 +18,8 @@ struct FrameChunk {
   int64_t count = 0;        // frames in this chunk
   int64_t width = 0, height = 0;
   std::shared_ptr<const uint8_t> pixels;  // count * height * width * 3 bytes
+  // The soundtrack's stretch for these frames when the request asked for audio (count 0 otherwise).
+  AudioChunk audio;
 
   size_t frame_bytes() const { return static_cast<size_t>(width * height * 3); }
 };

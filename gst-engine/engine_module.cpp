@@ -29,6 +29,23 @@ h3gst::Failure current_failure() {
   }
 }
 
+// The chunk's soundtrack stretch ([n, 2] f32, interleaved), kept alive by its samples' owner.
+h3gst::AudioChunk audio_chunk(const h3::Chunk& c) {
+  at::Tensor a = c.audio.to(at::kCPU).contiguous();
+  if (a.scalar_type() != at::kFloat || a.dim() != 2 || a.size(1) != 2) {
+    throw h3::Error(h3::ErrorKind::kInternal,
+                    "chunk " + std::to_string(c.index) + "'s audio is not f32 [n, 2] interleaved samples");
+  }
+  h3gst::AudioChunk ac;
+  ac.first_sample = c.first_sample;
+  ac.count = a.size(0);
+  ac.channels = 2;
+  const float* data = a.data_ptr<float>();
+  ac.samples =
+      std::shared_ptr<const float>(data, [keep = std::move(a)](const float*) mutable { keep.reset(); });
+  return ac;
+}
+
 // Hands each chunk to the element's queue without copying: the decoder gives
 // every chunk fresh tensors and drops its own references when on_chunk returns
 // (core/vae/chunk_sink.h), so the queue keeps the tensor alive instead.
@@ -50,6 +67,7 @@ class QueueSink : public h3::ChunkSink {
     const uint8_t* data = t.data_ptr<uint8_t>();
     fc.pixels =
         std::shared_ptr<const uint8_t>(data, [keep = std::move(t)](const uint8_t*) mutable { keep.reset(); });
+    if (c.audio.defined()) fc.audio = audio_chunk(c);
     if (!cb_(std::move(fc))) {
       stopped_ = true;
       throw h3::Error(h3::ErrorKind::kCancelled, "the GStreamer element stopped taking frames");

@@ -24,6 +24,8 @@ void Generation::start(Request request) {
   request_ = std::move(request);
   queue_.reset();
   queue_.set_max_chunks(request_.queue_chunks);
+  audio_queue_.reset();
+  audio_queue_.set_max_chunks(request_.queue_chunks + 1);
   restart_pending_ = false;
   worker_ = std::thread(&Generation::worker_main, this);
 }
@@ -35,6 +37,7 @@ void Generation::stop() {
     if (generating_) engine_->cancel();
   }
   queue_.abort();  // releases a sink blocked in push()
+  audio_queue_.abort();
   if (worker_.joinable()) worker_.join();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -42,6 +45,14 @@ void Generation::stop() {
     planned_ = false;
   }
   queue_.reset();
+  audio_queue_.reset();
+}
+
+void Generation::end() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (generating_) engine_->cancel();
+  queue_.abort();
+  audio_queue_.abort();
 }
 
 void Generation::cancel() {
@@ -50,6 +61,7 @@ void Generation::cancel() {
   restart_pending_ = true;
   if (generating_) engine_->cancel();
   queue_.abort();
+  audio_queue_.abort();
 }
 
 void Generation::restart() {
@@ -57,11 +69,16 @@ void Generation::restart() {
   if (worker_.joinable()) worker_.join();
   restart_pending_ = false;
   queue_.reset();
+  audio_queue_.reset();
   worker_ = std::thread(&Generation::run, this);
 }
 
 FrameQueue::PopResult Generation::pop(Frame* frame, h3gst::Failure* failure) {
   return queue_.pop(frame, failure);
+}
+
+AudioQueue::PopResult Generation::pop_audio(AudioSlice* slice, int64_t max_samples, h3gst::Failure* failure) {
+  return audio_queue_.pop(slice, max_samples, failure);
 }
 
 void Generation::worker_main() {
@@ -111,6 +128,11 @@ bool Generation::complete_start(const h3::ClipPlan* plan) {
   if (stopping_) return false;
   planned_ = plan != nullptr;
   observer_.complete_start(plan);
+  if (!plan) {
+    // Nothing will come: wake consumers already waiting (the failure was reported).
+    queue_.abort();
+    audio_queue_.abort();
+  }
   return true;
 }
 
@@ -137,9 +159,12 @@ void Generation::run() {
     const auto now = Clock::now();
     if (timing) observer_.chunk_decoded(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last));
     timing = true;
-    GST_LOG("chunk %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " frames from %" G_GINT64_FORMAT, chunk.index,
-            chunk.count, chunk.first_frame);
-    const bool ok = queue_.push(std::move(chunk));
+    GST_LOG("chunk %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " frames from %" G_GINT64_FORMAT
+            ", %" G_GINT64_FORMAT " audio samples from %" G_GINT64_FORMAT,
+            chunk.index, chunk.count, chunk.first_frame, chunk.audio.count, chunk.audio.first_sample);
+    // The audio first: see audio_queue_.
+    bool ok = chunk.audio.count == 0 || audio_queue_.push(std::move(chunk.audio));
+    ok = ok && queue_.push(std::move(chunk));
     last = Clock::now();  // time spent waiting for downstream is not decode time
     return ok;
   };
@@ -150,6 +175,7 @@ void Generation::run() {
     generating_ = false;
   }
   if (ok) {
+    audio_queue_.finish();
     queue_.finish();
     // Applications wait for phase=done to know decoding is over: make sure it comes.
     if (latest.phase != h3::Phase::kDone) {
@@ -159,9 +185,11 @@ void Generation::run() {
   } else if (failure.kind == h3::ErrorKind::kCancelled) {
     GST_DEBUG("request cancelled");
     queue_.abort();
+    audio_queue_.abort();
   } else {
     GST_DEBUG("request failed: %s", failure.message.c_str());
     queue_.fail(failure);
+    audio_queue_.fail(failure);
   }
 }
 

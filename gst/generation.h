@@ -1,6 +1,7 @@
-// One generation behind h3videosrc: the worker thread that opens the engine (or
-// reuses the open one), plans the request and runs it; the frame queue the
-// engine fills; the engine handle; and the lock over them. It knows nothing of
+// One generation behind h3videosrc or h3src: the worker thread that opens the
+// engine (or reuses the open one), plans the request and runs it; the frame
+// queue the engine fills (and the audio queue, when the request asks for
+// audio); the engine handle; and the lock over them. It knows nothing of
 // the element: what the element must do at each step (post a message, complete
 // the async start) comes back through an Observer.
 #pragma once
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "audio_queue.h"
 #include "boundary/engine_module.h"
 #include "frame_queue.h"
 
@@ -48,8 +50,8 @@ class Generation {
   struct Request {
     std::string plugin_dir;      // where the engine module is looked for
     h3::EngineOptions engine;    // model_dir empty: the module's default model
-    h3::GenerationRequest clip;  // 0: the model's default
-    size_t queue_chunks = 1;     // the frame queue's bound
+    h3::GenerationRequest clip;  // 0: the model's default; clip.audio fills the audio queue too
+    size_t queue_chunks = 1;     // the frame queue's bound (the audio queue's is one more)
   };
 
   explicit Generation(Observer& observer);
@@ -73,8 +75,16 @@ class Generation {
   void restart();
   // One frame, blocking; see FrameQueue::pop. On kError, `failure` says why.
   FrameQueue::PopResult pop(Frame* frame, h3gst::Failure* failure);
-  // GstBaseSrc unlock / unlock_stop: see FrameQueue::set_flushing.
-  void set_flushing(bool flushing) { queue_.set_flushing(flushing); }
+  // The next stretch of the soundtrack, blocking; see AudioQueue::pop.
+  AudioQueue::PopResult pop_audio(AudioSlice* slice, int64_t max_samples, h3gst::Failure* failure);
+  // GstBaseSrc unlock / unlock_stop: see FrameQueue::set_flushing (both queues).
+  void set_flushing(bool flushing) {
+    queue_.set_flushing(flushing);
+    audio_queue_.set_flushing(flushing);
+  }
+  // Ends the stream early (an EOS event sent to the element): cancels the request
+  // and aborts both queues, without a restart. stop() joins the worker later.
+  void end();
   // Releases the engine (joins its rank threads). Only after stop().
   void close_engine() { engine_.reset(); }
 
@@ -100,6 +110,11 @@ class Generation {
 
   std::thread worker_;
   FrameQueue queue_{1};
+  // Each chunk's audio goes in before its frames, and the queue holds one stretch more
+  // than the frame queue holds chunks: whichever pad is behind always has data queued,
+  // so a consumer that waits for both pads in timestamp order (a muxer) cannot deadlock
+  // the engine (docs/element.md, h3src).
+  AudioQueue audio_queue_{2};
   std::atomic<bool> restart_pending_{false};
 
   // Open across stop() and start() while the options stay the same; written by

@@ -32,6 +32,7 @@
 #include <mutex>
 #include <string>
 
+#include "element_common.h"
 #include "frame_writer.h"
 #include "generation.h"
 #include "h3videosrc_messages.h"
@@ -49,19 +50,13 @@ namespace {
 
 // The generation's steps, on its worker thread, turned into bus messages and
 // into the element's published plan and async-start completion.
-class ElementObserver : public h3src::Generation::Observer {
+class ElementObserver : public h3src::PostingObserver {
  public:
-  explicit ElementObserver(GstH3VideoSrc* self) : self_(self) {}
-  void module_missing(const std::string& error) override;
-  void opening(const h3::EngineOptions& options) override;
-  void start_failed(const h3gst::Failure& failure, const char* what) override;
-  void planned(const h3::ClipPlan& plan) override;
+  explicit ElementObserver(GstH3VideoSrc* self) : PostingObserver(GST_ELEMENT(self)), self_(self) {}
   void complete_start(const h3::ClipPlan* plan) override;
-  void progress(const h3::Progress& progress) override;
   void chunk_decoded(std::chrono::nanoseconds time) override;
 
  private:
-  GstElement* element() const { return GST_ELEMENT(self_); }
   GstH3VideoSrc* self_;
 };
 
@@ -168,8 +163,7 @@ static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
       "gst-h3 developers");
   gst_element_class_add_static_pad_template(element_class, &src_template);
 
-  gst_tag_register(GST_H3_TAG_SEED, GST_TAG_FLAG_META, G_TYPE_UINT64, "h3 seed",
-                   "seed of the H3 generation that made the stream", nullptr);
+  h3src::register_tags();
 
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_h3_video_src_change_state);
   element_class->send_event = GST_DEBUG_FUNCPTR(gst_h3_video_src_send_event);
@@ -213,19 +207,9 @@ static void gst_h3_video_src_set_property(GObject* object, guint prop_id, const 
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(object);
   H3VideoSrcPrivate* p = self->priv;
 
-  GST_OBJECT_LOCK(self);
-  const bool running = GST_STATE(self) > GST_STATE_READY;
-  GST_OBJECT_UNLOCK(self);
-  std::unique_lock<std::mutex> lock(p->prop_lock);
-  if (running || p->started) {
-    lock.unlock();
-    // Every property shapes the request or the engine, which are fixed once started.
-    GST_ELEMENT_WARNING(
-        self, CORE, STATE_CHANGE,
-        ("Property '%s' can only be changed in the NULL or READY state; the change is ignored", pspec->name),
-        ("set while the element is PAUSED or PLAYING"));
-    return;
-  }
+  const std::unique_lock<std::mutex> lock =
+      h3src::lock_for_change(GST_ELEMENT(self), pspec, p->prop_lock, p->started);
+  if (!lock.owns_lock()) return;
   if (!h3src::set_property(&p->props, prop_id, value)) {
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     return;
@@ -249,49 +233,6 @@ static void reset_stream_state(H3VideoSrcPrivate* p) {
   p->stream = StreamState();
 }
 
-static std::string plugin_dir_of(GstH3VideoSrc* self) {
-  std::string dir;
-  GstElementFactory* factory = gst_element_get_factory(GST_ELEMENT(self));
-  GstPlugin* plugin = factory ? gst_plugin_feature_get_plugin(GST_PLUGIN_FEATURE(factory)) : nullptr;
-  if (plugin) {
-    if (const gchar* file = gst_plugin_get_filename(plugin)) {
-      gchar* d = g_path_get_dirname(file);
-      dir = d;
-      g_free(d);
-    }
-    gst_object_unref(plugin);
-  }
-  return dir;
-}
-
-// Refuses what the engine would misread or what is plainly missing, naming the property.
-static bool check_settings(GstH3VideoSrc* self, const h3src::Settings& s) {
-  // The engine reads 0 as "the model's default"; the element spells that -1, so
-  // an explicit 0 is a mistake to report, not a default to apply.
-  if (const char* zero = h3src::explicit_zero(s)) {
-    GST_ELEMENT_ERROR(
-        self, RESOURCE, SETTINGS,
-        ("Property %s=0 is not a valid request: set a positive value, or -1 for the model's default", zero),
-        (nullptr));
-    return false;
-  }
-  if (s.embeds.empty() && s.prompt.empty()) {
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
-                      ("No prompt: set prompt, or prompt-embeds to an embeddings file"), (nullptr));
-    return false;
-  }
-  if (!s.embeds.empty() && !g_file_test(s.embeds.c_str(), G_FILE_TEST_IS_REGULAR)) {
-    GST_ELEMENT_ERROR(
-        self, RESOURCE, NOT_FOUND,
-        ("prompt-embeds file '%s' does not exist: point prompt-embeds at an embeddings .safetensors "
-         "file, or unset it to use the prompt",
-         s.embeds.c_str()),
-        (nullptr));
-    return false;
-  }
-  return true;
-}
-
 static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   H3VideoSrcPrivate* p = self->priv;
@@ -300,7 +241,7 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
     p->active = p->props;
   }
   const h3src::Settings& s = p->active;
-  if (!check_settings(self, s)) return FALSE;
+  if (!h3src::check_settings(GST_ELEMENT(self), s)) return FALSE;
   {
     std::lock_guard<std::mutex> lock(p->prop_lock);
     p->started = true;
@@ -322,7 +263,7 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
   gst_pad_check_reconfigure(GST_BASE_SRC_PAD(bsrc));
   h3src::post_open_progress(GST_ELEMENT(self), GST_PROGRESS_TYPE_START, "opening the H3 engine");
   h3src::Generation::Request request;
-  request.plugin_dir = plugin_dir_of(self);
+  request.plugin_dir = h3src::plugin_dir_of(GST_ELEMENT(self));
   request.engine = h3src::to_engine_options(s);
   request.clip = h3src::to_request(s);
   request.queue_chunks = static_cast<size_t>(s.queue_chunks);
@@ -420,12 +361,7 @@ static GstCaps* gst_h3_video_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   GstCaps* caps = gst_pad_get_pad_template_caps(GST_BASE_SRC_PAD(bsrc));
   const Published pub = published(self);
-  if (pub.have_plan) {
-    caps = gst_caps_make_writable(caps);
-    gst_caps_set_simple(caps, "width", G_TYPE_INT, static_cast<gint>(pub.plan.width), "height", G_TYPE_INT,
-                        static_cast<gint>(pub.plan.height), "framerate", GST_TYPE_FRACTION, pub.fps_n,
-                        pub.fps_d, "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr);
-  }
+  if (pub.have_plan) caps = h3src::planned_video_caps(caps, pub.plan, pub.fps_n, pub.fps_d);
   if (filter) {
     GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(caps);
@@ -437,31 +373,8 @@ static GstCaps* gst_h3_video_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
 static GstCaps* gst_h3_video_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   caps = gst_caps_truncate(gst_caps_make_writable(caps));
-  GstStructure* s = gst_caps_get_structure(caps, 0);
   const Published pub = published(self);
-  const gint w = static_cast<gint>(pub.plan.width), h = static_cast<gint>(pub.plan.height);
-  const gint fn = pub.fps_n, fd = pub.fps_d;
-  gst_structure_fixate_field_nearest_int(s, "width", w);
-  gst_structure_fixate_field_nearest_int(s, "height", h);
-  gst_structure_fixate_field_nearest_fraction(s, "framerate", fn, fd);
-  if (gst_structure_has_field(s, "pixel-aspect-ratio"))
-    gst_structure_fixate_field_nearest_fraction(s, "pixel-aspect-ratio", 1, 1);
-  else
-    gst_structure_set(s, "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr);
-  if (gst_structure_has_field(s, "interlace-mode"))
-    gst_structure_fixate_field_string(s, "interlace-mode", "progressive");
-  else
-    gst_structure_set(s, "interlace-mode", G_TYPE_STRING, "progressive", nullptr);
-  gst_structure_fixate_field_string(s, "format", "RGB");
-  // The engine's pixels are sRGB; YUV output is converted with BT.709.
-  const gchar* fmt = gst_structure_get_string(s, "format");
-  const bool yuv = fmt && g_str_equal(fmt, "I420");
-  if (!gst_structure_has_field(s, "colorimetry"))
-    gst_structure_set(s, "colorimetry", G_TYPE_STRING, yuv ? "bt709" : "sRGB", nullptr);
-  else
-    gst_structure_fixate_field_string(s, "colorimetry", yuv ? "bt709" : "sRGB");
-  if (yuv && !gst_structure_has_field(s, "chroma-site"))
-    gst_structure_set(s, "chroma-site", G_TYPE_STRING, "mpeg2", nullptr);
+  h3src::fixate_video_caps(caps, pub.plan, pub.fps_n, pub.fps_d);
   return GST_BASE_SRC_CLASS(parent_class)->fixate(bsrc, caps);
 }
 
@@ -543,16 +456,11 @@ static int64_t stream_frames(GstH3VideoSrc* self) {
   return n;
 }
 
-static GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d) {
-  return gst_util_uint64_scale(static_cast<guint64>(n), static_cast<guint64>(fps_d) * GST_SECOND,
-                               static_cast<guint64>(fps_n));
-}
-
 // What the element needs as live latency: one frame, or the slowest chunk's
 // decode time seen so far plus 5 %, whichever is more.
 static GstClockTime live_latency(GstH3VideoSrc* self) {
   const Published pub = published(self);
-  GstClockTime est = pub.fps_n > 0 ? frame_time(1, pub.fps_n, pub.fps_d) : 0;
+  GstClockTime est = pub.fps_n > 0 ? h3src::frame_time(1, pub.fps_n, pub.fps_d) : 0;
   if (GST_CLOCK_TIME_IS_VALID(pub.chunk_time)) est = MAX(est, pub.chunk_time + pub.chunk_time / 20);
   return est;
 }
@@ -568,7 +476,7 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
       if (n < 0) break;
       const Published pub = published(self);
       if (format == GST_FORMAT_TIME && pub.fps_n > 0) {
-        gst_query_set_duration(query, GST_FORMAT_TIME, frame_time(n, pub.fps_n, pub.fps_d));
+        gst_query_set_duration(query, GST_FORMAT_TIME, h3src::frame_time(n, pub.fps_n, pub.fps_d));
         return TRUE;
       }
       if (format == GST_FORMAT_DEFAULT) {
@@ -624,17 +532,7 @@ static void gst_h3_video_src_get_times(GstBaseSrc* bsrc, GstBuffer* buffer, GstC
 // ---------------------------------------------------------------------------
 
 static void send_tags(GstH3VideoSrc* self) {
-  const h3src::Settings& s = self->priv->active;
-  GstTagList* tags = gst_tag_list_new_empty();
-  std::string title = s.prompt;
-  if (!s.embeds.empty()) {
-    gchar* base = g_path_get_basename(s.embeds.c_str());
-    title = std::string("prompt embeddings ") + base;
-    g_free(base);
-  }
-  gst_tag_list_add(tags, GST_TAG_MERGE_REPLACE, GST_TAG_TITLE, title.c_str(), GST_TAG_COMMENT, title.c_str(),
-                   GST_TAG_ENCODER, "gst-h3", GST_H3_TAG_SEED, static_cast<guint64>(s.seed), nullptr);
-  gst_tag_list_set_scope(tags, GST_TAG_SCOPE_GLOBAL);
+  GstTagList* tags = h3src::stream_tags(self->priv->active);
   // The base class queues TAG events and pushes them, in order, before the
   // next buffer. Called without the state lock that gst_element_send_event takes,
   // which a state change may be holding while it waits for this thread.
@@ -737,9 +635,9 @@ static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
   }
 
   const int64_t n = p->stream.frame_n;
-  GST_BUFFER_PTS(buf) = frame_time(n, pub.fps_n, pub.fps_d);
+  GST_BUFFER_PTS(buf) = h3src::frame_time(n, pub.fps_n, pub.fps_d);
   GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
-  GST_BUFFER_DURATION(buf) = frame_time(n + 1, pub.fps_n, pub.fps_d) - GST_BUFFER_PTS(buf);
+  GST_BUFFER_DURATION(buf) = h3src::frame_time(n + 1, pub.fps_n, pub.fps_d) - GST_BUFFER_PTS(buf);
   GST_BUFFER_OFFSET(buf) = static_cast<guint64>(n);
   GST_BUFFER_OFFSET_END(buf) = static_cast<guint64>(n + 1);
   if (n == 0) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
@@ -763,31 +661,6 @@ static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
 // ---------------------------------------------------------------------------
 
 namespace {
-
-void ElementObserver::module_missing(const std::string& error) {
-  GST_ELEMENT_ERROR(self_, LIBRARY, INIT, ("Could not load the H3 engine: %s", error.c_str()), (nullptr));
-  h3src::post_open_progress(element(), GST_PROGRESS_TYPE_ERROR, "could not load the H3 engine");
-}
-
-void ElementObserver::opening(const h3::EngineOptions& o) {
-  gchar* text =
-      g_strdup_printf("loading %s on %d %s rank(s)", o.model_dir.c_str(), o.ranks, o.device.c_str());
-  h3src::post_open_progress(element(), GST_PROGRESS_TYPE_CONTINUE, text, 0);
-  g_free(text);
-}
-
-void ElementObserver::start_failed(const h3gst::Failure& failure, const char* what) {
-  h3src::post_failure(element(), failure, what);
-  h3src::post_open_progress(element(), GST_PROGRESS_TYPE_ERROR, what);
-}
-
-void ElementObserver::planned(const h3::ClipPlan& plan) {
-  GST_INFO_OBJECT(self_,
-                  "clip: %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                  " frames in %" G_GINT64_FORMAT " chunks, %" G_GINT64_FORMAT " steps",
-                  plan.width, plan.height, plan.num_frames, plan.total_chunks, plan.steps);
-  h3src::post_open_progress(element(), GST_PROGRESS_TYPE_COMPLETE, "model ready");
-}
 
 // A live source's streaming task may already be running (PLAYING comes before
 // the model is loaded): its fill() returns FLUSHING until the plan is known,
@@ -813,10 +686,6 @@ void ElementObserver::complete_start(const h3::ClipPlan* plan) {
   }
   gst_base_src_start_complete(GST_BASE_SRC(self_), plan ? GST_FLOW_OK : GST_FLOW_ERROR);
   GST_PAD_STREAM_UNLOCK(pad);
-}
-
-void ElementObserver::progress(const h3::Progress& progress) {
-  h3src::post_h3_progress(element(), progress);
 }
 
 void ElementObserver::chunk_decoded(std::chrono::nanoseconds time) {

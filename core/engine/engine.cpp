@@ -245,17 +245,21 @@ struct Engine::Impl {
     const Job j = engine_detail::decode_job(g.broadcast_string(root ? engine_detail::encode(job) : "", 0));
     const ClipPlan& p = j.plan;
     const StageContext c{g, model, parts, mailbox, *cancel, p, job_start, opts};
-    at::Tensor video;
+    at::Tensor video, audio;
     if (j.kind == Job::Kind::kGenerate) {
+      // Before any work, so that a model without audio_vae/ fails at once.
+      if (j.request.audio) engine_detail::load_audio_decoder(c);
       const text::Conditioning cond = engine_detail::conditioning_stage(c, j.request);
-      video = engine_detail::denoise_stage(c, j, cond);
+      dit::Latents x = engine_detail::denoise_stage(c, j, cond);
+      video = std::move(x.video);
+      if (j.request.audio) audio = std::move(x.audio);
     } else {
       const int64_t h = p.canvas_height / dit::kVaeSpatialRatio, w = p.canvas_width / dit::kVaeSpatialRatio;
       video = root ? decode_latents.to(at::kCPU, at::kFloat).contiguous()
                    : at::empty({1, model.vae.latent_channels, p.latent_frames, h, w}, at::kFloat);
       g.broadcast(video, 0);
     }
-    engine_detail::decode_stage(c, video);
+    engine_detail::decode_stage(c, video, audio);
     if (root) {
       const int64_t steps = j.kind == Job::Kind::kGenerate ? p.evaluations : 0;
       c.post_progress(Phase::kDone, steps, steps, p.total_chunks, p.num_frames);
@@ -379,6 +383,7 @@ ClipPlan Engine::plan(const GenerationRequest& req) const {
   text::check_utf8(req.prompt, "prompt");
   // Raised here too (not only on rank 0) so that a caller learns it before starting anything.
   engine_detail::check_conditioning(impl_->model, req);
+  if (req.audio) require_audio_vae(impl_->model);
   return p;
 }
 

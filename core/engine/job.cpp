@@ -8,7 +8,7 @@ namespace h3 {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClipPlan, width, height, num_frames, canvas_width, canvas_height,
                                    latent_frames, total_chunks, steps, fps_n, fps_d, generated_frames,
-                                   evaluations, audio_latents)
+                                   evaluations, audio_latents, audio_samples)
 
 namespace engine_detail {
 
@@ -18,6 +18,7 @@ std::string encode(const Job& job) {
       {"prompt", job.request.prompt},
       {"embeds_path", job.request.embeds_path},
       {"seed", job.request.seed},
+      {"audio", job.request.audio},
       {"want_latents", job.want_latents},
       {"plan", job.plan},
   };
@@ -32,6 +33,7 @@ Job decode_job(const std::string& wire) {
     j.request.prompt = o.at("prompt").get<std::string>();
     j.request.embeds_path = o.at("embeds_path").get<std::string>();
     j.request.seed = o.at("seed").get<uint64_t>();
+    j.request.audio = o.at("audio").get<bool>();
     j.want_latents = o.at("want_latents").get<bool>();
     j.plan = o.at("plan").get<ClipPlan>();
     j.request.width = j.plan.width;

@@ -115,6 +115,8 @@ ModelInfo read_model(const std::string& dir) {
     m.byte_encoder = text::ByteEncoder::declared_in(m.text_encoder_dir);
     m.prompt_encoder = text::has_prompt_encoder(dir);
   }
+  const fs::path audio_vae = root / "audio_vae";
+  if (fs::is_directory(audio_vae)) m.audio_vae_dir = audio_vae.string();
   m.video_shift = read_shift(root / "scheduler", dit::kVideoShift);
   m.audio_shift = read_shift(root / "audio_scheduler", dit::kAudioShift);
 
@@ -127,6 +129,14 @@ ModelInfo read_model(const std::string& dir) {
     m.defaults.steps = default_field(d, "default_steps", m.defaults.steps, index);
   }
   return m;
+}
+
+void require_audio_vae(const ModelInfo& m) {
+  if (!m.audio_vae_dir.empty()) return;
+  throw Error(ErrorKind::kNotFound,
+              (fs::path(m.dir) / "audio_vae").string() +
+                  ": the model folder has no audio VAE, so it cannot make a "
+                  "soundtrack; ask for video only, or use a model folder with audio_vae/");
 }
 
 ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
@@ -152,6 +162,7 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   const dit::LatentGeometry geo = dit::latent_geometry(p.generated_frames, p.canvas_width, p.canvas_height);
   p.latent_frames = geo.t;
   p.audio_latents = geo.audio;
+  p.audio_samples = dit::audio_latents_for(p.num_frames) * dit::kAudioSamplesPerLatent;
   p.fps_n = static_cast<int>(dit::kFps);
   p.fps_d = 1;
   p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();

@@ -22,6 +22,7 @@ struct ModelInfo {
   std::string dir;
   std::string transformer_dir, vae_dir;
   std::string text_encoder_dir;  // empty when the folder has none
+  std::string audio_vae_dir;     // empty when the folder has no audio_vae/ (no soundtrack)
   bool byte_encoder = false;     // text_encoder/ holds the byte encoder (text/byte_encoder.h)
   bool prompt_encoder = false;   // text_encoder/ (Qwen3-VL) and tokenizer/: a prompt conditions it
   dit::DitConfig dit;
@@ -34,6 +35,9 @@ struct ModelInfo {
 // model_index.json, no transformer/ or vae/ config), kFormat (unreadable JSON), kMismatch
 // (transformer and VAE disagree), each naming the file and what to fix.
 ModelInfo read_model(const std::string& dir);
+
+// Throws h3::Error(kNotFound) naming <dir>/audio_vae when the model cannot make a soundtrack.
+void require_audio_vae(const ModelInfo& m);
 
 // Resolves 0 fields to the model's defaults and validates the request's numbers.
 ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req);

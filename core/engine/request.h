@@ -15,6 +15,10 @@ struct GenerationRequest {
   int64_t num_frames = 0;         // exact output frame count; 0 = model default
   int64_t steps = 0;              // grid points N (N-1 evaluations); 0 = model default; >= 2
   uint64_t seed = 0;
+  // Also decode the soundtrack: each chunk then carries its stretch of the waveform
+  // (Chunk::audio). Needs the model folder's audio_vae/; off, the audio rows are denoised
+  // with the video (the model makes them together) but never decoded.
+  bool audio = false;
 };
 
 // What a request will produce, computed before any work (validated; throws h3::Error
@@ -27,7 +31,10 @@ struct ClipPlan {
   // Additions beyond the contract:
   int64_t generated_frames = 0;  // 17n+5 frames the model makes (>= num_frames; the rest is trimmed)
   int64_t evaluations = 0;       // denoiser evaluations (steps - 1 unless the shifted grid repeats a value)
-  int64_t audio_latents = 0;     // audio latents per stereo channel
+  int64_t audio_latents = 0;     // audio latents per stereo channel (of the generated frames)
+  // The soundtrack a request with audio receives, per channel at 32 kHz: 800 * round(num_frames
+  // * 5 / 3) samples, which differs from the video's num_frames / 24 s by at most 400 samples.
+  int64_t audio_samples = 0;
 };
 
 }  // namespace h3

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 
+#include "audio/audio_decoder.h"
 #include "dist/agree.h"
 #include "dist/group.h"
 #include "dit/transformer.h"
@@ -33,6 +34,9 @@ struct RankParts {
   std::optional<vae::VideoDecoder> vae;
   std::optional<text::ByteEncoder> bytes;
   std::optional<text::PromptEncoder> prompt;  // every rank holds its shard of the text encoder
+  // Rank 0 only, loaded by the first request that asks for audio (a video-only user never pays
+  // for it); kept for the engine's lifetime.
+  std::optional<audio::AudioDecoder> audio;
 };
 
 struct StageContext {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "dit/frames.h"
 
 namespace h3::engine_detail {
 namespace {
@@ -16,7 +17,8 @@ namespace {
 // boundary (the decoder agrees on it across ranks).
 class HandOverSink : public ChunkSink {
  public:
-  explicit HandOverSink(const StageContext& c) : c_(c) {}
+  // `audio_rows` undefined: video only.
+  HandOverSink(const StageContext& c, const at::Tensor& audio_rows) : c_(c), audio_rows_(audio_rows) {}
 
   void on_chunk(const Chunk& c) override {
     const ClipPlan& plan = c_.plan;
@@ -38,6 +40,7 @@ class HandOverSink : public ChunkSink {
     e.chunk.final = frames_ + n == plan.num_frames;
     e.chunk.frames = n == c.frames.size(0) ? c.frames : c.frames.narrow(0, 0, n).contiguous();
     if (c.frames_f32.defined()) e.chunk.frames_f32 = c.frames_f32.narrow(0, 0, n).contiguous();
+    if (audio_rows_.defined()) add_audio(e.chunk, frames_ + n);
     if (std::exception_ptr err = c_.mailbox.call(std::move(e))) {
       sink_error_ = err;
       std::rethrow_exception(err);
@@ -49,16 +52,52 @@ class HandOverSink : public ChunkSink {
 
   std::exception_ptr sink_error() const { return sink_error_; }
   int64_t frames() const { return frames_; }
+  int64_t audio_latents() const { return audio_latents_; }
 
  private:
+  // The soundtrack up to video frame `frame_end`: latents [audio_latents_, round(frame_end *
+  // 5 / 3)), which for the clip's last chunk is A = round(num_frames * 5 / 3) exactly. The
+  // decoder reads the rows on either side of the range as context, so the pieces join into
+  // the whole clip's decode; the rows past A (the generated frames trimmed away) serve as the
+  // last piece's right context.
+  void add_audio(Chunk& chunk, int64_t frame_end) {
+    const audio::AudioDecoder& dec = *c_.parts.audio;
+    const int64_t end = dit::audio_latents_for(frame_end);
+    const at::Tensor wave = dec.decode_range(audio_rows_, audio_latents_, end);  // [2, n]
+    chunk.audio = wave.t().contiguous();                                         // [n, 2] interleaved
+    chunk.first_sample = audio_latents_ * dec.samples_per_latent();
+    audio_latents_ = end;
+  }
+
   const StageContext& c_;
-  int64_t index_ = 0, frames_ = 0;
+  const at::Tensor audio_rows_;
+  int64_t index_ = 0, frames_ = 0, audio_latents_ = 0;
   std::exception_ptr sink_error_;
 };
 
 }  // namespace
 
-void decode_stage(const StageContext& c, const at::Tensor& video) {
+void load_audio_decoder(const StageContext& c) {
+  dist::LocalFailure f;
+  if (c.root() && !c.parts.audio) {
+    try {
+      require_audio_vae(c.model);
+      // Where the video VAE runs (the GPU with device = cuda); its waveforms come back on the CPU.
+      c.parts.audio.emplace(audio::AudioDecoder::load(c.model.audio_vae_dir).to(c.parts.vae->device()));
+    } catch (const Error&) {
+      f.capture();
+    } catch (const std::exception& e) {
+      // The decoder's own errors name the file; say which folder when they do not.
+      const std::string what = e.what();
+      const std::string msg =
+          what.find(c.model.audio_vae_dir) != std::string::npos ? what : c.model.audio_vae_dir + ": " + what;
+      f.set(std::make_exception_ptr(Error(ErrorKind::kFormat, msg)));
+    }
+  }
+  dist::agree_or_throw(c.group, f);
+}
+
+void decode_stage(const StageContext& c, const at::Tensor& video, const at::Tensor& audio_rows) {
   const ClipPlan& p = c.plan;
   vae::DecodeOptions o;
   o.height = p.height;
@@ -68,7 +107,7 @@ void decode_stage(const StageContext& c, const at::Tensor& video) {
     return;
   }
   c.post_progress(Phase::kDecoding, p.evaluations, p.evaluations);
-  HandOverSink sink(c);
+  HandOverSink sink(c, audio_rows);
   try {
     c.parts.vae->decode_chunks(video, &sink, c.group, o);
   } catch (...) {
@@ -79,6 +118,11 @@ void decode_stage(const StageContext& c, const at::Tensor& video) {
   if (sink.frames() != p.num_frames) {
     throw Error(ErrorKind::kInternal, "the decode delivered " + std::to_string(sink.frames()) +
                                           " frames of " + std::to_string(p.num_frames));
+  }
+  if (audio_rows.defined() && sink.audio_latents() != dit::audio_latents_for(p.num_frames)) {
+    throw Error(ErrorKind::kInternal, "the decode delivered " + std::to_string(sink.audio_latents()) +
+                                          " audio latents of " +
+                                          std::to_string(dit::audio_latents_for(p.num_frames)));
   }
 }
 

@@ -70,7 +70,7 @@ void hand_over_latents(const StageContext& c, const dit::Latents& x) {
 
 }  // namespace
 
-at::Tensor denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond) {
+dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond) {
   dit::DenoiseRequest dr;
   dr.text = cond.embeds;
   dr.text_tags = cond.tags;
@@ -79,7 +79,10 @@ at::Tensor denoise_stage(const StageContext& c, const Job& job, const text::Cond
   dr.audio = dit::make_schedule(c.plan.steps, c.model.audio_shift);
   const dit::Latents x = run_steps(c, dr);
   if (job.want_latents) hand_over_latents(c, x);
-  return x.video.to(at::kCPU, at::kFloat).contiguous();
+  dit::Latents out;
+  out.video = x.video.to(at::kCPU, at::kFloat).contiguous();
+  out.audio = x.audio.to(at::kCPU, at::kFloat).contiguous();
+  return out;
 }
 
 }  // namespace h3::engine_detail

@@ -5,13 +5,15 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "dit/sampler.h"
 #include "engine/job.h"
 #include "engine/stage.h"
 #include "text/conditioning.h"
 
 namespace h3::engine_detail {
 
-// Every rank: the final video latents [1, C, T, h, w], fp32 CPU.
-at::Tensor denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond);
+// Every rank: the final latents, fp32 CPU: video [1, C, T, h, w] and audio rows [2A, 32]
+// (the same on every rank).
+dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond);
 
 }  // namespace h3::engine_detail

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "audio/random_vae.h"
 #include "common/error.h"
 #include "dit/random_model.h"
 #include "h3_config.h"
@@ -47,6 +48,7 @@ std::string model_index_json(const TinySpec& s, uint64_t seed) {
       {"tokenizer", component_entry("transformers", "Qwen2TokenizerFast", "tokenizer")},
       {"text_encoder_layer", s.text_encoder_layer},
       {"vae", component_entry("diffusers", "AutoencoderKLMiniMaxH3", "vae")},
+      {"audio_vae", component_entry("diffusers", "AutoencoderKLMiniMaxH3Audio", "audio_vae")},
       {"transformer", component_entry("diffusers", "MiniMaxH3Transformer3DModel", "transformer")},
       {"scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "scheduler")},
       {"audio_scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "audio_scheduler")},
@@ -91,6 +93,12 @@ TinySpec tiny_spec() {
   e.mrope_interleaved = true;
   s.text_encoder_layer = 2;
   s.vae = vae::small_config(/*layers=*/2, /*heads=*/2, /*head_dim=*/32, /*stats_seed=*/7);
+  // Small enough to ship (~0.2 M parameters, bf16): the release's rates and upsampling
+  // kernels, but one AMP kernel per stage instead of three.
+  s.audio = audio::small_config(/*latent_dim=*/32, /*decoder_dim=*/128, /*stats_seed=*/9);
+  s.audio.resblock_kernel_sizes = {3};
+  s.audio.resblock_dilation_sizes = {{1, 3, 5}};
+  s.audio.validate("tiny audio VAE config");
   s.defaults.width = 256;
   s.defaults.height = 160;
   s.defaults.num_frames = 48;
@@ -99,8 +107,8 @@ TinySpec tiny_spec() {
 }
 
 const std::vector<std::string>& tiny_components() {
-  static const std::vector<std::string> c{"model_index", "transformer",    "vae", "text_encoder", "tokenizer",
-                                          "scheduler",   "audio_scheduler"};
+  static const std::vector<std::string> c{"model_index",  "transformer", "vae",       "audio_vae",
+                                          "text_encoder", "tokenizer",   "scheduler", "audio_scheduler"};
   return c;
 }
 
@@ -172,6 +180,8 @@ void write_random_model(const std::string& dir, const TinySpec& s, uint64_t seed
     io::write_safetensors((root / "vae" / "diffusion_pytorch_model.safetensors").string(),
                           std::vector<std::pair<std::string, at::Tensor>>(tensors.begin(), tensors.end()));
   }
+  if (want("audio_vae"))
+    audio::write_random_audio_vae((root / "audio_vae").string(), s.audio, sub_seed(seed, 4));
   if (want("text_encoder")) {
     text::EncoderConfig e = s.encoder;
     e.hidden_size = s.dit.text_dim;  // the encoder's rows are the DiT's text input

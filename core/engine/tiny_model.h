@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/config.h"
 #include "dit/config.h"
 #include "engine/model.h"
 #include "text/encoder_config.h"
@@ -19,6 +20,7 @@ constexpr uint64_t kTinyDefaultSeed = 20260801;
 struct TinySpec {
   dit::DitConfig dit;
   vae::VaeConfig vae;
+  audio::AudioVaeConfig audio;     // written to audio_vae/ in the release's native layout
   text::EncoderConfig encoder;     // its hidden size is written as the DiT's text_dim
   int64_t text_encoder_layer = 2;  // K: the conditioning is hidden_states[K] (model_index.json)
   ModelDefaults defaults;
@@ -27,12 +29,14 @@ struct TinySpec {
 // The tiny sizes: DiT hidden 64, 2 blocks + 2 refiner blocks, 2 heads x 128, FFN 128, text 32;
 // VAE decoder 2 layers, 2 heads x 32; a Qwen3-VL-shaped text encoder of 3 layers (width 32, 4 query
 // / 2 key-value heads of 16, SwiGLU 64, the release's vocabulary and RoPE) conditioning on
-// hidden_states[2]; request defaults 256x160, 48 frames, 8 grid points.
+// hidden_states[2]; an audio VAE of the release's rates with dec_in_proj 32 -> 32, decoder_dim 128
+// (stages 64 ... 1 channels) and one AMP kernel (3, dilations 1/3/5) per stage; request defaults
+// 256x160, 48 frames, 8 grid points.
 TinySpec tiny_spec();
 
 // The parts of the model folder, each written on its own (the build generates them as
-// separate targets): "model_index", "transformer", "vae", "text_encoder", "tokenizer",
-// "scheduler", "audio_scheduler".
+// separate targets): "model_index", "transformer", "vae", "audio_vae", "text_encoder",
+// "tokenizer", "scheduler", "audio_scheduler".
 const std::vector<std::string>& tiny_components();
 
 // Where the tokenizer files the project ships (data/tokenizer: the release's) are found: the source

@@ -1,11 +1,15 @@
 // `h3 generate`: a prompt (or prompt embeddings) in, a YUV4MPEG2 clip out, written chunk by chunk
-// as the engine delivers them.
+// as the engine delivers them; with --audio, the soundtrack too (a WAV file, written once the
+// last chunk's stretch has come: a RIFF header needs the total length).
 #include <ATen/ATen.h>
 
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <optional>
+#include <vector>
 
+#include "audio/audio_decoder.h"
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/y4m_writer.h"
@@ -16,13 +20,36 @@
 namespace h3::tools {
 namespace {
 
+constexpr int kAudioRate = 32000;  // the audio VAE's rate (docs/h3-model.md §9)
+
+// Writes the frames as they come and keeps each chunk's audio stretch ([n, 2], interleaved) for
+// the WAV file; notes when the first chunk (and so the first audio) arrived.
 class Y4mSink : public ChunkSink {
  public:
   explicit Y4mSink(Y4mWriter& w) : w_(w) {}
-  void on_chunk(const Chunk& c) override { w_.write(c.frames); }
+  void on_chunk(const Chunk& c) override {
+    if (!first_) first_ = std::chrono::steady_clock::now();
+    w_.write(c.frames);
+    if (c.audio.defined()) {
+      if (c.first_sample != samples_) {
+        throw Error(ErrorKind::kInternal, "chunk " + std::to_string(c.index) + "'s audio starts at sample " +
+                                              std::to_string(c.first_sample) + ", expected " +
+                                              std::to_string(samples_));
+      }
+      samples_ += c.audio.size(0);
+      audio_.push_back(c.audio);
+    }
+  }
+  // The soundtrack so far as a waveform [2, samples].
+  at::Tensor waveform() const { return at::cat(audio_, 0).t().contiguous(); }
+  int64_t samples() const { return samples_; }
+  std::optional<std::chrono::steady_clock::time_point> first() const { return first_; }
 
  private:
   Y4mWriter& w_;
+  std::vector<at::Tensor> audio_;
+  int64_t samples_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> first_;
 };
 
 int run(Args& a) {
@@ -41,6 +68,8 @@ int run(Args& a) {
   eo.free_text_encoder = a.flag("free-text-encoder");
   const std::string out = a.string("out");
   const auto save_latents = a.opt_string("save-latents");
+  const auto audio_out = a.opt_string("audio");
+  req.audio = audio_out.has_value();
   const bool quiet = a.flag("quiet");
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
@@ -70,12 +99,24 @@ int run(Args& a) {
     };
   }
   CancelToken cancel;
+  const auto t0 = std::chrono::steady_clock::now();
   engine->generate(req, sink, progress, cancel, extras);
   printer.finish();
   writer.close();
+  if (audio_out) audio::write_wav(*audio_out, sink.waveform(), kAudioRate);
   if (!quiet) {
     std::fprintf(stderr, "h3 generate: wrote %lld frames to %s\n", (long long)writer.frames_written(),
                  out.c_str());
+    if (audio_out) {
+      std::fprintf(stderr, "h3 generate: wrote %lld stereo samples (%.3f s at %d Hz) to %s\n",
+                   (long long)sink.samples(), static_cast<double>(sink.samples()) / kAudioRate, kAudioRate,
+                   audio_out->c_str());
+    }
+    if (sink.first()) {
+      // With --audio the first chunk carries the first audio too: this is when both arrived.
+      std::fprintf(stderr, "h3 generate: first chunk%s after %.3f s\n", audio_out ? " (video and audio)" : "",
+                   std::chrono::duration<double>(*sink.first() - t0).count());
+    }
   }
   return 0;
 }
@@ -84,7 +125,10 @@ H3_REGISTER_COMMAND(
     "generate", "a prompt or prompt embeddings in, a YUV4MPEG2 clip out (streamed chunk by chunk)",
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] --out FILE.y4m\n"
-    "                   [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder] [--quiet]\n"
+    "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]
+"
+    "                   [--quiet]
+"
     "\n"
     "  --model DIR          model folder (release layout); default: the tiny default model\n"
     "                       ($H3_MODEL_DIR, else the installed or build tree's copy)\n"
@@ -99,6 +143,9 @@ H3_REGISTER_COMMAND(
     "  --seed S             noise seed (default 0)\n"
     "  --ranks R            ranks as threads; the DiT runs tensor-parallel over them (default 1)\n"
     "  --out FILE.y4m       YUV4MPEG2 output (C444, BT.601 limited range, 24 fps); '-' = stdout\n"
+    "  --audio FILE.wav     also decode the soundtrack (needs the model's audio_vae/) and write it as\n"
+    "                       a 32 kHz stereo WAV: round(F * 5 / 3) * 800 samples, which differs from\n"
+    "                       the video's F / 24 s by at most 400 samples (12.5 ms)\n"
     "  --save-latents FILE  also write the final `video` and `audio` latents (before decoding)\n"
     "  --device cpu|cuda    where the DiT and the VAE run (cuda: rank r on cuda:r, NCCL between ranks)\n"
     "  --free-text-encoder  drop the text encoder's weights once the prompt is encoded (the DiT\n"

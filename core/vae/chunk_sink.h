@@ -23,6 +23,12 @@ struct Chunk {
   // fp32 RGB [n, H, W, 3] in [0, 1], the values `frames` was rounded from; only defined
   // when the decode was asked for float frames (DecodeOptions::float_frames).
   at::Tensor frames_f32;
+  // The soundtrack's stretch that goes with these frames, only when the request asked for
+  // audio (GenerationRequest::audio; the engine fills it, the VAE never does): f32 [n, 2]
+  // interleaved stereo samples (left, right) in [-1, 1] at 32 kHz, the clip's samples
+  // [first_sample, first_sample + n). See docs/engine.md "Audio" for how the pieces align.
+  at::Tensor audio;
+  int64_t first_sample = 0;
 };
 
 class ChunkSink {

@@ -6,8 +6,10 @@
 //    the element's pipeline goes PLAYING -> READY -> PLAYING and keeps its engine).
 //  - when the first buffer reaches the sink, against the end of denoising and the
 //    end of the whole clip.
+//  - --av 1: h3src instead (both pads into fakesinks; the engine alone then also decodes the
+//    audio), and when the first audio buffer reached its sink against the first video buffer.
 // Usage: h3-gst-bench [--frames N] [--width W] [--height H] [--steps S] [--seed S]
-//                     [--model DIR] [--runs R] [--queue-chunks Q]
+//                     [--model DIR] [--runs R] [--queue-chunks Q] [--av 0|1]
 #include <ATen/ATen.h>
 #include <gst/gst.h>
 
@@ -30,6 +32,7 @@ struct Options {
   uint64_t seed = 0;
   std::string model;
   int runs = 3, queue_chunks = 2;
+  bool av = false;  // h3src with its audio pad, instead of h3videosrc
 };
 
 double now_s() {
@@ -38,6 +41,7 @@ double now_s() {
 
 struct Timeline {
   double start = -1, denoise_end = -1, first = -1, last = -1;
+  double first_audio = -1;  // --av: the first audio buffer at its sink
   int64_t frames = 0;
   double fps() const { return frames / (last - start); }
 };
@@ -86,6 +90,12 @@ GstBusSyncReply on_bus(GstBus*, GstMessage* m, gpointer data) {
     if (run->t.denoise_end < 0 && g_strcmp0(phase, "decoding") == 0) run->t.denoise_end = t;
   }
   return GST_BUS_PASS;
+}
+
+void on_audio_handoff(GstElement*, GstBuffer*, GstPad*, gpointer data) {
+  auto* run = static_cast<ElementRun*>(data);
+  std::lock_guard<std::mutex> lock(run->mutex);
+  if (run->t.first_audio < 0) run->t.first_audio = now_s();
 }
 
 void on_handoff(GstElement*, GstBuffer*, GstPad*, gpointer data) {
@@ -152,6 +162,8 @@ int main(int argc, char** argv) {
       o.runs = std::max(1, std::atoi(v));
     else if (a == "--queue-chunks")
       o.queue_chunks = std::atoi(v);
+    else if (a == "--av")
+      o.av = std::atoi(v) != 0;
     else {
       std::fprintf(stderr, "h3-gst-bench: unknown option %s\n", a.c_str());
       return 2;
@@ -167,6 +179,7 @@ int main(int argc, char** argv) {
   req.num_frames = o.frames;
   req.steps = o.steps;
   req.seed = o.seed;
+  req.audio = o.av;
 
   std::printf(
       "request: %s, %lld frames, %s x %s, steps %s, seed %llu; best of %d alternating runs each (after one "
@@ -176,13 +189,17 @@ int main(int argc, char** argv) {
       o.height ? std::to_string(o.height).c_str() : "default",
       o.steps ? std::to_string(o.steps).c_str() : "default", static_cast<unsigned long long>(o.seed), o.runs);
 
-  std::string l = "h3videosrc name=src model=\"" + eo.model_dir +
+  std::string l = std::string(o.av ? "h3src" : "h3videosrc") + " name=src model=\"" + eo.model_dir +
                   "\" num-frames=" + std::to_string(o.frames) + " seed=" + std::to_string(o.seed) +
                   " queue-chunks=" + std::to_string(o.queue_chunks);
   if (o.width) l += " width=" + std::to_string(o.width);
   if (o.height) l += " height=" + std::to_string(o.height);
   if (o.steps) l += " steps=" + std::to_string(o.steps);
-  l += " ! fakesink name=sink sync=false signal-handoffs=true";
+  if (o.av)
+    l += " src.video ! fakesink name=sink sync=false signal-handoffs=true"
+         " src.audio ! fakesink name=asink sync=false signal-handoffs=true";
+  else
+    l += " ! fakesink name=sink sync=false signal-handoffs=true";
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(l.c_str(), &err);
   if (!pipeline || err) {
@@ -193,6 +210,11 @@ int main(int argc, char** argv) {
   GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
   g_signal_connect(sink, "handoff", G_CALLBACK(on_handoff), &run);
   gst_object_unref(sink);
+  if (o.av) {
+    GstElement* asink = gst_bin_get_by_name(GST_BIN(pipeline), "asink");
+    g_signal_connect(asink, "handoff", G_CALLBACK(on_audio_handoff), &run);
+    gst_object_unref(asink);
+  }
   GstBus* bus = gst_element_get_bus(pipeline);
   gst_bus_set_sync_handler(bus, on_bus, &run, nullptr);
   gst_object_unref(bus);
@@ -223,5 +245,12 @@ int main(int argc, char** argv) {
       "%.1f %% of the whole clip's time\n",
       best_element.first - best_element.start, best_element.first - best_element.denoise_end,
       100.0 * (best_element.first - best_element.start) / (best_element.last - best_element.start));
+  if (o.av) {
+    std::printf(
+        "first audio buffer at its sink: %.3f s after generation start, %+.1f ms from the first video "
+        "buffer\n",
+        best_element.first_audio - best_element.start,
+        1000.0 * (best_element.first_audio - best_element.first));
+  }
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
 # on a small clip of the tiny default model and checks what came out.
-# Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|app|inspect|linkage|installed BUILD_DIR SOURCE_DIR
+# Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|mp4-av|webm-av|rtp-av|app|inspect|linkage|installed
+#        BUILD_DIR SOURCE_DIR
 #        (inspect also takes the expected LICENSE and ORIGIN)
 set -euo pipefail
 what=$1
@@ -52,6 +53,13 @@ case "$what" in
   fmp4)
     FRAGMENT_MS=300 bash "$src/pipelines/fmp4.sh" "$build" "$out/frag.mp4"
     bash "$src/pipelines/check-mp4.sh" "$out/frag.mp4" "$frames" "$width" "$height"
+    ;;
+  mp4-av|webm-av)
+    # h3src's soundtrack muxed beside the video; av.sh checks both streams and their durations.
+    bash "$src/pipelines/av.sh" "$build" "${what%-av}" "$out/clip.${what%-av}"
+    ;;
+  rtp-av)
+    PORT=${PORT:-5010} bash "$src/pipelines/rtp-av.sh" "$build" "$frames"
     ;;
   rtp)
     # The sender is live (the script's default), as a real RTP sender is.

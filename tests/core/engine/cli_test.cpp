@@ -47,6 +47,28 @@ bool have(const char* tool) {
   return sh(std::string("command -v ") + tool).code == 0;
 }
 
+TEST(Cli, GenerateWithAudioWritesTheSoundtrackAsAWav) {
+  test::TempDir d("cli-audio");
+  const std::string out = d / "clip.y4m", wav = d / "clip.wav";
+  const Result g = sh(h3("generate --prompt 'a drum' --width 80 --height 48 --frames 30 --steps 3 --out " +
+                         q(out) + " --audio " + q(wav)));
+  ASSERT_EQ(g.code, 0) << g.out;
+  // 800 * round(30 * 5 / 3) samples per channel.
+  EXPECT_THAT(g.out, ::testing::HasSubstr("wrote 40000 stereo samples (1.250 s at 32000 Hz)"));
+  EXPECT_THAT(g.out, ::testing::HasSubstr("first chunk (video and audio) after"));
+  ASSERT_TRUE(fs::exists(wav));
+  EXPECT_GE(fs::file_size(wav), 40000u * 2 * 4);
+  if (!have("ffprobe")) GTEST_SKIP() << "ffprobe is not installed: the WAV's header was not read back";
+  const Result p =
+      sh("ffprobe -v error -show_entries stream=sample_rate,channels,duration_ts "
+         "-of default=noprint_wrappers=1 " +
+         q(wav));
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_THAT(p.out, ::testing::HasSubstr("sample_rate=32000"));
+  EXPECT_THAT(p.out, ::testing::HasSubstr("channels=2"));
+  EXPECT_THAT(p.out, ::testing::HasSubstr("duration_ts=40000"));
+}
+
 TEST(Cli, GenerateWritesAY4mThatFfprobeAndDiscovererReadBack) {
   test::TempDir d("cli");
   const std::string out = d / "clip.y4m";

@@ -15,6 +15,7 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   j.request.prompt = "a \"quoted\" prompt\nwith a newline";
   j.request.embeds_path = "/tmp/e.safetensors";
   j.request.seed = 18446744073709551615ull;  // the full uint64 range
+  j.request.audio = true;
   j.want_latents = true;
   ClipPlan& p = j.plan;
   p.width = 320;
@@ -30,12 +31,14 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   p.generated_frames = 56;
   p.evaluations = 6;
   p.audio_latents = 44;
+  p.audio_samples = 800 * 68;
 
   const Job r = decode_job(encode(j));
   EXPECT_EQ(r.kind, Job::Kind::kGenerate);
   EXPECT_EQ(r.request.prompt, j.request.prompt);
   EXPECT_EQ(r.request.embeds_path, j.request.embeds_path);
   EXPECT_EQ(r.request.seed, j.request.seed);
+  EXPECT_TRUE(r.request.audio);
   EXPECT_TRUE(r.want_latents);
   EXPECT_EQ(r.plan.width, 320);
   EXPECT_EQ(r.plan.height, 192);
@@ -50,6 +53,7 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   EXPECT_EQ(r.plan.generated_frames, 56);
   EXPECT_EQ(r.plan.evaluations, 6);
   EXPECT_EQ(r.plan.audio_latents, 44);
+  EXPECT_EQ(r.plan.audio_samples, 800 * 68);
   // The request's size and steps are the plan's.
   EXPECT_EQ(r.request.width, 320);
   EXPECT_EQ(r.request.height, 192);

@@ -52,6 +52,10 @@ TEST(TinyModel, IsACompleteReleaseLayoutDeterministicForASeedAndSmall) {
   write_tiny_model(b.str(), 5);
   write_tiny_model(c.str(), 6);
   const std::vector<std::string> want{"audio_scheduler/scheduler_config.json",
+                                      "audio_vae/config.json",
+                                      "audio_vae/config.yaml",
+                                      "audio_vae/metadata.json",
+                                      "audio_vae/model.safetensors",
                                       "model_index.json",
                                       "scheduler/scheduler_config.json",
                                       "text_encoder/config.json",
@@ -72,6 +76,8 @@ TEST(TinyModel, IsACompleteReleaseLayoutDeterministicForASeedAndSmall) {
   EXPECT_LT(bytes, 20u << 20);  // 4.3 MB of tokenizer files and a 9.7 MB bf16 embedding table
   EXPECT_NE(slurp(a / "transformer/diffusion_pytorch_model.safetensors"),
             slurp(c / "transformer/diffusion_pytorch_model.safetensors"));
+  EXPECT_NE(slurp(a / "audio_vae/model.safetensors"), slurp(c / "audio_vae/model.safetensors"));
+  EXPECT_LT(fs::file_size(a / "audio_vae/model.safetensors"), 600u << 10);  // small enough to ship
   const ModelInfo m = read_model(a.str());
   EXPECT_TRUE(m.prompt_encoder);
   EXPECT_FALSE(m.byte_encoder);

@@ -1,0 +1,285 @@
+#include "audio/bigvgan.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+#include "common/error.h"
+
+namespace h3::audio {
+namespace {
+
+std::string shape_str(at::IntArrayRef s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Reads tensors by checkpoint name, checks their shapes and makes fp32 copies of their own.
+class Binder {
+ public:
+  Binder(const std::string& origin, const std::function<at::Tensor(const std::string&)>& fetch)
+      : origin_(origin), fetch_(fetch) {}
+
+  at::Tensor optional(const std::string& name, at::IntArrayRef shape) const {
+    at::Tensor t = fetch_(name);
+    if (!t.defined()) return t;
+    if (t.sizes() != shape) {
+      throw Error(ErrorKind::kMismatch, origin_ + ": tensor '" + name + "' has shape " +
+                                            shape_str(t.sizes()) + " but the config implies " +
+                                            shape_str(shape) +
+                                            " (is this the audio VAE that config.json describes?)");
+    }
+    if (!t.is_floating_point()) {
+      throw Error(ErrorKind::kFormat, origin_ + ": tensor '" + name + "' is not a floating-point tensor");
+    }
+    return t.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  }
+
+  at::Tensor required(const std::string& name, at::IntArrayRef shape) const {
+    at::Tensor t = optional(name, shape);
+    if (!t.defined()) missing("'" + name + "'");
+    return t;
+  }
+
+  // A weight-normed convolution: folds v·g/||v|| (norm over every axis but 0, which is the
+  // output channel of a Conv1d and the input channel of a ConvTranspose1d) once, here.
+  Conv weight_normed(const std::string& prefix, at::IntArrayRef shape, bool bias) const {
+    const std::vector<int64_t> g_shape{shape[0], 1, 1};
+    Conv c;
+    at::Tensor g = optional(prefix + ".weight_g", g_shape);
+    at::Tensor v = optional(prefix + ".weight_v", shape);
+    if (!g.defined() && !v.defined()) {
+      g = optional(prefix + ".parametrizations.weight.original0", g_shape);
+      v = optional(prefix + ".parametrizations.weight.original1", shape);
+    }
+    if (g.defined() && v.defined()) {
+      c.weight = at::_weight_norm(v, g, 0).contiguous();
+    } else if (!g.defined() && !v.defined()) {
+      c.weight = optional(prefix + ".weight", shape);  // weight norm already removed
+      if (!c.weight.defined()) {
+        missing("'" + prefix + ".weight_g' / '" + prefix + ".weight_v' (nor '" + prefix +
+                ".parametrizations.weight.original0' / 'original1', nor a plain '" + prefix + ".weight')");
+      }
+    } else {
+      missing(std::string("the other half of the weight-norm pair of '") + prefix + "' (found only its " +
+              (g.defined() ? "magnitude g" : "direction v") + ")");
+    }
+    if (bias) c.bias = required(prefix + ".bias", {shape[0]});
+    return c;
+  }
+
+  AntiAliasedSnake activation(const std::string& prefix, int64_t channels, int64_t taps) const {
+    AntiAliasedSnake a;
+    const at::Tensor alpha = required(prefix + ".act.alpha", {channels});
+    const at::Tensor beta = required(prefix + ".act.beta", {channels});
+    // SnakeBeta with log-scale parameters: x + 1/(e^beta + 1e-9) · sin²(x · e^alpha).
+    a.alpha = alpha.exp().view({1, channels, 1});
+    a.inv_beta = (1.0 / (beta.exp() + 1e-9)).view({1, channels, 1});
+    // One filter for every channel, as the reference expands it.
+    a.up_filter = required(prefix + ".upsample.filter", {1, 1, taps});
+    a.down_filter = required(prefix + ".downsample.lowpass.filter", {1, 1, taps});
+    return a;
+  }
+
+ private:
+  [[noreturn]] void missing(const std::string& what) const {
+    throw Error(ErrorKind::kNotFound,
+                origin_ + ": the audio VAE checkpoint has no " + what +
+                    "; is this an H3 audio VAE (AutoencoderKLMiniMaxH3Audio) checkpoint?");
+  }
+
+  const std::string& origin_;
+  const std::function<at::Tensor(const std::string&)>& fetch_;
+};
+
+std::string resblock_prefix(int64_t index) {
+  return "decoder.resblocks." + std::to_string(index);
+}
+
+// Stage i's AMP blocks are resblocks [i·K, (i+1)·K) with K = the number of kernel sizes.
+int64_t resblock_index(const AudioVaeConfig& c, int64_t stage, size_t kernel) {
+  return stage * static_cast<int64_t>(c.resblock_kernel_sizes.size()) + static_cast<int64_t>(kernel);
+}
+
+}  // namespace
+
+DecoderWeights bind_decoder_weights(const AudioVaeConfig& c, const std::string& origin,
+                                    const std::function<at::Tensor(const std::string&)>& fetch) {
+  const Binder b(origin, fetch);
+  DecoderWeights w;
+  const auto stats = [&](const std::vector<double>& v) {
+    return at::tensor(v, at::TensorOptions().dtype(at::kDouble))
+        .to(at::kFloat)
+        .view({1, c.latent_channels, 1});
+  };
+  w.latents_mean = stats(c.latents_mean);
+  w.latents_std = stats(c.latents_std);
+  w.dec_in_proj.weight = b.required("dec_in_proj.weight", {c.latent_dim, c.latent_channels, 1});
+  w.dec_in_proj.bias = b.required("dec_in_proj.bias", {c.latent_dim});
+  w.conv_pre = b.weight_normed("decoder.conv_pre", {c.decoder_dim, c.latent_dim, c.conv_pre_kernel}, true);
+  for (int64_t i = 0; i < c.num_stages(); ++i) {
+    const int64_t in = c.decoder_dim >> i, out = c.stage_channels(i);
+    // A transposed convolution's weight is [in, out, k]: weight norm runs over the input channel.
+    Conv up = b.weight_normed("decoder.ups." + std::to_string(i) + ".0", {in, out, c.decoder_kernel_sizes[i]},
+                              false);
+    up.bias = b.required("decoder.ups." + std::to_string(i) + ".0.bias", {out});
+    w.ups.push_back(std::move(up));
+    for (size_t j = 0; j < c.resblock_kernel_sizes.size(); ++j) {
+      const std::string p = resblock_prefix(resblock_index(c, i, j));
+      AmpBlock blk;
+      blk.kernel = c.resblock_kernel_sizes[j];
+      blk.dilations = c.resblock_dilation_sizes[j];
+      for (size_t n = 0; n < blk.dilations.size(); ++n) {
+        const std::string sn = std::to_string(n);
+        blk.convs1.push_back(b.weight_normed(p + ".convs1." + sn, {out, out, blk.kernel}, true));
+        blk.convs2.push_back(b.weight_normed(p + ".convs2." + sn, {out, out, blk.kernel}, true));
+        blk.activations.push_back(
+            b.activation(p + ".activations." + std::to_string(2 * n), out, c.anti_alias_taps));
+        blk.activations.push_back(
+            b.activation(p + ".activations." + std::to_string(2 * n + 1), out, c.anti_alias_taps));
+      }
+      w.resblocks.push_back(std::move(blk));
+    }
+  }
+  const int64_t last = c.stage_channels(c.num_stages() - 1);
+  w.activation_post = b.activation("decoder.activation_post", last, c.anti_alias_taps);
+  w.conv_post = b.weight_normed("decoder.conv_post", {1, last, c.conv_post_kernel}, false);
+  w.conv_post.bias =
+      b.optional("decoder.conv_post.bias", {1});  // absent in H3 (BigVGAN's use_bias_at_final off)
+  return w;
+}
+
+at::Tensor kaiser_sinc_filter(int64_t taps) {
+  // BigVGAN's 2x resampling filter: cutoff 0.5/2, half width 0.6/2, Kaiser beta from the
+  // attenuation formula; even taps sit at half-integer times. Computed in fp32 as the
+  // reference does, normalised to unit sum.
+  const double cutoff = 0.25, half_width = 0.3;
+  const int64_t half = taps / 2;
+  const double attenuation = 2.285 * static_cast<double>(half - 1) * M_PI * 4.0 * half_width + 7.95;
+  double beta = 0.0;
+  if (attenuation > 50.0) {
+    beta = 0.1102 * (attenuation - 8.7);
+  } else if (attenuation >= 21.0) {
+    beta = 0.5842 * std::pow(attenuation - 21.0, 0.4) + 0.07886 * (attenuation - 21.0);
+  }
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  const at::Tensor window = at::kaiser_window(taps, /*periodic=*/false, beta, f32);
+  const at::Tensor time = taps % 2 == 0 ? at::arange(-half, half, at::TensorOptions().dtype(at::kLong)) + 0.5
+                                        : at::arange(taps, at::TensorOptions().dtype(at::kLong)) - half;
+  at::Tensor filter = 2 * cutoff * window * at::sinc(2 * cutoff * time.to(at::kFloat));
+  filter = filter / filter.sum();
+  return filter.view({1, 1, taps});
+}
+
+std::vector<std::pair<std::string, at::Tensor>> random_checkpoint(const AudioVaeConfig& c, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  // Drawn in checkpoint order from one generator: the same seed gives the same weights.
+  auto randn = [&](at::IntArrayRef shape, double std) { return at::randn(shape, gen, f32) * std; };
+  // A weight-normed conv: random direction v, magnitude g = gain per row (the folded rows
+  // then have norm `gain`, which keeps a signal's scale about `gain` times its input's).
+  auto normed = [&](const std::string& p, at::IntArrayRef shape, double gain, bool bias) {
+    out.emplace_back(p + ".weight_g", (at::rand({shape[0], 1, 1}, gen, f32) * 0.5 + 0.75) * gain);
+    out.emplace_back(p + ".weight_v", randn(shape, 1.0));
+    if (bias) out.emplace_back(p + ".bias", randn({shape[0]}, 0.02));
+  };
+  const at::Tensor filter = kaiser_sinc_filter(c.anti_alias_taps);
+  auto act = [&](const std::string& p, int64_t ch) {
+    out.emplace_back(p + ".act.alpha", randn({ch}, 0.2));
+    out.emplace_back(p + ".act.beta", randn({ch}, 0.2));
+    out.emplace_back(p + ".upsample.filter", filter.clone());
+    out.emplace_back(p + ".downsample.lowpass.filter", filter.clone());
+  };
+  out.emplace_back("dec_in_proj.weight",
+                   randn({c.latent_dim, c.latent_channels, 1}, 1.0 / std::sqrt(c.latent_channels)));
+  out.emplace_back("dec_in_proj.bias", randn({c.latent_dim}, 0.02));
+  normed("decoder.conv_pre", {c.decoder_dim, c.latent_dim, c.conv_pre_kernel}, 1.0, true);
+  for (int64_t i = 0; i < c.num_stages(); ++i) {
+    const int64_t in = c.decoder_dim >> i, ch = c.stage_channels(i);
+    const std::string up = "decoder.ups." + std::to_string(i) + ".0";
+    // Per input channel norm: each input spreads over out·k taps; gain 1/sqrt(rate·...) keeps
+    // the upsampled signal's scale near its input's.
+    normed(up, {in, ch, c.decoder_kernel_sizes[i]},
+           std::sqrt(static_cast<double>(c.decoder_rates[i]) * ch / in), false);
+    out.emplace_back(up + ".bias", randn({ch}, 0.02));
+    for (size_t j = 0; j < c.resblock_kernel_sizes.size(); ++j) {
+      const std::string p = resblock_prefix(resblock_index(c, i, j));
+      const int64_t k = c.resblock_kernel_sizes[j];
+      for (size_t n = 0; n < c.resblock_dilation_sizes[j].size(); ++n) {
+        normed(p + ".convs1." + std::to_string(n), {ch, ch, k}, 0.5, true);
+      }
+      for (size_t n = 0; n < c.resblock_dilation_sizes[j].size(); ++n) {
+        normed(p + ".convs2." + std::to_string(n), {ch, ch, k}, 0.5, true);
+      }
+      for (size_t a = 0; a < 2 * c.resblock_dilation_sizes[j].size(); ++a)
+        act(p + ".activations." + std::to_string(a), ch);
+    }
+  }
+  const int64_t last = c.stage_channels(c.num_stages() - 1);
+  act("decoder.activation_post", last);
+  normed("decoder.conv_post", {1, last, c.conv_post_kernel}, 0.15, false);
+  return out;
+}
+
+namespace {
+
+at::Tensor conv1d(const at::Tensor& x, const Conv& c, int64_t dilation = 1) {
+  const int64_t k = c.weight.size(2);
+  return at::conv1d(x, c.weight, c.bias, /*stride=*/1, /*padding=*/dilation * (k - 1) / 2, dilation);
+}
+
+// BigVGAN's Activation1d: 2x upsample (replicate pad, transposed filter ×2, crop), SnakeBeta,
+// 2x lowpass downsample (replicate pad, strided filter). The reference filters each channel
+// on its own (groups = channels) with one filter for all of them, so the channels are folded
+// into the batch and filtered by one single-channel convolution: the same sums, without
+// the slow grouped (transposed) convolution.
+at::Tensor anti_aliased_snake(const at::Tensor& x, const AntiAliasedSnake& a) {
+  const int64_t batch = x.size(0), channels = x.size(1), taps = a.up_filter.size(2);
+  const int64_t pad = taps / 2 - 1;
+  const int64_t crop_left = pad * 2 + (taps - 2) / 2, crop_right = pad * 2 + (taps - 2 + 1) / 2;
+  at::Tensor up = at::replication_pad1d(x, {pad, pad}).reshape({batch * channels, 1, -1});
+  up = 2 * at::conv_transpose1d(up, a.up_filter, {}, /*stride=*/2);
+  up = up.reshape({batch, channels, -1});
+  up = up.slice(2, crop_left, up.size(2) - crop_right);
+  const at::Tensor s = at::sin(up * a.alpha);
+  up = up + a.inv_beta * (s * s);
+  const int64_t down_left = taps / 2 - (taps % 2 == 0 ? 1 : 0), down_right = taps / 2;
+  up = at::replication_pad1d(up, {down_left, down_right}).reshape({batch * channels, 1, -1});
+  return at::conv1d(up, a.down_filter, {}, /*stride=*/2).reshape({batch, channels, -1});
+}
+
+at::Tensor amp_block(at::Tensor x, const AmpBlock& b) {
+  for (size_t n = 0; n < b.dilations.size(); ++n) {
+    at::Tensor t = anti_aliased_snake(x, b.activations[2 * n]);
+    t = conv1d(t, b.convs1[n], b.dilations[n]);
+    t = anti_aliased_snake(t, b.activations[2 * n + 1]);
+    t = conv1d(t, b.convs2[n]);
+    x = t + x;
+  }
+  return x;
+}
+
+}  // namespace
+
+at::Tensor run_decoder(const DecoderWeights& w, const AudioVaeConfig& c, const at::Tensor& z) {
+  at::Tensor x = at::conv1d(z, w.dec_in_proj.weight, w.dec_in_proj.bias);
+  x = conv1d(x, w.conv_pre);
+  const size_t kernels = c.resblock_kernel_sizes.size();
+  for (int64_t i = 0; i < c.num_stages(); ++i) {
+    const Conv& up = w.ups[i];
+    const int64_t rate = c.decoder_rates[i], k = up.weight.size(2);
+    x = at::conv_transpose1d(x, up.weight, up.bias, rate, (k - rate) / 2);
+    // The stage's output is the mean of its AMP blocks, each applied to the same input.
+    at::Tensor sum = amp_block(x, w.resblocks[resblock_index(c, i, 0)]);
+    for (size_t j = 1; j < kernels; ++j) sum = sum + amp_block(x, w.resblocks[resblock_index(c, i, j)]);
+    x = sum / static_cast<double>(kernels);
+  }
+  x = anti_aliased_snake(x, w.activation_post);
+  x = conv1d(x, w.conv_post);
+  return at::clamp(x, -1.0, 1.0);
+}
+
+}  // namespace h3::audio

@@ -1,0 +1,32 @@
+// Reading model config files (config.json and friends): each value checked for
+// its type, every error naming the file and key (h3::Error kFormat / kNotFound).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace h3::io {
+
+// Throws h3::Error(kFormat) "<origin>: <what>".
+[[noreturn]] void config_error(const std::string& origin, const std::string& what);
+
+// The whole file as text; throws kNotFound naming it when it cannot be opened.
+std::string read_text_file(const std::filesystem::path& path);
+
+// A JSON object (kFormat naming `origin` for invalid JSON or a non-object).
+nlohmann::json parse_config_json(const std::string& text, const std::string& origin);
+
+// Optional keys: `out` is kept when the key is absent or null; a value of the wrong type is
+// an error. Integers may be written as integral floats (1.0).
+void read_int(const nlohmann::json& j, const char* key, const std::string& origin, int64_t& out);
+void read_double(const nlohmann::json& j, const char* key, const std::string& origin, double& out);
+// Optional array of integers.
+void read_ints(const nlohmann::json& j, const char* key, const std::string& origin,
+               std::vector<int64_t>& out);
+// Required array of numbers (strings of decimals accepted: native wrappers write them so).
+std::vector<double> read_doubles(const nlohmann::json& j, const char* key, const std::string& origin);
+
+}  // namespace h3::io

@@ -1,0 +1,124 @@
+#include "element_common.h"
+
+#include <gst/video/video.h>
+
+#include "gsth3videosrc.h"
+
+namespace h3src {
+
+void register_tags() {
+  gst_tag_register(GST_H3_TAG_SEED, GST_TAG_FLAG_META, G_TYPE_UINT64, "h3 seed",
+                   "seed of the H3 generation that made the stream", nullptr);
+}
+
+std::unique_lock<std::mutex> lock_for_change(GstElement* element, GParamSpec* pspec, std::mutex& props_lock,
+                                             const bool& started) {
+  // The object lock is never held together with `props_lock`.
+  GST_OBJECT_LOCK(element);
+  const bool running = GST_STATE(element) > GST_STATE_READY;
+  GST_OBJECT_UNLOCK(element);
+  std::unique_lock<std::mutex> lock(props_lock);
+  if (!running && !started) return lock;
+  lock.unlock();
+  GST_ELEMENT_WARNING(
+      element, CORE, STATE_CHANGE,
+      ("Property '%s' can only be changed in the NULL or READY state; the change is ignored", pspec->name),
+      ("set while the element is PAUSED or PLAYING"));
+  return lock;
+}
+
+bool check_settings(GstElement* element, const Settings& s) {
+  // The engine reads 0 as "the model's default"; the element spells that -1, so
+  // an explicit 0 is a mistake to report, not a default to apply.
+  if (const char* zero = explicit_zero(s)) {
+    GST_ELEMENT_ERROR(
+        element, RESOURCE, SETTINGS,
+        ("Property %s=0 is not a valid request: set a positive value, or -1 for the model's default", zero),
+        (nullptr));
+    return false;
+  }
+  if (s.embeds.empty() && s.prompt.empty()) {
+    GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS,
+                      ("No prompt: set prompt, or prompt-embeds to an embeddings file"), (nullptr));
+    return false;
+  }
+  if (!s.embeds.empty() && !g_file_test(s.embeds.c_str(), G_FILE_TEST_IS_REGULAR)) {
+    GST_ELEMENT_ERROR(
+        element, RESOURCE, NOT_FOUND,
+        ("prompt-embeds file '%s' does not exist: point prompt-embeds at an embeddings .safetensors "
+         "file, or unset it to use the prompt",
+         s.embeds.c_str()),
+        (nullptr));
+    return false;
+  }
+  return true;
+}
+
+std::string plugin_dir_of(GstElement* element) {
+  std::string dir;
+  GstElementFactory* factory = gst_element_get_factory(element);
+  GstPlugin* plugin = factory ? gst_plugin_feature_get_plugin(GST_PLUGIN_FEATURE(factory)) : nullptr;
+  if (plugin) {
+    if (const gchar* file = gst_plugin_get_filename(plugin)) {
+      gchar* d = g_path_get_dirname(file);
+      dir = d;
+      g_free(d);
+    }
+    gst_object_unref(plugin);
+  }
+  return dir;
+}
+
+GstTagList* stream_tags(const Settings& s) {
+  GstTagList* tags = gst_tag_list_new_empty();
+  std::string title = s.prompt;
+  if (!s.embeds.empty()) {
+    gchar* base = g_path_get_basename(s.embeds.c_str());
+    title = std::string("prompt embeddings ") + base;
+    g_free(base);
+  }
+  gst_tag_list_add(tags, GST_TAG_MERGE_REPLACE, GST_TAG_TITLE, title.c_str(), GST_TAG_COMMENT, title.c_str(),
+                   GST_TAG_ENCODER, "gst-h3", GST_H3_TAG_SEED, static_cast<guint64>(s.seed), nullptr);
+  gst_tag_list_set_scope(tags, GST_TAG_SCOPE_GLOBAL);
+  return tags;
+}
+
+GstCaps* planned_video_caps(GstCaps* caps, const h3::ClipPlan& plan, gint fps_n, gint fps_d) {
+  caps = gst_caps_make_writable(caps);
+  gst_caps_set_simple(caps, "width", G_TYPE_INT, static_cast<gint>(plan.width), "height", G_TYPE_INT,
+                      static_cast<gint>(plan.height), "framerate", GST_TYPE_FRACTION, fps_n, fps_d,
+                      "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr);
+  return caps;
+}
+
+void fixate_video_caps(GstCaps* caps, const h3::ClipPlan& plan, gint fps_n, gint fps_d) {
+  GstStructure* s = gst_caps_get_structure(caps, 0);
+  gst_structure_fixate_field_nearest_int(s, "width", static_cast<gint>(plan.width));
+  gst_structure_fixate_field_nearest_int(s, "height", static_cast<gint>(plan.height));
+  gst_structure_fixate_field_nearest_fraction(s, "framerate", fps_n, fps_d);
+  if (gst_structure_has_field(s, "pixel-aspect-ratio"))
+    gst_structure_fixate_field_nearest_fraction(s, "pixel-aspect-ratio", 1, 1);
+  else
+    gst_structure_set(s, "pixel-aspect-ratio", GST_TYPE_FRACTION, 1, 1, nullptr);
+  if (gst_structure_has_field(s, "interlace-mode"))
+    gst_structure_fixate_field_string(s, "interlace-mode", "progressive");
+  else
+    gst_structure_set(s, "interlace-mode", G_TYPE_STRING, "progressive", nullptr);
+  gst_structure_fixate_field_string(s, "format", "RGB");
+  // The engine's pixels are sRGB; YUV output is converted with BT.709.
+  const gchar* fmt = gst_structure_get_string(s, "format");
+  const bool yuv = fmt && g_str_equal(fmt, "I420");
+  if (!gst_structure_has_field(s, "colorimetry"))
+    gst_structure_set(s, "colorimetry", G_TYPE_STRING, yuv ? "bt709" : "sRGB", nullptr);
+  else
+    gst_structure_fixate_field_string(s, "colorimetry", yuv ? "bt709" : "sRGB");
+  if (yuv && !gst_structure_has_field(s, "chroma-site"))
+    gst_structure_set(s, "chroma-site", G_TYPE_STRING, "mpeg2", nullptr);
+}
+
+GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d) {
+  return gst_util_uint64_scale(static_cast<guint64>(n), static_cast<guint64>(fps_d) * GST_SECOND,
+                               static_cast<guint64>(fps_n));
+}
+
+}  // namespace h3src
