@@ -35,6 +35,10 @@ struct Settings {
   gint queue_chunks = kDefaultQueueChunks;
   gboolean live = FALSE;
   guint timeout_s = static_cast<guint>(h3::kDefaultTimeout.count());
+  // Ranks in other processes (docs/distributed.md): empty keeps the thread ranks.
+  std::string rendezvous;
+  gint world_size = 2;
+  std::string token_file;
 };
 
 enum Property {
@@ -54,6 +58,9 @@ enum Property {
   PROP_QUEUE_CHUNKS,
   PROP_IS_LIVE,
   PROP_TIMEOUT,
+  PROP_RENDEZVOUS,
+  PROP_WORLD_SIZE,
+  PROP_TOKEN_FILE,
 };
 
 void install_properties(GObjectClass* klass);

@@ -14,7 +14,9 @@ namespace engine_detail {
 
 std::string encode(const Job& job) {
   const nlohmann::json o = {
-      {"kind", job.kind == Job::Kind::kGenerate ? "generate" : "decode"},
+      {"kind", job.kind == Job::Kind::kGenerate ? "generate"
+               : job.kind == Job::Kind::kDecode ? "decode"
+                                                : "stop"},
       {"prompt", job.request.prompt},
       {"embeds_path", job.request.embeds_path},
       {"seed", job.request.seed},
@@ -28,7 +30,13 @@ Job decode_job(const std::string& wire) {
   try {
     const auto o = nlohmann::json::parse(wire);
     Job j;
-    j.kind = o.at("kind").get<std::string>() == "generate" ? Job::Kind::kGenerate : Job::Kind::kDecode;
+    const std::string kind = o.at("kind").get<std::string>();
+    if (kind != "generate" && kind != "decode" && kind != "stop") {
+      throw Error(ErrorKind::kInternal, "a job from rank 0 has an unknown kind '" + kind + "'");
+    }
+    j.kind = kind == "generate" ? Job::Kind::kGenerate
+             : kind == "decode" ? Job::Kind::kDecode
+                                : Job::Kind::kStop;
     j.request.prompt = o.at("prompt").get<std::string>();
     j.request.embeds_path = o.at("embeds_path").get<std::string>();
     j.request.seed = o.at("seed").get<uint64_t>();
