@@ -107,6 +107,23 @@ void install_engine_properties(GObjectClass* klass) {
                            "Drop the text encoder's weights once a prompt is encoded, leaving the memory "
                            "to the DiT and the VAE; the next prompt reads them again from the model folder",
                            d.free_text_encoder, kReady));
+      klass, PROP_RENDEZVOUS,
+      g_param_spec_string("rendezvous", "Rendezvous",
+                          "host:port: this element is rank 0 of a world of world-size ranks whose others "
+                          "are `h3 worker` processes, and serves the rendezvous store on exactly that "
+                          "address; empty: the ranks are threads of this process (ranks)",
+                          nullptr, kReady));
+  g_object_class_install_property(
+      klass, PROP_WORLD_SIZE,
+      g_param_spec_int("world-size", "World size",
+                       "With rendezvous: every rank, this element's rank 0 included", 2, h3::kMaxRanks,
+                       d.world_size, kReady));
+  g_object_class_install_property(
+      klass, PROP_TOKEN_FILE,
+      g_param_spec_string("token-file", "Token file",
+                          "With rendezvous: the shared token workers must present, in a file only its "
+                          "owner may read (chmod 600)",
+                          nullptr, kReady));
 }
 
 std::string string_or_empty(const GValue* value) {
@@ -146,6 +163,9 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_IS_LIVE: s->live = g_value_get_boolean(value); break;
     case PROP_TIMEOUT: s->timeout_s = g_value_get_uint(value); break;
     case PROP_FREE_TEXT_ENCODER: s->free_text_encoder = g_value_get_boolean(value); break;
+    case PROP_RENDEZVOUS: s->rendezvous = string_or_empty(value); break;
+    case PROP_WORLD_SIZE: s->world_size = g_value_get_int(value); break;
+    case PROP_TOKEN_FILE: s->token_file = string_or_empty(value); break;
     default: return false;
   }
   return true;
@@ -169,6 +189,9 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_IS_LIVE: g_value_set_boolean(value, s.live); break;
     case PROP_TIMEOUT: g_value_set_uint(value, s.timeout_s); break;
     case PROP_FREE_TEXT_ENCODER: g_value_set_boolean(value, s.free_text_encoder); break;
+    case PROP_RENDEZVOUS: set_string_or_null(value, s.rendezvous); break;
+    case PROP_WORLD_SIZE: g_value_set_int(value, s.world_size); break;
+    case PROP_TOKEN_FILE: set_string_or_null(value, s.token_file); break;
     default: return false;
   }
   return true;
@@ -203,6 +226,9 @@ h3::EngineOptions to_engine_options(const Settings& s) {
   o.device = s.device;
   o.timeout = std::chrono::seconds(s.timeout_s);
   o.free_text_encoder = s.free_text_encoder;
+  o.rendezvous = s.rendezvous;
+  o.world_size = s.rendezvous.empty() ? 0 : s.world_size;
+  o.token_file = s.token_file;
   return o;
 }
 

@@ -36,6 +36,10 @@ struct Settings {
   gboolean live = FALSE;
   guint timeout_s = static_cast<guint>(h3::kDefaultTimeout.count());
   gboolean free_text_encoder = FALSE;
+  // Ranks in other processes (docs/distributed.md): empty keeps the thread ranks.
+  std::string rendezvous;
+  gint world_size = 2;
+  std::string token_file;
 };
 
 enum Property {
@@ -56,6 +60,9 @@ enum Property {
   PROP_IS_LIVE,
   PROP_TIMEOUT,
   PROP_FREE_TEXT_ENCODER,
+  PROP_RENDEZVOUS,
+  PROP_WORLD_SIZE,
+  PROP_TOKEN_FILE,
 };
 
 void install_properties(GObjectClass* klass);

@@ -8,6 +8,7 @@ PKGS=(
   meson ninja-build pkg-config g++ python3 python3-pip
   libgloo-dev nlohmann-json3-dev
   libicu-dev libpcre2-dev
+  libssl-dev
   libgtest-dev libgmock-dev
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
@@ -16,6 +17,7 @@ PKGS=(
 )
 # libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes (the wheel has none).
 # python3-pip only downloads the wheels (nothing is installed into any Python).
+# libssl-dev: libcrypto (HMAC-SHA256, AES-GCM) for the token of a process world (core/dist/door.h).
 # libicu-dev (NFC) and libpcre2-dev (\p{L}/\p{N} in the pre-tokenizer): the H3 tokenizer.
 
 missing=()

@@ -191,6 +191,12 @@ std::unique_ptr<Group> join_tcp(const std::string& host, int port, int size, int
   return make_group(store, rank, size, opts, gloo_hostname(host), std::max(opts.cuda_device, 0));
 }
 
+std::unique_ptr<Group> make_store_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                        const WorldOptions& opts, const std::string& gloo_host) {
+  check_world(size, rank, opts);
+  return make_group(store, rank, size, opts, gloo_host, std::max(opts.cuda_device, 0));
+}
+
 TcpServer::TcpServer(const std::string& host, int port, int size, const WorldOptions& opts)
     : host_(host), size_(size), opts_(opts) {
   check_world(size, 0, opts);

@@ -13,8 +13,9 @@
 #include "dist/group.h"
 
 namespace c10d {
+class Store;
 class TCPStore;
-}
+}  // namespace c10d
 
 namespace h3::dist {
 
@@ -63,6 +64,13 @@ std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>&
 // before it gives up, so that its peers do not wait for the timeout.
 std::unique_ptr<Group> join_tcp(const std::string& host, int port, int size, int rank,
                                 const WorldOptions& opts = {});
+
+// One rank's group of `size` over a store every rank shares (the door's sealed view of a
+// process world, dist/door.h): Gloo binds its listener to `gloo_host` (empty: the host's
+// default interface); NCCL uses opts.cuda_device (-1: cuda:0). Throws h3::Error(kDistributed)
+// when the ranks do not connect within opts.timeout.
+std::unique_ptr<Group> make_store_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                        const WorldOptions& opts, const std::string& gloo_host);
 
 // Rank 0's side of a TCP world on a port the system chooses (port 0): serve
 // first, hand port() to the other ranks (which call join_tcp), then join().

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "dist/agree.h"
+#include "dist/door.h"
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/frames.h"
@@ -26,6 +28,7 @@
 #include "engine/stage_conditioning.h"
 #include "engine/stage_decode.h"
 #include "engine/stage_denoise.h"
+#include "engine/world_settings.h"
 #include "h3_config.h"
 #include "text/unicode.h"
 #include "vae/cpu_threads.h"
@@ -82,6 +85,14 @@ struct Engine::Impl {
   CancelToken* cancel = nullptr;  // the caller's token (rank 0 polls it)
   at::Tensor decode_latents;      // kDecode: rank 0's input
   Clock::time_point job_start;
+
+  // A process world (docs/distributed.md): rank 0's door, through which the workers join; null
+  // for thread ranks. `rejoin` asks the world thread to form the world again after a lost rank.
+  std::unique_ptr<dist::DoorServer> door;
+  bool rejoin = false;       // under jm
+  bool thread_ranks = true;  // the ranks share this process's cores
+  int cuda_index = -1;       // device=cuda: this rank's GPU; -1: cuda:<rank> (thread ranks)
+  CancelToken no_cancel;     // ranks other than 0: their caller never cancels
 
   std::atomic<bool> load_reported{false};
   std::mutex broken_m;
@@ -150,9 +161,12 @@ struct Engine::Impl {
 
   // ---- rank side ----
 
-  void rank_main(dist::Group& g) {
+  // How a rank's time in one group ended.
+  enum class Ended { kStopped, kBroken, kLoadFailed };
+
+  Ended rank_main(dist::Group& g, std::exception_ptr* load_error = nullptr) {
     const bool root = g.rank() == 0;
-    if (g.size() > 1) {
+    if (g.size() > 1 && thread_ranks) {
       // Ranks share this host's cores: each takes its share, or every rank's GEMMs would fan
       // out over every core and contend (OpenBLAS's pool is process-wide; see vae/cpu_threads.h).
       const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -169,15 +183,19 @@ struct Engine::Impl {
     try {
       dist::agree_or_throw(g, f);
     } catch (...) {
+      // Before the caller hears of it: a process world's next request forms the world again.
+      if (!thread_ranks)
+        mark_broken("a rank failed to load its shards: " + message_of(std::current_exception()));
       if (root && !load_reported.exchange(true)) post_done(std::current_exception());
-      return;
+      if (load_error && f) *load_error = f.exception;
+      return Ended::kLoadFailed;
     }
     if (root) {
       load_s = seconds_since(t0);
       load_reported = true;
       post_done(nullptr);
     }
-    serve(g, parts);
+    return serve(g, parts) ? Ended::kStopped : Ended::kBroken;
   }
 
   void load_parts(dist::Group& g, RankParts& parts, Clock::time_point t0) {
@@ -185,9 +203,10 @@ struct Engine::Impl {
     const int64_t n = model.byte_encoder || model.prompt_encoder ? 3 : 2;
     if (root) post_progress(loading_progress(0, n, 0.0));
     // device=cuda: rank r runs on cuda:r (Engine::open checked that enough GPUs are visible).
-    const c10::Device device = opts.device == "cuda"
-                                   ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(g.rank()))
-                                   : c10::Device(c10::kCPU);
+    const c10::Device device =
+        opts.device == "cuda"
+            ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(cuda_index >= 0 ? cuda_index : g.rank()))
+            : c10::Device(c10::kCPU);
     dit::TransformerOptions to;
     to.device = device;
     parts.dit.emplace(dit::Transformer::load(model.transformer_dir, &g, to));
@@ -218,44 +237,73 @@ struct Engine::Impl {
     }
   }
 
-  void serve(dist::Group& g, RankParts& parts) {
+  // Serves rank 0's jobs until rank 0 says stop (true) or the group broke (false). Every
+  // rank learns what comes next from rank 0's broadcast, threads and processes alike; while
+  // rank 0 waits for its caller's next request, the peers wait for it without the collective
+  // timeout, as long as rank 0 shows that it is alive (Group::run_on_owner).
+  bool serve(dist::Group& g, RankParts& parts) {
     const bool root = g.rank() == 0;
     uint64_t seen = 0;
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lk(jm);
-        jcv.wait(lk, [&] { return stop || job_id > seen; });
-        if (stop) return;
-        seen = job_id;
-      }
+      bool dispatched = false;  // rank 0: a caller waits for this job's outcome
       try {
-        run_job(g, parts);
+        std::string wire;
+        g.run_on_owner(
+            0,
+            [&] {
+              if (!root) return;
+              std::unique_lock<std::mutex> lk(jm);
+              jcv.wait(lk, [&] { return stop || job_id > seen; });
+              Job next;
+              next.kind = Job::Kind::kStop;
+              if (!stop) {
+                seen = job_id;
+                dispatched = true;
+                next = job;
+              }
+              wire = engine_detail::encode(next);
+            },
+            "waiting for rank 0's next request");
+        const Job j = engine_detail::decode_job(g.broadcast_string(wire, 0));
+        if (j.kind == Job::Kind::kStop) return true;
+        run_job(g, parts, j);
         if (root) post_done(nullptr);
       } catch (...) {
         const std::exception_ptr e = std::current_exception();
+        // The ranks lost each other: this group cannot serve any more. Marked before the
+        // caller hears of the failure, so that its next request sees it.
         if (g.broken()) mark_broken(message_of(e));
-        if (root) post_done(e);
+        if (root && dispatched) post_done(e);
+        if (g.broken()) return false;
       }
     }
   }
 
   // Every rank: rank 0's job, then its stages in order.
-  void run_job(dist::Group& g, RankParts& parts) {
+  void run_job(dist::Group& g, RankParts& parts, const Job& j) {
     const bool root = g.rank() == 0;
-    const Job j = engine_detail::decode_job(g.broadcast_string(root ? engine_detail::encode(job) : "", 0));
     const ClipPlan& p = j.plan;
-    const StageContext c{g, model, parts, mailbox, *cancel, p, job_start, opts};
+    CancelToken* token = &no_cancel;
+    Clock::time_point start = Clock::now();
+    at::Tensor latents;
+    if (root) {  // what rank 0's caller handed over with the job (set before it was dispatched)
+      std::lock_guard<std::mutex> lk(jm);
+      token = cancel;
+      start = job_start;
+      latents = decode_latents;
+    }
+    const StageContext c{g, model, parts, mailbox, *token, p, start};
     at::Tensor video, audio;
     if (j.kind == Job::Kind::kGenerate) {
       // Before any work, so that a model without audio_vae/ fails at once.
       if (j.request.audio) engine_detail::load_audio_decoder(c);
-      const text::Conditioning cond = engine_detail::conditioning_stage(c, j.request);
+      const text::Conditioning cond = engine_detail::conditioning_stage(c, j.request, j.free_text_encoder);
       dit::Latents x = engine_detail::denoise_stage(c, j, cond);
       video = std::move(x.video);
       if (j.request.audio) audio = std::move(x.audio);
     } else {
       const int64_t h = p.canvas_height / dit::kVaeSpatialRatio, w = p.canvas_width / dit::kVaeSpatialRatio;
-      video = root ? decode_latents.to(at::kCPU, at::kFloat).contiguous()
+      video = root ? latents.to(at::kCPU, at::kFloat).contiguous()
                    : at::empty({1, model.vae.latent_channels, p.latent_frames, h, w}, at::kFloat);
       g.broadcast(video, 0);
     }
@@ -271,10 +319,11 @@ struct Engine::Impl {
            const GenerateExtras* extras) {
     std::lock_guard<std::mutex> serial(call_mutex);
     const std::string why = broken_reason();
-    if (!why.empty()) {
+    if (!why.empty() && !door) {
       throw Error(ErrorKind::kDistributed, "the engine's ranks lost each other in an earlier request (" +
                                                why + "): close and reopen the engine");
     }
+    if (!why.empty()) form_again(progress);
     {
       std::lock_guard<std::mutex> lk(jm);
       job = std::move(j);
@@ -291,6 +340,55 @@ struct Engine::Impl {
       decode_latents = at::Tensor();
     }
     if (err) std::rethrow_exception(err);
+  }
+
+  // A process world whose ranks lost each other: rank 0 opens its door again, the workers
+  // (restarted ones too) join, every rank loads its shards again, then the request runs.
+  // Throws what the formation or the loading threw (the world stays broken: the next request
+  // tries again).
+  void form_again(const ProgressFn& progress) {
+    {
+      std::lock_guard<std::mutex> lk(broken_m);
+      broken.clear();
+    }
+    load_reported = false;
+    {
+      std::lock_guard<std::mutex> lk(jm);
+      rejoin = true;
+    }
+    jcv.notify_all();
+    const std::exception_ptr err = pump(progress, nullptr, nullptr);
+    if (err) {
+      mark_broken(message_of(err));
+      std::rethrow_exception(err);
+    }
+  }
+
+  // Rank 0 of a process world: forms the world through the door, serves it, and forms it again
+  // when a request finds it broken, until the engine closes.
+  void process_world() {
+    for (;;) {
+      std::unique_ptr<dist::Group> g;
+      std::exception_ptr err;
+      try {
+        g = door->form();
+      } catch (...) {
+        err = std::current_exception();
+      }
+      if (g) {
+        const Ended how = rank_main(*g);
+        g.reset();  // a broken group's ranks are gone: its close waits at most the timeout
+        if (how == Ended::kStopped) return;
+      } else {
+        mark_broken(message_of(err));
+        load_reported = true;
+        post_done(err);  // to the opener, or to the request that asked for the formation
+      }
+      std::unique_lock<std::mutex> lk(jm);
+      jcv.wait(lk, [&] { return stop || rejoin; });
+      if (stop) return;
+      rejoin = false;
+    }
   }
 
   void shutdown() {
@@ -329,26 +427,56 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
                                                  std::to_string(kMinRanks) + ".." +
                                                  std::to_string(kMaxRanks));
   }
-  if (opts.tp != 0 && opts.tp != opts.ranks) {
+  const bool processes = !opts.rendezvous.empty();
+  if (processes && opts.ranks != 1) {
     throw Error(ErrorKind::kInvalidArgument,
-                "tp = " + std::to_string(opts.tp) + " with " + std::to_string(opts.ranks) +
+                "ranks = " + std::to_string(opts.ranks) +
+                    " with rendezvous: ranks counts threads of this process; a process world has world-size "
+                    "ranks, rank 0 here and the others `h3 worker` processes; leave ranks at 1");
+  }
+  if (processes && (opts.world_size < 2 || opts.world_size > kMaxRanks)) {
+    throw Error(ErrorKind::kInvalidArgument, "world-size = " + std::to_string(opts.world_size) +
+                                                 " with rendezvous: must be within 2.." +
+                                                 std::to_string(kMaxRanks));
+  }
+  const int world_size = processes ? opts.world_size : opts.ranks;
+  if (opts.tp != 0 && opts.tp != world_size) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "tp = " + std::to_string(opts.tp) + " with " + std::to_string(world_size) +
                     " ranks: every rank is a tensor-parallel rank of the DiT; give tp = 0 or tp = ranks");
   }
   if (opts.device != "cpu" && opts.device != "cuda") {
     throw Error(ErrorKind::kInvalidArgument, "device = \"" + opts.device + "\": must be \"cpu\" or \"cuda\"");
   }
-  if (opts.device == "cuda") require_cuda_devices(opts.ranks, "device");
+  if (opts.device == "cuda") require_cuda_devices(processes ? 1 : opts.ranks, "device");
   if (opts.timeout.count() <= 0) throw Error(ErrorKind::kInvalidArgument, "timeout must be positive");
 
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->model = read_model(opts.model_dir);
-  dit::check_tp(impl->model.dit, opts.ranks);
+  dit::check_tp(impl->model.dit, world_size);
+  if (processes) {
+    dist::DoorOptions d;
+    d.address = dist::parse_address(opts.rendezvous, "rendezvous");
+    d.world_size = world_size;
+    d.token = dist::read_token_file(opts.token_file);
+    d.settings = engine_detail::world_settings(impl->model, world_size, opts.device);
+    d.world.timeout = opts.timeout;
+    d.world.backend = opts.device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
+    d.world.cuda_device = 0;
+    impl->door = std::make_unique<dist::DoorServer>(std::move(d));
+    impl->thread_ranks = false;
+    impl->cuda_index = 0;
+  }
 
   Impl* self = impl.get();
   self->world = std::thread([self] {
     std::exception_ptr err;
     try {
+      if (self->door) {
+        self->process_world();
+        return;
+      }
       dist::WorldOptions wo;
       wo.timeout = self->opts.timeout;
       // One GPU per rank talks NCCL (the DiT's tensor-parallel sums on the GPU; the CPU
@@ -377,6 +505,50 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
+void run_worker(const WorkerOptions& o) {
+  if (o.device != "cpu" && o.device != "cuda") {
+    throw Error(ErrorKind::kInvalidArgument, "device = \"" + o.device + "\": must be cpu or cuda:K");
+  }
+  if (o.timeout.count() <= 0) throw Error(ErrorKind::kInvalidArgument, "timeout must be positive");
+  Engine::Impl impl;
+  impl.opts.model_dir = o.model_dir;
+  impl.opts.device = o.device;
+  impl.opts.timeout = o.timeout;
+  impl.thread_ranks = false;
+  impl.cuda_index = o.cuda_device;
+  impl.model = read_model(o.model_dir);
+  dit::check_tp(impl.model.dit, o.world_size);
+  dist::DoorOptions d;
+  d.address = dist::parse_address(o.rendezvous, "rendezvous");
+  d.world_size = o.world_size;
+  d.token = dist::read_token_file(o.token_file);
+  d.settings = engine_detail::world_settings(impl.model, o.world_size, o.device);
+  d.world.timeout = o.timeout;
+  d.world.backend = o.device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
+  d.world.cuda_device = o.cuda_device;
+  dist::DoorClient client(std::move(d), o.rank);
+  const std::string me = "h3 worker: rank " + std::to_string(o.rank) + ": ";
+  for (;;) {
+    // Rank 0's store answered (the client waited at most the timeout for it); rank 0 opens its
+    // door at open and, after a lost rank, at its next request, however long that takes: a
+    // restarted worker waits for it as long as rank 0's store is there.
+    std::unique_ptr<dist::Group> g = client.join(std::chrono::milliseconds(0));
+    if (!g) return;  // rank 0 closed while this rank waited
+    std::fprintf(stderr, "%sjoined a world of %d ranks at %s\n", me.c_str(), o.world_size,
+                 o.rendezvous.c_str());
+    std::exception_ptr own_load_error;
+    const Engine::Impl::Ended how = impl.rank_main(*g, &own_load_error);
+    if (how == Engine::Impl::Ended::kStopped) return;
+    if (own_load_error) std::rethrow_exception(own_load_error);
+    std::fprintf(stderr, "%sthe world broke (%s); waiting for rank 0 to form it again\n", me.c_str(),
+                 impl.broken_reason().c_str());
+    {
+      std::lock_guard<std::mutex> lk(impl.broken_m);
+      impl.broken.clear();
+    }
+  }
+}
+
 ClipPlan Engine::plan(const GenerationRequest& req) const {
   ClipPlan p = make_plan(impl_->model, req);
   // Checked before the request is serialised for the ranks (as JSON, which needs valid UTF-8).
@@ -399,6 +571,7 @@ void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const Progr
   j.request = req;
   j.plan = plan(req);
   j.want_latents = static_cast<bool>(extras.on_latents);
+  j.free_text_encoder = impl_->opts.free_text_encoder;
   impl_->run(std::move(j), cancel, at::Tensor(), progress, sink, &extras);
 }
 

@@ -29,6 +29,25 @@ struct GenerateExtras {
   std::function<void(const at::Tensor& video, const at::Tensor& audio)> on_latents;
 };
 
+// A rank >= 1 of a process world: what `h3 worker` runs (docs/distributed.md).
+struct WorkerOptions {
+  std::string model_dir;   // the same model as rank 0's (checked at admission)
+  std::string rendezvous;  // rank 0's host:port
+  int world_size = 2;
+  int rank = 1;
+  std::string token_file;
+  std::string device = "cpu";                                   // "cpu" (Gloo) or "cuda" (NCCL)
+  int cuda_device = 0;                                          // device == "cuda": this process's GPU
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // joining, and every collective
+};
+
+// Joins rank 0 through its door (dist/door.h), loads this rank's shards and serves rank 0's
+// requests through the same agreed collectives as thread ranks; when the world breaks (a rank
+// lost), joins again at rank 0's next formation. Returns when rank 0 says stop. Throws
+// h3::Error: refused (wrong token, different model or settings), rank 0 never appeared within
+// the timeout or went away, this rank's shards failed to load.
+void run_worker(const WorkerOptions& opts);
+
 class Engine {
  public:
   // Loads each rank's shards once. Throws h3::Error (kNotFound for a missing dir/file, kFormat,
@@ -64,6 +83,7 @@ class Engine {
 
  private:
   struct Impl;
+  friend void run_worker(const WorkerOptions& opts);  // a worker runs Impl's rank side
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

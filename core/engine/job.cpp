@@ -14,12 +14,15 @@ namespace engine_detail {
 
 std::string encode(const Job& job) {
   const nlohmann::json o = {
-      {"kind", job.kind == Job::Kind::kGenerate ? "generate" : "decode"},
+      {"kind", job.kind == Job::Kind::kGenerate ? "generate"
+               : job.kind == Job::Kind::kDecode ? "decode"
+                                                : "stop"},
       {"prompt", job.request.prompt},
       {"embeds_path", job.request.embeds_path},
       {"seed", job.request.seed},
       {"audio", job.request.audio},
       {"want_latents", job.want_latents},
+      {"free_text_encoder", job.free_text_encoder},
       {"plan", job.plan},
   };
   return o.dump();
@@ -29,12 +32,19 @@ Job decode_job(const std::string& wire) {
   try {
     const auto o = nlohmann::json::parse(wire);
     Job j;
-    j.kind = o.at("kind").get<std::string>() == "generate" ? Job::Kind::kGenerate : Job::Kind::kDecode;
+    const std::string kind = o.at("kind").get<std::string>();
+    if (kind != "generate" && kind != "decode" && kind != "stop") {
+      throw Error(ErrorKind::kInternal, "a job from rank 0 has an unknown kind '" + kind + "'");
+    }
+    j.kind = kind == "generate" ? Job::Kind::kGenerate
+             : kind == "decode" ? Job::Kind::kDecode
+                                : Job::Kind::kStop;
     j.request.prompt = o.at("prompt").get<std::string>();
     j.request.embeds_path = o.at("embeds_path").get<std::string>();
     j.request.seed = o.at("seed").get<uint64_t>();
     j.request.audio = o.at("audio").get<bool>();
     j.want_latents = o.at("want_latents").get<bool>();
+    j.free_text_encoder = o.at("free_text_encoder").get<bool>();
     j.plan = o.at("plan").get<ClipPlan>();
     j.request.width = j.plan.width;
     j.request.height = j.plan.height;

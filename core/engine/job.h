@@ -9,10 +9,14 @@
 namespace h3::engine_detail {
 
 struct Job {
-  enum class Kind { kGenerate, kDecode } kind = Kind::kGenerate;
+  // kStop: rank 0 is closing; every rank leaves its serving loop (a worker process exits).
+  enum class Kind { kGenerate, kDecode, kStop } kind = Kind::kGenerate;
   GenerationRequest request;  // kGenerate: prompt or embeddings, seed (size and steps: the plan's)
   ClipPlan plan{};
   bool want_latents = false;  // kGenerate: hand the final latents to the caller's observer
+  // kGenerate: rank 0's EngineOptions::free_text_encoder, so that every rank (a worker process
+  // too, whose own options do not say) drops its encoder shard after this prompt.
+  bool free_text_encoder = false;
 };
 
 std::string encode(const Job& job);

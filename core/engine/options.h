@@ -20,9 +20,18 @@ struct EngineOptions {
   // the cost of a reload per prompt. Only a model with its own text encoder is affected.
   bool free_text_encoder = false;
 
+  // Ranks in other processes or on other hosts (docs/distributed.md). Empty: the ranks are
+  // threads of this process (`ranks`). "host:port": this process is rank 0 of a world of
+  // `world_size` ranks whose others are `h3 worker` processes; it serves the rendezvous store
+  // on exactly that address (ranks must then stay 1).
+  std::string rendezvous;
+  int world_size = 0;      // with rendezvous: every rank, rank 0 included (>= 2)
+  std::string token_file;  // with rendezvous: the shared token, in a file only its owner may read
+
   bool operator==(const EngineOptions& o) const {
     return model_dir == o.model_dir && ranks == o.ranks && tp == o.tp && device == o.device &&
-           timeout == o.timeout && free_text_encoder == o.free_text_encoder;
+           timeout == o.timeout && free_text_encoder == o.free_text_encoder && rendezvous == o.rendezvous &&
+           world_size == o.world_size && token_file == o.token_file;
   }
   bool operator!=(const EngineOptions& o) const { return !(*this == o); }
 };

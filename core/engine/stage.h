@@ -13,7 +13,6 @@
 #include "dit/transformer.h"
 #include "engine/mailbox.h"
 #include "engine/model.h"
-#include "engine/options.h"
 #include "engine/progress.h"
 #include "engine/request.h"
 #include "text/byte_encoder.h"
@@ -47,7 +46,6 @@ struct StageContext {
   const CancelToken& cancel;  // the caller's token; rank 0 polls it
   const ClipPlan& plan;
   Clock::time_point start;  // when the caller started the job
-  const EngineOptions& options;
 
   bool root() const { return group.rank() == 0; }
   // Rank 0 only: a progress report of `phase` with the plan's totals and the time so far.

@@ -30,12 +30,14 @@ void check_one_source(const GenerationRequest& req) {
                   "text_encoder/ and tokenizer/; h3 generate --embeds FILE; GenerationRequest::embeds_path)");
 }
 
-// Every rank reads its shards again (freed after the previous prompt); a rank that fails makes
-// every rank fail together, and the encoder stays released for the next request to retry.
-void reload_text_encoder(const StageContext& c) {
+// Every rank whose shard was freed reads it again. Agreed on every rank each time, whether or not
+// it reloads: ranks may differ (a worker process that joined after rank 0 freed its shard has its
+// own loaded), and a rank that fails makes every rank fail together, leaving the encoder released
+// for the next request to retry.
+void ensure_text_encoder(const StageContext& c) {
   dist::LocalFailure f;
   try {
-    c.parts.prompt->reload_weights(&c.group);
+    if (c.parts.prompt->weights_released()) c.parts.prompt->reload_weights(&c.group);
   } catch (...) {
     f.capture();
   }
@@ -58,7 +60,8 @@ void check_conditioning(const ModelInfo& m, const GenerationRequest& req) {
   check_one_source(req);
 }
 
-text::Conditioning conditioning_stage(const StageContext& c, const GenerationRequest& req) {
+text::Conditioning conditioning_stage(const StageContext& c, const GenerationRequest& req,
+                                      bool free_text_encoder) {
   const bool root = c.root();
   dist::LocalFailure f;
   text::Conditioning cond;
@@ -66,9 +69,9 @@ text::Conditioning conditioning_stage(const StageContext& c, const GenerationReq
   if (c.parts.prompt && req.embeds_path.empty()) {
     // The model's own text encoder: rank 0 tokenizes, every rank runs its shard.
     text::PromptEncoder& encoder = *c.parts.prompt;
-    if (encoder.weights_released()) reload_text_encoder(c);
+    ensure_text_encoder(c);
     cond = encoder.encode_on_ranks(c.group, root ? req.prompt : std::string());
-    if (c.options.free_text_encoder) encoder.release_weights();
+    if (free_text_encoder) encoder.release_weights();
   } else {
     if (root) {
       try {

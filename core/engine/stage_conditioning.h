@@ -16,7 +16,10 @@ text::Conditioning condition(const ModelInfo& model, const text::ByteEncoder* by
 // request with a prompt, `model` must have a built-in encoder.
 void check_conditioning(const ModelInfo& model, const GenerationRequest& req);
 
-// Every rank: rank 0's conditioning, agreed and broadcast. A cancel is agreed here too.
-text::Conditioning conditioning_stage(const StageContext& c, const GenerationRequest& req);
+// Every rank: rank 0's conditioning, agreed and broadcast. A cancel is agreed here too. With
+// `free_text_encoder` (rank 0's option, carried by the job) every rank drops its encoder shard
+// after encoding; the next prompt reloads it.
+text::Conditioning conditioning_stage(const StageContext& c, const GenerationRequest& req,
+                                      bool free_text_encoder);
 
 }  // namespace h3::engine_detail

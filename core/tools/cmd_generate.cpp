@@ -66,6 +66,10 @@ int run(Args& a) {
   eo.ranks = static_cast<int>(a.int_or("ranks", 1, kMinRanks, kMaxRanks));
   eo.device = a.string_or("device", "cpu");
   eo.free_text_encoder = a.flag("free-text-encoder");
+  eo.rendezvous = a.string_or("rendezvous", "");
+  eo.world_size = static_cast<int>(a.int_or("world-size", 0, 0, kMaxRanks));
+  eo.token_file = a.string_or("token-file", "");
+  eo.timeout = std::chrono::seconds(a.int_or("timeout", kDefaultTimeout.count(), 1, 86400));
   const std::string out = a.string("out");
   const auto save_latents = a.opt_string("save-latents");
   const auto audio_out = a.opt_string("audio");
@@ -87,7 +91,7 @@ int run(Args& a) {
         eo.model_dir.c_str(), (long long)plan.width, (long long)plan.height, (long long)plan.num_frames,
         plan.fps_n, plan.fps_d, (long long)plan.canvas_width, (long long)plan.canvas_height,
         (long long)plan.latent_frames, (long long)plan.generated_frames, (long long)plan.steps,
-        (unsigned long long)req.seed, eo.ranks);
+        (unsigned long long)req.seed, eo.rendezvous.empty() ? eo.ranks : eo.world_size);
   }
   Y4mWriter writer(out, plan.width, plan.height, plan.fps_n, plan.fps_d);
   Y4mSink sink(writer);
@@ -125,10 +129,8 @@ H3_REGISTER_COMMAND(
     "generate", "a prompt or prompt embeddings in, a YUV4MPEG2 clip out (streamed chunk by chunk)",
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] --out FILE.y4m\n"
-    "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]
-"
-    "                   [--quiet]
-"
+    "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
+    "                   [--timeout S] [--quiet] [--rendezvous HOST:PORT --world-size N --token-file FILE]\n"
     "\n"
     "  --model DIR          model folder (release layout); default: the tiny default model\n"
     "                       ($H3_MODEL_DIR, else the installed or build tree's copy)\n"
@@ -150,6 +152,11 @@ H3_REGISTER_COMMAND(
     "  --device cpu|cuda    where the DiT and the VAE run (cuda: rank r on cuda:r, NCCL between ranks)\n"
     "  --free-text-encoder  drop the text encoder's weights once the prompt is encoded (the DiT\n"
     "                       and the VAE get the memory; a later prompt reads them again)\n"
+    "  --timeout S          bound on every collective and on joining the ranks (default 120)\n"
+    "  --rendezvous HOST:PORT  be rank 0 of a world of processes: serve the rendezvous store on\n"
+    "                       exactly this address; ranks 1..N-1 are `h3 worker`s (docs/distributed.md)\n"
+    "  --world-size N       with --rendezvous: every rank, this one included (>= 2)\n"
+    "  --token-file FILE    with --rendezvous: the shared token (chmod 600); workers must present it\n"
     "  --quiet              no progress on stderr\n"
     "\n"
     "Progress goes to stderr: a bar on a terminal, plain lines otherwise.",

@@ -17,6 +17,7 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   j.request.seed = 18446744073709551615ull;  // the full uint64 range
   j.request.audio = true;
   j.want_latents = true;
+  j.free_text_encoder = true;
   ClipPlan& p = j.plan;
   p.width = 320;
   p.height = 192;
@@ -40,6 +41,7 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   EXPECT_EQ(r.request.seed, j.request.seed);
   EXPECT_TRUE(r.request.audio);
   EXPECT_TRUE(r.want_latents);
+  EXPECT_TRUE(r.free_text_encoder);
   EXPECT_EQ(r.plan.width, 320);
   EXPECT_EQ(r.plan.height, 192);
   EXPECT_EQ(r.plan.num_frames, 41);

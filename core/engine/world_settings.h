@@ -1,0 +1,18 @@
+// What the ranks of a process world must agree on before they are admitted (dist/door.h): the
+// model's configs, the shard plan and the weights' dtypes and shapes, and the backend.
+#pragma once
+
+#include <string>
+
+#include "engine/model.h"
+
+namespace h3::engine_detail {
+
+// A flat JSON object of strings: the SHA-256 of every *.json of the model folder and its
+// subfolders (configs, tokenizer, shard indexes: the shard plan), of each subfolder's
+// safetensors headers (every tensor's dtype and shape, and the file it lives in), the world
+// size (the tensor-parallel split), the backend and the engine's version. Two ranks whose
+// objects differ are refused at the door, which names the fields.
+std::string world_settings(const ModelInfo& m, int world_size, const std::string& device);
+
+}  // namespace h3::engine_detail
