@@ -173,8 +173,8 @@ int rss_child(const Spec& s, int64_t mult) {
 // output head on the n pixel tokens. The 24-channel input projections are left out (K = 24).
 std::vector<Gemm> decode_gemms(const vae::VideoDecoder& d, const at::Tensor& latents) {
   const vae::VaeConfig& c = d.config();
-  const auto grid =
-      vae::plan_tiles(latents.size(3), latents.size(4), c.patch_size, c.tiling, c.tile_size, c.tile_overlap_min);
+  const auto grid = vae::plan_tiles(latents.size(3), latents.size(4), c.patch_size, c.tiling, c.tile_size,
+                                    c.tile_overlap_min);
   const vae::ChunkPlan plan = d.plan(latents.size(2));
   const int64_t clips = plan.num_clips, t = plan.tokens_chunk_size + plan.token_overlap;
   std::vector<Gemm> g;
@@ -217,7 +217,8 @@ int run_files(const std::string& vae_dir, const std::string& latents_path, const
     std::fflush(stdout);
   }
   print_gemm_rate("vae decode", decode_gemms(d, latents), best);
-  if (!out_path.empty()) io::write_safetensors(out_path, {{"frames_f32", v.frames_f32}, {"frames", v.frames}});
+  if (!out_path.empty())
+    io::write_safetensors(out_path, {{"frames_f32", v.frames_f32}, {"frames", v.frames}});
   return 0;
 }
 
