@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/fused_linear.h"
+
 #if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
 #define H3_HAVE_FUSED_SDPA 1
 #else
@@ -93,6 +95,9 @@ std::vector<Segment> segments_of(const at::Tensor& index) {
 }
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  if (x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat) {
+    return at::rms_norm(x, {x.size(-1)}, weight, eps);  // one fused kernel, fp32 math
+  }
   auto xf = x.to(at::kFloat);
   auto inv = at::rsqrt(xf.pow(2).mean(-1, true).add_(eps));
   return (xf * inv).mul_(weight.to(at::kFloat));
@@ -153,24 +158,27 @@ at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const 
                               const RopeTable* rope, const TensorParallel& tp) {
   const int64_t s = a.size(0), d = c.head_dim, heads = w.local_heads(d);
   auto x = as_dtype(a, w.to_q);
-  auto q = rms_norm(at::linear(x, w.to_q).view({s, heads, d}), w.norm_q, c.qk_norm_eps);
-  auto k = rms_norm(at::linear(x, w.to_k).view({s, heads, d}), w.norm_k, c.qk_norm_eps);
-  auto v = at::linear(x, w.to_v).view({s, heads, d});
+  auto q = rms_norm(h3::linear(x, w.to_q, {}).view({s, heads, d}), w.norm_q, c.qk_norm_eps);
+  auto k = rms_norm(h3::linear(x, w.to_k, {}).view({s, heads, d}), w.norm_k, c.qk_norm_eps);
+  auto v = h3::linear(x, w.to_v, {}).view({s, heads, d});
   if (rope) {
     apply_rope_(q, *rope);
     apply_rope_(k, *rope);
   }
   auto o = attention(as_dtype(q, v), as_dtype(k, v), v);
-  auto out = at::linear(o, w.to_out);
+  auto out = h3::linear(o, w.to_out, {});
   tp.all_reduce_sum(out);
   return out;
 }
 
 at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const TensorParallel& tp) {
-  auto proj = at::linear(as_dtype(b, w.ff_in), w.ff_in);
-  const int64_t f = proj.size(1) / 2;
-  auto act = at::silu(proj.narrow(1, f, f)).mul_(proj.narrow(1, 0, f));
-  auto out = at::linear(act, w.ff_out);
+  // ff_in rows are [value; gate] (this rank's shard of each): silu(gate) * value, the activation
+  // and the product fused into the two GEMMs.
+  const auto x = as_dtype(b, w.ff_in);
+  const int64_t f = w.ff_in.size(0) / 2;
+  auto gate = h3::linear_silu(x, w.ff_in.narrow(0, f, f), {});
+  auto act = h3::linear_mul(x, w.ff_in.narrow(0, 0, f), {}, gate);
+  auto out = h3::linear(act, w.ff_out, {});
   tp.all_reduce_sum(out);
   return out;
 }

@@ -22,7 +22,10 @@
 #include "dist/world.h"
 #include "dit/random_model.h"
 #include "dit/transformer.h"
+#include "io/safetensors.h"
 #include "tools/command.h"
+#include "tools/dit_inputs_file.h"
+#include "tools/gemm_rate.h"
 #include "tools/scratch_dir.h"
 
 namespace h3::tools {
@@ -179,6 +182,57 @@ TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int tp, int st
   return r;
 }
 
+// The matrix products of one forward on one rank: per block (on all rows) and per refiner block
+// (on the text rows) the q, k, v, output and two FFN projections and per head the scores and
+// values. Embeddings, AdaLN rows and heads are left out (under 1 %).
+std::vector<Gemm> forward_gemms(const dit::DitConfig& c, const dit::DitInputs& in) {
+  const int64_t video = in.video.size(2) * (in.video.size(3) / c.patch[1]) * (in.video.size(4) / c.patch[2]);
+  const int64_t text = in.text.size(0), rows = text + in.audio.size(0) + video;
+  std::vector<Gemm> g;
+  auto blocks = [&](int64_t s, int64_t count) {
+    const int64_t h = c.hidden_size, inner = c.inner_dim(), f = c.ffn_dim;
+    g.push_back({1, s, h, inner, 3 * count});
+    g.push_back({1, s, inner, h, count});
+    g.push_back({1, s, h, 2 * f, count});
+    g.push_back({1, s, f, h, count});
+    g.push_back({c.num_heads, s, c.head_dim, s, count});
+    g.push_back({c.num_heads, s, s, c.head_dim, count});
+  };
+  blocks(rows, c.num_layers);
+  blocks(text, c.num_refiner_layers);
+  return g;
+}
+
+// The engine's side of scripts/bench-reference.sh: the transformer and inputs from files (the
+// same ones diffusers loads there), `threads` intra-op threads in one rank, one warm-up forward
+// (on `warmup_path` when given, else on the inputs), then `repeat` timed forwards, each printed
+// as `seconds S`; the velocities go to `out_path`.
+int run_files(const std::string& dir, const std::string& inputs_path, const std::string& warmup_path,
+              const std::string& out_path, int threads, int64_t repeat, const dit::TransformerOptions& opts) {
+  set_blas_threads(threads);
+  at::set_num_threads(threads);
+  const dit::DitInputs in = read_dit_inputs(inputs_path);
+  const auto model = dit::Transformer::load(dir, nullptr, opts);
+  (void)model.forward(warmup_path.empty() ? in : read_dit_inputs(warmup_path));
+  dit::Velocity v;
+  double best = 1e30;
+  for (int64_t k = 0; k < repeat; ++k) {
+    const auto t0 = Clock::now();
+    v = model.forward(in);
+    wait_for(v);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s);
+    std::printf("seconds %.4f\n", s);
+    std::fflush(stdout);
+  }
+  if (!opts.device.is_cuda()) print_gemm_rate("dit forward", forward_gemms(model.config(), in), best);
+  if (!out_path.empty()) {
+    io::write_safetensors(out_path, {{"velocity_video", v.video.to(at::kCPU, at::kFloat).contiguous()},
+                                     {"velocity_audio", v.audio.to(at::kCPU, at::kFloat).contiguous()}});
+  }
+  return 0;
+}
+
 int run(Args& args) {
   dit::DitConfig c;
   c.hidden_size = args.int_or("hidden", 512, 64, 8192);
@@ -201,7 +255,17 @@ int run(Args& args) {
   const std::string dtype = args.string_or("dtype", "fp32");
   if (dtype != "fp32" && dtype != "bf16") throw UsageError{"--dtype must be fp32 or bf16"};
   opts.dtype = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  const std::string files_dir = args.string_or("transformer", "");
+  const std::string inputs_path = args.string_or("inputs", "");
+  const std::string warmup_path = args.string_or("warmup", "");
+  const std::string out_path = args.string_or("out", "");
+  const int threads = static_cast<int>(args.int_or("threads", 1, 1, 1024));
+  const int64_t repeat = args.int_or("repeat", 1, 1, 100);
   args.finish();
+  if (!files_dir.empty() || !inputs_path.empty()) {
+    if (files_dir.empty() || inputs_path.empty()) throw UsageError{"--transformer and --inputs go together"};
+    return run_files(files_dir, inputs_path, warmup_path, out_path, threads, repeat, opts);
+  }
   c.validate("bench config");
 
   const tools::ScratchDir scratch(std::filesystem::temp_directory_path().string(), "h3-bench-dit-");
@@ -283,7 +347,14 @@ H3_REGISTER_COMMAND(
     "threads, one intra-op and one BLAS thread each). Prints seconds per step, GEMM FLOP/s\n"
     "per rank against a plain at::mm measured in the same run, and peak tensor memory per rank\n"
     "(host memory: on CUDA only the weights' bytes mean anything). --device cuda runs rank r on\n"
-    "cuda:r (NCCL between ranks, TP sizes up to the GPUs present); --dtype bf16 as released.",
+    "cuda:r (NCCL between ranks, TP sizes up to the GPUs present); --dtype bf16 as released.\n"
+    "\n"
+    "h3 bench dit --transformer DIR --inputs FILE [--warmup FILE] [--out FILE] [--threads N]\n"
+    "             [--repeat N] [--dtype fp32|bf16]\n"
+    "runs the transformer folder DIR on the inputs of FILE (the format of `h3 dit-forward\n"
+    "--inputs`) instead: 1 rank, N intra-op threads, one untimed forward first (on --warmup's\n"
+    "inputs when given), `seconds S` per timed forward, the GEMM rate against at::mm, and the\n"
+    "velocities written to --out (scripts/bench-reference.sh runs it beside diffusers).",
     run);
 
 }  // namespace

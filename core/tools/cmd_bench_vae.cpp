@@ -17,7 +17,9 @@
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "io/safetensors.h"
 #include "tools/command.h"
+#include "tools/gemm_rate.h"
 #include "vae/cpu_threads.h"
 #include "vae/random_weights.h"
 #include "vae/video_decoder.h"
@@ -166,6 +168,60 @@ int rss_child(const Spec& s, int64_t mult) {
   return 0;
 }
 
+// The matrix products of one decode: per tile of n latent tokens (S = n + registers + 1), per
+// layer the qkv, output and two FFN projections and per head the scores and values; then the
+// output head on the n pixel tokens. The 24-channel input projections are left out (K = 24).
+std::vector<Gemm> decode_gemms(const vae::VideoDecoder& d, const at::Tensor& latents) {
+  const vae::VaeConfig& c = d.config();
+  const auto grid = vae::plan_tiles(latents.size(3), latents.size(4), c.patch_size, c.tiling, c.tile_size,
+                                    c.tile_overlap_min);
+  const vae::ChunkPlan plan = d.plan(latents.size(2));
+  const int64_t clips = plan.num_clips, t = plan.tokens_chunk_size + plan.token_overlap;
+  std::vector<Gemm> g;
+  for (int64_t i = 0; i < grid.count(); ++i) {
+    const int64_t th = grid.y.lengths[static_cast<size_t>(i / grid.cols())] / grid.unit;
+    const int64_t tw = grid.x.lengths[static_cast<size_t>(i % grid.cols())] / grid.unit;
+    const int64_t n = t * th * tw, s = n + c.num_register_tokens + 1, dim = c.dim(), f = c.ffn_inner();
+    const int64_t per = clips * c.num_layers;
+    g.push_back({1, s, dim, 3 * dim, per});
+    g.push_back({1, s, dim, dim, per});
+    g.push_back({1, s, dim, 2 * f, per});
+    g.push_back({1, s, f, dim, per});
+    g.push_back({c.num_heads, s, c.head_dim, s, per});
+    g.push_back({c.num_heads, s, s, c.head_dim, per});
+    g.push_back({1, n, dim, c.out_channels * c.patch_size_t * c.patch_size * c.patch_size, clips});
+  }
+  return g;
+}
+
+// The engine's side of scripts/bench-reference.sh: the decoder and latents from files (the same
+// ones diffusers loads there), `threads` intra-op threads in one rank, one warm-up decode of the
+// file's `warmup` latents, then `repeat` timed whole-clip decodes, each printed as `seconds S`.
+int run_files(const std::string& vae_dir, const std::string& latents_path, const std::string& out_path,
+              int threads, int64_t repeat) {
+  vae::set_cpu_threads(threads);
+  const auto file = io::SafetensorsFile::open(latents_path);
+  const at::Tensor latents = file->view("latents").clone();
+  const vae::VideoDecoder d = vae::VideoDecoder::load(vae_dir);
+  vae::DecodeOptions opts;
+  opts.float_frames = true;
+  if (file->find("warmup")) (void)d.decode(file->view("warmup").clone(), opts);
+  vae::DecodedVideo v;
+  double best = 1e30;
+  for (int64_t k = 0; k < repeat; ++k) {
+    const auto t0 = Clock::now();
+    v = d.decode(latents, opts);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s);
+    std::printf("seconds %.4f\n", s);
+    std::fflush(stdout);
+  }
+  print_gemm_rate("vae decode", decode_gemms(d, latents), best);
+  if (!out_path.empty())
+    io::write_safetensors(out_path, {{"frames_f32", v.frames_f32}, {"frames", v.frames}});
+  return 0;
+}
+
 int run_bench(Args& a) {
   Spec s;
   s.layers = a.int_or("layers", s.layers, 1, 64);
@@ -180,7 +236,15 @@ int run_bench(Args& a) {
   const bool no_rss = a.flag("no-rss");
   const int64_t repeat = a.int_or("repeat", 2, 1, 100);
   const c10::Device device = parse_device(a.string_or("device", "cpu"), "--device");
+  const std::string vae_dir = a.string_or("vae", "");
+  const std::string latents_path = a.string_or("latents", "");
+  const std::string out_path = a.string_or("out", "");
+  const int threads = static_cast<int>(a.int_or("threads", 1, 1, 1024));
   a.finish();
+  if (!vae_dir.empty() || !latents_path.empty()) {
+    if (vae_dir.empty() || latents_path.empty()) throw UsageError{"--vae and --latents go together"};
+    return run_files(vae_dir, latents_path, out_path, threads, repeat);
+  }
   if (s.width % 64 != 0) throw UsageError{"--width must be a multiple of 64 (heads of 64)"};
   if (child > 0) return rss_child(s, child);
 
@@ -250,6 +314,7 @@ H3_REGISTER_COMMAND(
     "usage: h3 bench vae [--layers N] [--width W] [--latent-t T] [--latent-h H] [--latent-w W]\n"
     "                    [--tile PX] [--overlap PX] [--ranks N] [--repeat N]\n"
     "                    [--no-rss] [--device cpu|cuda|cuda:K]\n"
+    "       h3 bench vae --vae DIR --latents FILE [--out FILE] [--threads N] [--repeat N]\n"
     "\n"
     "Decodes random latents with a random-weight decoder of the release's shape (heads of 64,\n"
     "24 latent channels) in fp32 on the CPU, one CPU thread per rank (ATen and OpenBLAS):\n"
@@ -259,7 +324,13 @@ H3_REGISTER_COMMAND(
     "30, 12, 12]\n"
     "(6 chunks of 17 frames), tiles of 128 px with overlap >= 32 (2 x 2 per clip), 2 ranks.\n"
     "--tile 256 --overlap 64 --latent-h 24 --latent-w 24 uses the release tiles (slower).\n"
-    "--device cuda decodes on a GPU (1 rank, no memory probe).",
+    "--device cuda decodes on a GPU (1 rank, no memory probe).\n"
+    "\n"
+    "h3 bench vae --vae DIR --latents FILE [--out FILE] [--threads N] [--repeat N]\n"
+    "decodes the tensor `latents` of FILE with the VAE folder DIR instead (1 rank, N intra-op\n"
+    "threads; first an untimed decode of FILE's `warmup` when present), prints `seconds S` per\n"
+    "decode and the GEMM rate against at::mm, and writes `frames_f32` and `frames` to --out\n"
+    "(scripts/bench-reference.sh runs it beside diffusers).",
     run_bench);
 
 }  // namespace

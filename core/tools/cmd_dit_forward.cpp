@@ -15,30 +15,10 @@
 #include "engine/limits.h"
 #include "io/safetensors.h"
 #include "tools/command.h"
+#include "tools/dit_inputs_file.h"
 
 namespace h3::tools {
 namespace {
-
-dit::DitInputs read_inputs(const std::string& path) {
-  auto f = io::SafetensorsFile::open(path);
-  auto get = [&](const char* name) { return f->view(name).clone(); };
-  auto scalar = [&](const char* name) {
-    auto t = get(name);
-    if (t.numel() != 1) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  path + ": '" + name + "' must be a 0-d timestep t = 1 - sigma");
-    }
-    return t.to(at::kFloat).item<float>();
-  };
-  dit::DitInputs in;
-  in.video = get("video");
-  in.audio = get("audio");
-  in.text = get("text");
-  if (f->find("tags")) in.text_tags = get("tags");
-  in.t_video = scalar("t_video");
-  in.t_audio = scalar("t_audio");
-  return in;
-}
 
 int run(Args& args) {
   const std::string dir = args.string("transformer");
@@ -60,7 +40,7 @@ int run(Args& args) {
     throw Error(ErrorKind::kInvalidArgument, "--dtype " + dtype_name + ": expected fp32 or bf16");
   }
 
-  const auto in = read_inputs(inputs);
+  const auto in = read_dit_inputs(inputs);
   const auto start = std::chrono::steady_clock::now();
   dit::Velocity v;
   if (ranks == 1) {

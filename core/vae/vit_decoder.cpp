@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/fused_linear.h"
 #include "common/shape.h"
+#include "vae/attention_inputs.h"
 #include "vae/decoder_tensors.h"
 
 namespace h3::vae {
@@ -27,11 +29,6 @@ at::Tensor fetch(const std::function<at::Tensor(const std::string&)>& get, const
                                           shape_string(expected) + " (config and checkpoint disagree)");
   }
   return t.to(at::kCPU, at::kFloat).contiguous();
-}
-
-// RMS normalisation over the last dim, without weights: x / sqrt(mean(x^2) + eps).
-at::Tensor rms(const at::Tensor& x, double eps) {
-  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps);
 }
 
 // cos/sin tables [S, rope_dim] for a tile of t x h x w patches followed by `suffix`
@@ -57,38 +54,13 @@ std::pair<at::Tensor, at::Tensor> rope_tables(const VaeConfig& c, int64_t t, int
   return {ang.cos(), ang.sin()};
 }
 
-// Rotates the first rope_dim dims of x [H, S, hd] (rotate-half); the rest pass through.
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const int64_t rd = cos.size(-1);
-  if (rd == 0) return x;
-  const at::Tensor xr = x.narrow(-1, 0, rd);
-  const at::Tensor x1 = xr.narrow(-1, 0, rd / 2), x2 = xr.narrow(-1, rd / 2, rd / 2);
-  const at::Tensor rotated = xr * cos + at::cat({-x2, x1}, -1) * sin;
-  if (rd == x.size(-1)) return rotated;
-  return at::cat({rotated, x.narrow(-1, rd, x.size(-1) - rd)}, -1);
-}
-
-// softmax(q k^T * scale) v for q, k, v [H, S, hd], a block of queries at a time so that the
-// score matrix stays small (the full-size decoder has 32 heads x 1797 tokens).
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const int64_t heads = q.size(0), s = q.size(1);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
-  const at::Tensor kt = k.transpose(1, 2);
-  constexpr int64_t kMaxScores = int64_t{1} << 23;  // 32 MiB of fp32 scores per block
-  const int64_t block =
-      std::max<int64_t>(1, std::min<int64_t>(s, kMaxScores / std::max<int64_t>(1, heads * s)));
-  if (block >= s) return at::matmul(at::softmax(at::matmul(q, kt).mul_(scale), -1), v);
-  at::Tensor out = at::empty_like(q);
-  for (int64_t b = 0; b < s; b += block) {
-    const int64_t n = std::min(block, s - b);
-    at::Tensor p = at::softmax(at::matmul(q.narrow(1, b, n), kt).mul_(scale), -1);
-    out.narrow(1, b, n).copy_(at::matmul(p, v));
-  }
-  return out;
-}
-
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return at::addmm(b, x, w.t());
+// The layer scales folded into the projections that feed the residual stream, so that one fused
+// linear + add computes x + (o W^T + b) * scale (what the checkpoint's blocks do).
+void fold_layer_scales(BlockWeights& b) {
+  b.out_weight = b.out_weight * b.scale1.unsqueeze(1);
+  b.out_bias = b.out_bias * b.scale1;
+  b.ff_out_weight = b.ff_out_weight * b.scale2.unsqueeze(1);
+  b.ff_out_bias = b.ff_out_bias * b.scale2;
 }
 
 }  // namespace
@@ -98,6 +70,7 @@ DecoderWeights bind_decoder_weights(const VaeConfig& c,
   DecoderWeights w;
   w.blocks.resize(static_cast<size_t>(c.num_layers));
   for (const DecoderTensor& d : decoder_tensors(c)) d.store(w, fetch(get, d.name, d.shape));
+  for (BlockWeights& b : w.blocks) fold_layer_scales(b);
   return w;
 }
 
@@ -114,29 +87,32 @@ at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Te
 
   // Tokens in (t, h, w) order; post_quant_conv is a 1x1x1 conv, i.e. a per-token linear map.
   at::Tensor tokens = z.permute({1, 2, 3, 0}).reshape({n, c.latent_channels});
-  tokens = linear(tokens, w.post_quant_conv_weight, w.post_quant_conv_bias);
-  at::Tensor x = at::cat({linear(tokens, w.proj_in_weight, w.proj_in_bias), w.register_tokens,
+  tokens = h3::linear(tokens, w.post_quant_conv_weight, w.post_quant_conv_bias);
+  at::Tensor x = at::cat({h3::linear(tokens, w.proj_in_weight, w.proj_in_bias), w.register_tokens,
                           at::zeros({1, D}, tokens.options())},
                          0);  // [S, D]
 
   const auto tables = rope_tables(c, t, h, wd, suffix);
   const at::Tensor cos = tables.first.to(x.device()), sin = tables.second.to(x.device());
   for (const BlockWeights& b : w.blocks) {
-    const at::Tensor a = rms(x, c.norm_eps) * b.norm1_weight;
-    const at::Tensor qkv = linear(a, b.qkv_weight, b.qkv_bias).view({S, 3, H, hd}).permute({1, 2, 0, 3});
-    const at::Tensor q = apply_rope(rms(qkv[0], c.norm_eps), cos, sin);
-    const at::Tensor k = apply_rope(rms(qkv[1], c.norm_eps), cos, sin);
-    const at::Tensor o = attention(q, k, qkv[2].contiguous()).permute({1, 0, 2}).reshape({S, D});
-    x = x + linear(o, b.out_weight, b.out_bias) * b.scale1;
+    const at::Tensor a = at::rms_norm(x, {D}, b.norm1_weight, c.norm_eps);
+    const AttentionInputs in =
+        attention_inputs(h3::linear(a, b.qkv_weight, b.qkv_bias), H, hd, cos, sin, c.norm_eps);
+    // [1, H, S, hd] -> [S, D]: the CPU kernel's output is laid out [S, H, hd] already.
+    const at::Tensor o =
+        at::scaled_dot_product_attention(in.q, in.k, in.v).squeeze(0).transpose(0, 1).reshape({S, D});
+    x = h3::linear_add(o, b.out_weight, b.out_bias, x);  // x + attn * scale1 (folded)
 
-    const at::Tensor m = rms(x, c.norm_eps) * b.norm2_weight;
-    const at::Tensor hidden = linear(m, b.ff_in_weight, b.ff_in_bias);  // [S, 2F]: [value; gate]
-    const at::Tensor act = hidden.narrow(1, 0, F) * at::silu(hidden.narrow(1, F, F));
-    x = x + linear(act, b.ff_out_weight, b.ff_out_bias) * b.scale2;
+    const at::Tensor m = at::rms_norm(x, {D}, b.norm2_weight, c.norm_eps);
+    // ff.net.0.proj rows are [value; gate]: silu(gate) * value, each product fused into its GEMM.
+    const at::Tensor gate = h3::linear_silu(m, b.ff_in_weight.narrow(0, F, F), b.ff_in_bias.narrow(0, F, F));
+    const at::Tensor act =
+        h3::linear_mul(m, b.ff_in_weight.narrow(0, 0, F), b.ff_in_bias.narrow(0, 0, F), gate);
+    x = h3::linear_add(act, b.ff_out_weight, b.ff_out_bias, x);  // x + ffn * scale2 (folded)
   }
   // The suffix tokens carry no pixels: drop them before the output head.
   x = at::layer_norm(x.narrow(0, 0, n), {D}, w.norm_out_weight, w.norm_out_bias, c.norm_eps);
-  at::Tensor px = linear(x, w.proj_out_weight, w.proj_out_bias);  // [n, C*pt*p*p]
+  at::Tensor px = h3::linear(x, w.proj_out_weight, w.proj_out_bias);  // [n, C*pt*p*p]
   const int64_t oc = c.out_channels, pt = c.patch_size_t, p = c.patch_size;
   px = px.view({t, h, wd, oc, pt, p, p}).permute({3, 0, 4, 1, 5, 2, 6});
   return px.reshape({oc, t * pt, h * p, wd * p});

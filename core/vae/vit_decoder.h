@@ -21,15 +21,15 @@ struct BlockWeights {
   at::Tensor norm1_weight;   // norm1.weight [D]
   at::Tensor qkv_weight;     // attn.to_q/to_k/to_v.weight [D, D] each, stacked to [3D, D]
   at::Tensor qkv_bias;       // attn.to_q/to_k/to_v.bias [D] each, stacked to [3D]
-  at::Tensor out_weight;     // attn.to_out.0.weight [D, D]
-  at::Tensor out_bias;       // attn.to_out.0.bias [D]
-  at::Tensor scale1;         // scale1 [D] (layer scale of the attention branch)
+  at::Tensor out_weight;     // attn.to_out.0.weight [D, D], rows multiplied by scale1 (folded at bind)
+  at::Tensor out_bias;       // attn.to_out.0.bias [D] times scale1 (folded at bind)
+  at::Tensor scale1;         // scale1 [D] (layer scale of the attention branch; already in out_*)
   at::Tensor norm2_weight;   // norm2.weight [D]
   at::Tensor ff_in_weight;   // ff.net.0.proj.weight [2F, D], rows [value; gate]
   at::Tensor ff_in_bias;     // ff.net.0.proj.bias [2F]
-  at::Tensor ff_out_weight;  // ff.net.2.weight [D, F]
-  at::Tensor ff_out_bias;    // ff.net.2.bias [D]
-  at::Tensor scale2;         // scale2 [D]
+  at::Tensor ff_out_weight;  // ff.net.2.weight [D, F], rows multiplied by scale2 (folded at bind)
+  at::Tensor ff_out_bias;    // ff.net.2.bias [D] times scale2 (folded at bind)
+  at::Tensor scale2;         // scale2 [D] (already in ff_out_*)
 };
 
 struct DecoderWeights {
@@ -48,7 +48,8 @@ struct DecoderWeights {
 // Binds the weights declared by decoder_tensors() (vae/decoder_tensors.h): `get(name)` returns
 // the tensor of a diffusers name (any float dtype, any device: it is moved to fp32 CPU). Shapes
 // are checked against the declaration; a wrong one is h3::Error(kMismatch) naming the tensor,
-// its shape and the expected one.
+// its shape and the expected one. The layer scales are folded into the output projections of
+// their branches (BlockWeights), so that each branch ends in one fused linear + residual add.
 DecoderWeights bind_decoder_weights(const VaeConfig& c,
                                     const std::function<at::Tensor(const std::string&)>& get);
 
