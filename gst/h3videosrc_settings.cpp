@@ -107,6 +107,7 @@ void install_engine_properties(GObjectClass* klass) {
                            "Drop the text encoder's weights once a prompt is encoded, leaving the memory "
                            "to the DiT and the VAE; the next prompt reads them again from the model folder",
                            d.free_text_encoder, kReady));
+  g_object_class_install_property(
       klass, PROP_RENDEZVOUS,
       g_param_spec_string("rendezvous", "Rendezvous",
                           "host:port: this element is rank 0 of a world of world-size ranks whose others "
