@@ -149,6 +149,7 @@ static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* q
 static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* event);
 static void gst_h3_src_video_loop(gpointer data);
 static void gst_h3_src_audio_loop(gpointer data);
+
 static void gst_h3_src_class_init(GstH3SrcClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass* element_class = GST_ELEMENT_CLASS(klass);

@@ -1,11 +1,12 @@
 #!/bin/bash
 # RTP over loopback with sound: h3src -> H.264 -> RTP (port PORT) and -> Opus -> RTP (PORT + 2),
 # and one receiver with both depayloaders and decoders that stops by itself once it has decoded
-# every frame and most of the soundtrack. Both run under a timeout. Checked: the sender pushed
-# exactly FRAMES frames, the receiver decoded exactly as many and at least 80 % of the
-# soundtrack's 20 ms Opus frames (the last may still be in flight when the video ends).
+# every frame and most of the soundtrack (identity eos-after on each branch). Both run under a
+# timeout. Checked: the sender pushed exactly FRAMES frames, and the receiver ended by itself:
+# it decoded FRAMES frames and at least 80 % of the soundtrack's 20 ms Opus frames (the last
+# may still be in flight when the sender ends).
 # Usage: bash pipelines/rtp-av.sh BUILD_DIR [FRAMES]
-# PORT (default 5010); H3_PROPS for more element properties; TIMEOUT_S (default 120)
+# PORT (default 5010); H3_PROPS for more element properties; TIMEOUT_S (default 300)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=pipelines/env.sh
@@ -14,7 +15,7 @@ h3_pipeline_env "${1:-build}"
 frames=${2:-25}
 port=${PORT:-5010}
 aport=$((port + 2))
-limit=${TIMEOUT_S:-120}
+limit=${TIMEOUT_S:-300}
 props=${H3_PROPS:-}
 log=$(mktemp)
 sent_log=$(mktemp)
@@ -27,9 +28,9 @@ vcaps="application/x-rtp,media=video,clock-rate=90000,encoding-name=H264,payload
 acaps="application/x-rtp,media=audio,clock-rate=48000,encoding-name=OPUS,payload=97"
 timeout "$limit" gst-launch-1.0 -v \
   udpsrc address=127.0.0.1 port="$port" caps="$vcaps" ! rtpjitterbuffer latency=200 ! rtph264depay ! \
-    h264parse ! avdec_h264 ! identity name=vcount eos-after="$frames" silent=false ! fakesink sync=false \
+    h264parse ! avdec_h264 ! identity name=vcount eos-after="$frames" ! fakesink sync=false \
   udpsrc address=127.0.0.1 port="$aport" caps="$acaps" ! rtpjitterbuffer latency=200 ! rtpopusdepay ! \
-    opusdec ! identity name=acount eos-after="$want_audio" silent=false ! fakesink sync=false > "$log" 2>&1 &
+    opusdec ! identity name=acount eos-after="$want_audio" ! fakesink sync=false > "$log" 2>&1 &
 receiver=$!
 sleep 1
 
@@ -47,24 +48,23 @@ wait "$receiver"
 receiver_rc=$?
 set -e
 sent=$(grep -c 'sent: last-message = chain' "$sent_log" || true)
-# identity reports each buffer but the one it ends the stream on.
-got=$(grep -c 'vcount: last-message = chain' "$log" || true)
-got_audio=$(grep -c 'acount: last-message = chain' "$log" || true)
-got=$((got + (receiver_rc == 0)))
-got_audio=$((got_audio + (receiver_rc == 0)))
-echo "rtp-av: sender rc $sender_rc, receiver rc $receiver_rc; sent $sent frames, received $got of $frames" \
-  "frames and $got_audio Opus frames (of $opus_frames; $want_audio needed)"
+# The receiver ends by itself only once both branches' identity reached eos-after: every frame
+# and want_audio Opus frames were decoded (identity's printed reports are not counted: at the
+# audio's 50 buffers a second gst-launch does not print every one).
+echo "rtp-av: sender rc $sender_rc, receiver rc $receiver_rc; sent $sent of $frames frames"
 if [ "$sender_rc" -ne 0 ]; then
   echo "rtp-av: the sender failed (rc $sender_rc)" >&2
   tail -20 "$sent_log" >&2
   exit 1
 fi
 if [ "$receiver_rc" -ne 0 ]; then
-  echo "rtp-av: the receiver did not get all it waited for (rc $receiver_rc; 124 = timed out)" >&2
+  echo "rtp-av: the receiver did not decode $frames frames and $want_audio Opus frames (rc $receiver_rc;" \
+    "124 = timed out)" >&2
   tail -20 "$log" >&2
   exit 1
 fi
-if [ "$sent" -ne "$frames" ] || [ "$got" -ne "$frames" ] || [ "$got_audio" -lt "$want_audio" ]; then
-  echo "rtp-av: $frames frames asked for, $sent sent, $got received; $got_audio Opus frames received" >&2
+if [ "$sent" -ne "$frames" ]; then
+  echo "rtp-av: $frames frames asked for, $sent sent" >&2
   exit 1
 fi
+echo "rtp-av: the receiver decoded all $frames frames and at least $want_audio of $opus_frames Opus frames"

@@ -85,6 +85,17 @@ case "$what" in
     done
     n=$(grep -c 'changeable only in NULL or READY state' "$out/inspect.txt")
     [ "$n" -ge 15 ] || { echo "only $n properties say when they may change" >&2; exit 1; }
+    # h3src: the same properties (the same code), and its two always pads.
+    gst-inspect-1.0 h3src > "$out/inspect-av.txt"
+    for p in model prompt prompt-embeds seed steps width height num-frames framerate ranks tp-size device \
+             queue-chunks is-live timeout; do
+      grep -q "^  $p " "$out/inspect-av.txt" || { echo "gst-inspect h3src does not show $p" >&2; exit 1; }
+    done
+    for pad in video audio; do
+      grep -q "^  SRC: '$pad'" "$out/inspect-av.txt" || { echo "h3src has no '$pad' source pad" >&2; exit 1; }
+    done
+    grep -q 'format: { (string)F32LE, (string)S16LE }' "$out/inspect-av.txt" ||
+      { echo "h3src's audio pad does not offer F32LE and S16LE" >&2; exit 1; }
     # The plugin declares the licence of LICENSE (MIT, "MIT/X11" in GStreamer's spelling) and
     # the origin the build was configured with (arguments 4 and 5).
     licence=$(sed -n 's/^  License  *//p' "$out/inspect.txt")
