@@ -233,9 +233,13 @@ Address parse_address(const std::string& s, const std::string& what) {
     return Error(ErrorKind::kInvalidArgument,
                  what + " = \"" + s + "\": " + why + " (give host:port, e.g. 127.0.0.1:29500)");
   };
-  if (colon == std::string::npos || colon == 0) throw bad("no host:port");
+  // ":PORT" or a bare port: the store on loopback, the default address.
+  if (colon == std::string::npos && !s.empty() && s.find_first_not_of("0123456789") == std::string::npos) {
+    return parse_address("127.0.0.1:" + s, what);
+  }
+  if (colon == std::string::npos) throw bad("no host:port");
   Address a;
-  a.host = s.substr(0, colon);
+  a.host = colon == 0 ? "127.0.0.1" : s.substr(0, colon);
   if (a.host.size() > 2 && a.host.front() == '[' && a.host.back() == ']')
     a.host = a.host.substr(1, a.host.size() - 2);
   const std::string port = s.substr(colon + 1);

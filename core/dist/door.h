@@ -36,7 +36,8 @@ struct Address {
   int port = 0;
   std::string str() const { return host + ":" + std::to_string(port); }
 };
-// "host:port" ("[v6addr]:port" too). Throws h3::Error(kInvalidArgument) naming `what`.
+// "host:port" ("[v6addr]:port" too); ":port" or a bare port means 127.0.0.1 (the default address).
+// Throws h3::Error(kInvalidArgument) naming `what`.
 Address parse_address(const std::string& s, const std::string& what);
 
 struct DoorOptions {

@@ -61,7 +61,9 @@ class GlooGroup final : public StoreBoardGroup {
   ~GlooGroup() override {
     // Closing while a peer still finishes the last collective would cut its
     // connection mid-transfer (a false "connection closed"): leave together.
-    store_depart(*store_, size(), timeout());
+    // A broken group carries nothing worth finishing, and a lost peer (a killed
+    // process) never departs: waiting for it would only hold up the next world.
+    store_depart(*store_, size(), broken() ? std::chrono::milliseconds(0) : timeout());
     if (abandoned_ && !abandoned_->isCompleted()) {
       // A collective this rank gave up on still runs on the process group's
       // worker, and c10d's destructor joins it. It ends when the peers close

@@ -1,7 +1,10 @@
 // `h3 worker`: a rank >= 1 of a process world (docs/distributed.md). Rank 0 is `h3 generate
 // --rendezvous` or the element with its `rendezvous` property.
+#include <c10/util/Logging.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "common/error.h"
 #include "engine/engine.h"
@@ -36,6 +39,10 @@ int run(Args& a) {
     throw UsageError{"--rank " + std::to_string(o.rank) + " is not a worker rank of a world of " +
                      std::to_string(o.world_size) + " (1.." + std::to_string(o.world_size - 1) + ")"};
   }
+  // Between requests this rank waits for rank 0 in short slices of store waits, and c10d warns
+  // about each slice that ends ("waitForInput ... timed out"): about one line a second in the
+  // worker's log while it idles. Errors only, unless the user chose a level.
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 2;
   run_worker(o);
   std::fprintf(stderr, "h3 worker: rank %d: rank 0 said stop\n", o.rank);
   return 0;

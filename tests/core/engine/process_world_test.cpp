@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../../free_port.h"
 #include "common/error.h"
 #include "dist/door.h"
 #include "engine_test_util.h"
@@ -42,18 +43,7 @@ GenerationRequest small_request() {
   return r;
 }
 
-// A port nobody listens on now (the kernel's choice; released before use).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using h3test_net::free_port;
 
 std::string write_token(const fs::path& p, const std::string& token, mode_t mode = 0600) {
   std::ofstream(p) << token << "\n";
