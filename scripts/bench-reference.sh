@@ -67,7 +67,7 @@ for threads in $THREADS; do
     case $what in
       vae-decode)
         ref_cmd=("$PY" bench/reference/run_reference.py vae "$DATA")
-        our_cmd=("$H3" bench vae --vae "$DATA/vae" --latents "$DATA/vae_latents.safetensors") ;;
+        our_cmd=("$H3" bench vae --vae "$DATA/vae" --latents "$DATA/vae_latents.safetensors" --repeat 1) ;;
       dit-forward)
         ref_cmd=("$PY" bench/reference/run_reference.py dit "$DATA")
         our_cmd=("$H3" bench dit --transformer "$DATA/transformer" --inputs "$DATA/dit_inputs.safetensors"
