@@ -141,6 +141,7 @@ void AudioVaeConfig::validate(const std::string& origin) const {
     for (int64_t d : resblock_dilation_sizes[j]) need(d > 0, "resblock dilations must be positive");
   }
   need(sample_rate > 0, "the sample rate must be positive");
+  need(anti_alias_taps >= 2 && anti_alias_taps % 2 == 0, "the anti-aliasing filters need an even tap count");
   io::check_latent_stats(latents_mean, latents_std, latent_channels, origin);
 }
 
