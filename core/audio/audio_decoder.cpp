@@ -15,7 +15,8 @@ Conv conv_to(const Conv& c, const c10::Device& d) {
 }
 
 AntiAliasedSnake act_to(const AntiAliasedSnake& a, const c10::Device& d) {
-  return AntiAliasedSnake{a.alpha.to(d), a.inv_beta.to(d), a.up_filter.to(d), a.down_filter.to(d)};
+  return AntiAliasedSnake{a.alpha.to(d), a.inv_beta.to(d), a.up_filter.to(d), a.down_filter.to(d),
+                          a.up_polyphase.to(d)};
 }
 
 std::string shape_str(at::IntArrayRef s) {

@@ -80,6 +80,8 @@ class Binder {
     // One filter for every channel, as the reference expands it.
     a.up_filter = required(prefix + ".upsample.filter", {1, 1, taps});
     a.down_filter = required(prefix + ".downsample.lowpass.filter", {1, 1, taps});
+    const at::Tensor f = a.up_filter.flatten();
+    a.up_polyphase = at::stack({f.slice(0, 0, taps, 2).flip(0), f.slice(0, 1, taps, 2).flip(0)}).unsqueeze(1);
     return a;
   }
 
@@ -234,19 +236,21 @@ at::Tensor conv1d(const at::Tensor& x, const Conv& c, int64_t dilation = 1) {
 // BigVGAN's Activation1d: 2x upsample (replicate pad, transposed filter ×2, crop), SnakeBeta,
 // 2x lowpass downsample (replicate pad, strided filter). The reference filters each channel
 // on its own (groups = channels) with one filter for all of them, so the channels are folded
-// into the batch and filtered by one single-channel convolution: the same sums, without
-// the slow grouped (transposed) convolution.
+// into the batch. The transposed filter runs in polyphase form: output 2n takes the even taps
+// and output 2n+1 the odd ones, one two-channel convolution instead of LibTorch's slow
+// single-channel transposed convolution (the same sums, in another order).
 at::Tensor anti_aliased_snake(const at::Tensor& x, const AntiAliasedSnake& a) {
   const int64_t batch = x.size(0), channels = x.size(1), taps = a.up_filter.size(2);
   const int64_t pad = taps / 2 - 1;
   const int64_t crop_left = pad * 2 + (taps - 2) / 2, crop_right = pad * 2 + (taps - 2 + 1) / 2;
   at::Tensor up = at::replication_pad1d(x, {pad, pad}).reshape({batch * channels, 1, -1});
-  up = 2 * at::conv_transpose1d(up, a.up_filter, {}, /*stride=*/2);
-  up = up.reshape({batch, channels, -1});
+  // [N, 2, L + taps/2 - 1] -> interleaved [N, 2L + taps - 2], the transposed convolution's length.
+  up = at::conv1d(up, a.up_polyphase, {}, /*stride=*/1, /*padding=*/taps / 2 - 1);
+  up = 2 * up.transpose(1, 2).reshape({batch, channels, -1});
   up = up.slice(2, crop_left, up.size(2) - crop_right);
   const at::Tensor s = at::sin(up * a.alpha);
   up = up + a.inv_beta * (s * s);
-  const int64_t down_left = taps / 2 - (taps % 2 == 0 ? 1 : 0), down_right = taps / 2;
+  const int64_t down_left = taps / 2 - 1, down_right = taps / 2;
   up = at::replication_pad1d(up, {down_left, down_right}).reshape({batch * channels, 1, -1});
   return at::conv1d(up, a.down_filter, {}, /*stride=*/2).reshape({batch, channels, -1});
 }

@@ -24,10 +24,11 @@ struct Conv {  // a Conv1d or ConvTranspose1d with its weight-norm folded weight
 
 // SnakeBeta (log-scale parameters) between a 2x upsampling and a 2x lowpass downsampling.
 struct AntiAliasedSnake {
-  at::Tensor alpha;        // exp(act.alpha), [1, C, 1]
-  at::Tensor inv_beta;     // 1 / (exp(act.beta) + 1e-9), [1, C, 1]
-  at::Tensor up_filter;    // upsample.filter [1, 1, taps], shared by every channel
-  at::Tensor down_filter;  // downsample.lowpass.filter [1, 1, taps]
+  at::Tensor alpha;         // exp(act.alpha), [1, C, 1]
+  at::Tensor inv_beta;      // 1 / (exp(act.beta) + 1e-9), [1, C, 1]
+  at::Tensor up_filter;     // upsample.filter [1, 1, taps], shared by every channel
+  at::Tensor down_filter;   // downsample.lowpass.filter [1, 1, taps]
+  at::Tensor up_polyphase;  // up_filter's even and odd taps, reversed: [2, 1, taps / 2]
 };
 
 struct AmpBlock {

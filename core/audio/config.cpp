@@ -141,15 +141,8 @@ void AudioVaeConfig::validate(const std::string& origin) const {
     for (int64_t d : resblock_dilation_sizes[j]) need(d > 0, "resblock dilations must be positive");
   }
   need(sample_rate > 0, "the sample rate must be positive");
-  need(static_cast<int64_t>(latents_mean.size()) == latent_channels,
-       "latents_mean has " + std::to_string(latents_mean.size()) + " values for " +
-           std::to_string(latent_channels) + " latent channels");
-  need(static_cast<int64_t>(latents_std.size()) == latent_channels,
-       "latents_std has " + std::to_string(latents_std.size()) + " values for " +
-           std::to_string(latent_channels) + " latent channels");
-  for (double s : latents_std)
-    need(std::isfinite(s) && s != 0.0, "latents_std holds a zero or non-finite value");
-  for (double m : latents_mean) need(std::isfinite(m), "latents_mean holds a non-finite value");
+  need(anti_alias_taps >= 2 && anti_alias_taps % 2 == 0, "the anti-aliasing filters need an even tap count");
+  io::check_latent_stats(latents_mean, latents_std, latent_channels, origin);
 }
 
 namespace {

@@ -99,4 +99,22 @@ std::vector<double> read_doubles(const json& j, const char* key, const std::stri
   return v;
 }
 
+void check_latent_stats(const std::vector<double>& mean, const std::vector<double>& std, int64_t channels,
+                        const std::string& origin) {
+  auto count = [&](const char* key, size_t n) {
+    if (static_cast<int64_t>(n) != channels) {
+      config_error(origin, std::string(key) + " has " + std::to_string(n) + " values for " +
+                               std::to_string(channels) + " latent channels");
+    }
+  };
+  count("latents_mean", mean.size());
+  count("latents_std", std.size());
+  for (double s : std) {
+    if (!std::isfinite(s) || s == 0.0) config_error(origin, "latents_std holds a zero or non-finite value");
+  }
+  for (double m : mean) {
+    if (!std::isfinite(m)) config_error(origin, "latents_mean holds a non-finite value");
+  }
+}
+
 }  // namespace h3::io

@@ -29,4 +29,9 @@ void read_ints(const nlohmann::json& j, const char* key, const std::string& orig
 // Required array of numbers (strings of decimals accepted: native wrappers write them so).
 std::vector<double> read_doubles(const nlohmann::json& j, const char* key, const std::string& origin);
 
+// Per-channel latent statistics (decoder input = z * std + mean): one finite value per
+// channel, no zero std. Throws kFormat naming `origin`.
+void check_latent_stats(const std::vector<double>& mean, const std::vector<double>& std, int64_t channels,
+                        const std::string& origin);
+
 }  // namespace h3::io

@@ -7,45 +7,20 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "io/config_json.h"
 
 namespace h3::vae {
 namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+using io::config_error;
+using io::read_double;
+using io::read_doubles;
+using io::read_int;
 
 [[noreturn]] void bad(const std::string& origin, const std::string& what) {
-  throw Error(ErrorKind::kFormat, origin + ": " + what);
-}
-
-json parse_json(const std::string& text, const std::string& origin) {
-  try {
-    json j = json::parse(text);
-    if (!j.is_object()) bad(origin, "expected a JSON object at the top level");
-    return j;
-  } catch (const json::parse_error& e) {
-    bad(origin, std::string("not valid JSON: ") + e.what());
-  }
-}
-
-// Optional integer key: keeps `out` when absent; a key of the wrong type is an error.
-void read_int(const json& j, const char* key, const std::string& origin, int64_t& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  if (it->is_number_integer() || it->is_number_unsigned()) {
-    out = it->get<int64_t>();
-  } else if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>()) {
-    out = static_cast<int64_t>(it->get<double>());
-  } else {
-    bad(origin, std::string("key '") + key + "' must be an integer");
-  }
-}
-
-void read_double(const json& j, const char* key, const std::string& origin, double& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  if (!it->is_number()) bad(origin, std::string("key '") + key + "' must be a number");
-  out = it->get<double>();
+  config_error(origin, what);
 }
 
 void read_bool(const json& j, const char* key, const std::string& origin, bool& out) {
@@ -58,31 +33,6 @@ void read_bool(const json& j, const char* key, const std::string& origin, bool& 
   } else {
     bad(origin, std::string("key '") + key + "' must be a boolean or 0/1");
   }
-}
-
-std::vector<double> read_doubles(const json& j, const char* key, const std::string& origin) {
-  auto it = j.find(key);
-  if (it == j.end()) bad(origin, std::string("missing key '") + key + "'");
-  if (!it->is_array()) bad(origin, std::string("key '") + key + "' must be an array of numbers");
-  std::vector<double> v;
-  for (const auto& x : *it) {
-    // The native wrapper may store the statistics as strings of decimals.
-    if (x.is_number()) {
-      v.push_back(x.get<double>());
-    } else if (x.is_string()) {
-      try {
-        size_t used = 0;
-        const std::string s = x.get<std::string>();
-        v.push_back(std::stod(s, &used));
-        if (used != s.size()) throw std::invalid_argument(s);
-      } catch (const std::exception&) {
-        bad(origin, std::string("key '") + key + "' holds a value that is not a number");
-      }
-    } else {
-      bad(origin, std::string("key '") + key + "' must be an array of numbers");
-    }
-  }
-  return v;
 }
 
 // Product of a list of down-sampling factors (spatial or temporal compression).
@@ -98,14 +48,6 @@ int64_t product_of(const json& j, const char* key, const std::string& origin, in
     p *= x.get<int64_t>();
   }
   return p;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw Error(ErrorKind::kNotFound, p.string() + ": cannot open the file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -136,19 +78,11 @@ void VaeConfig::validate(const std::string& origin) const {
   need(tile_overlap_min >= 0 && tile_overlap_min % patch_size == 0 && tile_overlap_min < tile_size,
        "the minimum tile overlap must be a multiple of " + std::to_string(patch_size) +
            " px smaller than the tile size");
-  need(static_cast<int64_t>(latents_mean.size()) == latent_channels,
-       "latents_mean has " + std::to_string(latents_mean.size()) + " values for " +
-           std::to_string(latent_channels) + " latent channels");
-  need(static_cast<int64_t>(latents_std.size()) == latent_channels,
-       "latents_std has " + std::to_string(latents_std.size()) + " values for " +
-           std::to_string(latent_channels) + " latent channels");
-  for (double s : latents_std)
-    need(std::isfinite(s) && s != 0.0, "latents_std holds a zero or non-finite value");
-  for (double m : latents_mean) need(std::isfinite(m), "latents_mean holds a non-finite value");
+  io::check_latent_stats(latents_mean, latents_std, latent_channels, origin);
 }
 
 VaeConfig parse_diffusers_config(const std::string& json_text, const std::string& origin) {
-  const json j = parse_json(json_text, origin);
+  const json j = io::parse_config_json(json_text, origin);
   if (!j.contains("decoder_num_layers")) {
     bad(origin,
         "not a diffusers video-VAE config (no 'decoder_num_layers'); for the native layout "
@@ -177,8 +111,8 @@ VaeConfig parse_diffusers_config(const std::string& json_text, const std::string
 
 VaeConfig parse_native_config(const std::string& wrapper_json, const std::string& wrapper_origin,
                               const std::string& source_json, const std::string& source_origin) {
-  const json w = parse_json(wrapper_json, wrapper_origin);
-  const json s = parse_json(source_json, source_origin);
+  const json w = io::parse_config_json(wrapper_json, wrapper_origin);
+  const json s = io::parse_config_json(source_json, source_origin);
   VaeConfig c;
   // Source config: the decoder architecture.
   if (s.contains("use_vit_decoder") && s["use_vit_decoder"].is_boolean() &&
@@ -234,8 +168,8 @@ VaeSource find_vae(const std::string& dir) {
   if (!fs::is_regular_file(cfg_path)) {
     throw Error(ErrorKind::kNotFound, cfg_path.string() + ": missing (expected the VAE's config.json)");
   }
-  const std::string text = read_text(cfg_path);
-  const json j = parse_json(text, cfg_path.string());
+  const std::string text = io::read_text_file(cfg_path);
+  const json j = io::parse_config_json(text, cfg_path.string());
   VaeSource src;
   if (j.contains("decoder_num_layers")) {
     src.config = parse_diffusers_config(text, cfg_path.string());
@@ -251,7 +185,8 @@ VaeSource find_vae(const std::string& dir) {
     if (!fs::is_regular_file(source_cfg)) {
       throw Error(ErrorKind::kNotFound, source_cfg.string() + ": missing (the native VAE's source config)");
     }
-    src.config = parse_native_config(text, cfg_path.string(), read_text(source_cfg), source_cfg.string());
+    src.config =
+        parse_native_config(text, cfg_path.string(), io::read_text_file(source_cfg), source_cfg.string());
     std::string file = "model.safetensors";
     if (j.contains("source_safetensors_path") && j["source_safetensors_path"].is_string()) {
       file = j["source_safetensors_path"].get<std::string>();
