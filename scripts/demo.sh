@@ -12,6 +12,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 meson compile -C "$BUILD"
 
-# h3videosrc ! videoconvert ! x264enc ! mp4mux ! filesink on the tiny default
-# model; checks the file with ffprobe and prints where it is.
-exec bash pipelines/mp4.sh "$BUILD"
+# The clip and its soundtrack: h3src's video pad through x264enc and its audio pad
+# through avenc_aac into one MP4, on the tiny default model; checks the two
+# streams with ffprobe and prints where the file is.
+exec bash pipelines/av.sh "$BUILD" mp4 "$BUILD/h3-demo.mp4"
