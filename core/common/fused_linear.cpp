@@ -9,10 +9,11 @@
 namespace h3 {
 namespace {
 
-using Unary = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, std::string_view,
-                         c10::List<std::optional<at::Scalar>>, std::optional<std::string_view>);
-using Binary = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                          std::string_view);
+using Unary = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                         std::string_view, c10::List<std::optional<at::Scalar>>,
+                         std::optional<std::string_view>);
+using Binary = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                          const std::optional<at::Tensor>&, std::string_view);
 
 // The operators, looked up once; absent (nullopt) when this LibTorch has no oneDNN or their
 // signature changed, in which case the ATen path runs.
@@ -66,14 +67,16 @@ at::Tensor linear_silu(const at::Tensor& x, const at::Tensor& w, const at::Tenso
   return at::silu(at::linear(x, w, opt(b)));
 }
 
-at::Tensor linear_mul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& other) {
+at::Tensor linear_mul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                      const at::Tensor& other) {
   if (fast(x, w) && other.scalar_type() == x.scalar_type()) {
     return ops().binary->call(x, other, w, opt(b), "mul");
   }
   return at::linear(x, w, opt(b)).mul_(other);
 }
 
-at::Tensor linear_add(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& other) {
+at::Tensor linear_add(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                      const at::Tensor& other) {
   if (fast(x, w) && other.scalar_type() == x.scalar_type()) {
     return ops().binary->call(x, other, w, opt(b), "add");
   }

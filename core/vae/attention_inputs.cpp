@@ -9,8 +9,8 @@ namespace h3::vae {
 namespace {
 
 // One head's row: dst = rope(src / rms(src)).
-inline void norm_rope_row(const float* src, float* dst, int64_t hd, int64_t rd, const float* cos, const float* sin,
-                          float eps) {
+inline void norm_rope_row(const float* src, float* dst, int64_t hd, int64_t rd, const float* cos,
+                          const float* sin, float eps) {
   float ss = 0;
   for (int64_t i = 0; i < hd; ++i) ss += src[i] * src[i];
   const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hd) + eps);
@@ -23,7 +23,8 @@ inline void norm_rope_row(const float* src, float* dst, int64_t hd, int64_t rd, 
   for (int64_t i = rd; i < hd; ++i) dst[i] = src[i] * inv;
 }
 
-at::Tensor as_heads(const at::Tensor& rows, int64_t s, int64_t heads, int64_t hd) {  // [S, H*hd] -> [1, H, S, hd]
+at::Tensor as_heads(const at::Tensor& rows, int64_t s, int64_t heads,
+                    int64_t hd) {  // [S, H*hd] -> [1, H, S, hd]
   return rows.view({s, heads, hd}).permute({1, 0, 2}).unsqueeze(0);
 }
 
@@ -42,8 +43,8 @@ at::Tensor norm_rope_aten(const at::Tensor& x, const at::Tensor& cos, const at::
 
 }  // namespace
 
-AttentionInputs attention_inputs(const at::Tensor& qkv, int64_t heads, int64_t head_dim, const at::Tensor& cos,
-                                 const at::Tensor& sin, double eps) {
+AttentionInputs attention_inputs(const at::Tensor& qkv, int64_t heads, int64_t head_dim,
+                                 const at::Tensor& cos, const at::Tensor& sin, double eps) {
   const int64_t s = qkv.size(0), d = heads * head_dim, rd = cos.size(-1);
   AttentionInputs r;
   r.v = as_heads(qkv.narrow(1, 2 * d, d), s, heads, head_dim);

@@ -9,11 +9,12 @@
 namespace h3::vae {
 
 struct AttentionInputs {
-  at::Tensor q, k, v;  // [1, heads, S, head_dim] each (views; strides as scaled_dot_product_attention takes them)
+  at::Tensor q, k,
+      v;  // [1, heads, S, head_dim] each (views; strides as scaled_dot_product_attention takes them)
 };
 
 // qkv [S, 3 * heads * head_dim]: columns q | k | v, each head-major. cos, sin [S, rope_dim].
-AttentionInputs attention_inputs(const at::Tensor& qkv, int64_t heads, int64_t head_dim, const at::Tensor& cos,
-                                 const at::Tensor& sin, double eps);
+AttentionInputs attention_inputs(const at::Tensor& qkv, int64_t heads, int64_t head_dim,
+                                 const at::Tensor& cos, const at::Tensor& sin, double eps);
 
 }  // namespace h3::vae
