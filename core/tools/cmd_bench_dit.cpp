@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "common/device.h"
@@ -50,38 +51,50 @@ struct RankMemory {
 };
 thread_local RankMemory* t_rank_memory = nullptr;
 
+// The allocation is handed out with its own address as the DataPtr's context (oneDNN's linear
+// allocates through raw_allocate, which requires that), so the charge is kept in a side table.
 class CountingAllocator final : public c10::Allocator {
  public:
-  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
+  explicit CountingAllocator(c10::Allocator* base) : base_(base) { base_deleter_ = base->raw_deleter(); }
   c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr inner = base_->allocate(n);
-    RankMemory* m = t_rank_memory;
-    if (!m) return inner;
-    void* data = inner.get();
-    auto* ctx = new Ctx{std::move(inner), static_cast<int64_t>(n), m};
-    const int64_t now = m->current += ctx->bytes;
-    int64_t peak = m->peak.load();
-    while (now > peak && !m->peak.compare_exchange_weak(peak, now)) {
+    void* data = base_->raw_allocate(n);
+    if (RankMemory* m = t_rank_memory) {
+      {
+        std::lock_guard<std::mutex> lock(charges_mutex_);
+        charges_[data] = Charge{static_cast<int64_t>(n), m};
+      }
+      const int64_t now = m->current += static_cast<int64_t>(n);
+      int64_t peak = m->peak.load();
+      while (now > peak && !m->peak.compare_exchange_weak(peak, now)) {
+      }
     }
-    return c10::DataPtr(data, ctx, &Ctx::release, c10::Device(c10::kCPU));
+    return c10::DataPtr(data, data, &release, c10::Device(c10::kCPU));
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
 
  private:
-  struct Ctx {
-    c10::DataPtr inner;
+  struct Charge {
     int64_t bytes;
     RankMemory* memory;
-    static void release(void* p) {
-      auto* ctx = static_cast<Ctx*>(p);
-      ctx->memory->current -= ctx->bytes;
-      delete ctx;  // frees the memory through the base allocator's deleter
-    }
   };
+  static void release(void* data) {
+    {
+      std::lock_guard<std::mutex> lock(charges_mutex_);
+      if (auto it = charges_.find(data); it != charges_.end()) {
+        it->second.memory->current -= it->second.bytes;
+        charges_.erase(it);
+      }
+    }
+    base_deleter_(data);
+  }
   c10::Allocator* base_;
+  // One allocator per process (installed once), so its deleter's state is static.
+  static inline c10::DeleterFnPtr base_deleter_ = nullptr;
+  static inline std::mutex charges_mutex_;
+  static inline std::unordered_map<void*, Charge> charges_;
 };
 
 void install_counting_allocator() {
