@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "dist/gloo_group.h"
+#include "dist/memory_group.h"
 #include "dist/store_board.h"
 #include "h3_config.h"
 #if H3_HAVE_CUDA && H3_TORCH_HAS_CUDA
@@ -89,6 +90,29 @@ void check_backend(const WorldOptions& opts) {
   }
 }
 
+// run_threads over shared memory: nothing to connect, so a group cannot fail to form.
+std::vector<RankResult> run_memory_threads(int size, const std::function<void(Group&)>& fn,
+                                           const WorldOptions& opts) {
+  std::vector<RankResult> results(size);
+  auto world = make_memory_world(size);
+  std::vector<std::thread> threads;
+  threads.reserve(size);
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      results[rank] = RankResult{rank, true, "", nullptr};
+      auto group = make_memory_group(world, rank, opts.timeout);
+      try {
+        fn(*group);
+      } catch (...) {
+        results[rank] = failed(rank, std::current_exception());
+        group->report_failure(results[rank].error);  // peers waiting for this rank stop at once
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
 }  // namespace
 
 bool has_nccl() {
@@ -118,6 +142,9 @@ std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>&
     return results;
   }
 
+  if (opts.backend == Backend::kGloo && opts.thread_transport == ThreadTransport::kSharedMemory) {
+    return run_memory_threads(size, fn, opts);
+  }
   auto store = c10::make_intrusive<c10d::HashStore>();
   store->setTimeout(opts.timeout);
   std::vector<std::thread> threads;

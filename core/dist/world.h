@@ -24,6 +24,12 @@ enum class Backend {
   kNccl,  // CUDA tensors; only in builds with NCCL and a CUDA LibTorch (has_nccl())
 };
 
+// How the thread ranks of run_threads move CPU tensors between them.
+enum class ThreadTransport {
+  kSharedMemory,  // straight copies between the ranks' buffers, at memory speed (dist/memory_group.h)
+  kGloo,          // Gloo over loopback TCP, as ranks in separate processes use (for comparison)
+};
+
 struct WorldOptions {
   // Bound on every collective and on connecting the ranks.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
@@ -31,6 +37,8 @@ struct WorldOptions {
   // NCCL only: this rank's CUDA device. -1: run_threads uses cuda:<rank>,
   // join_tcp uses cuda:0 (set it when several processes share a host).
   int cuda_device = -1;
+  // run_threads with kGloo only: the thread ranks' transport.
+  ThreadTransport thread_transport = ThreadTransport::kSharedMemory;
 };
 
 // Whether this build has the NCCL backend.
@@ -47,8 +55,8 @@ struct RankResult {
 // exception (or h3::Error(kDistributed) naming it when none was kept); returns when all succeeded.
 void rethrow_first_failure(const std::vector<RankResult>& results);
 
-// Starts `size` ranks as threads, each with its own Group (Gloo over a private
-// store, so concurrent worlds never collide), runs fn, joins all and returns
+// Starts `size` ranks as threads, each with its own Group (CPU: shared memory, or Gloo over a
+// private store; NCCL over a private store; concurrent worlds never collide), runs fn, joins all and returns
 // every rank's outcome in rank order (never throws for a rank's failure).
 // When fn throws on a rank, that rank reports the failure to its group before
 // its group closes, so peers waiting in a collective end within a moment with

@@ -124,6 +124,7 @@ int run(Args& args) {
   const int64_t max_mib = args.int_or("max-mib", 64, 1, 1024);
   const std::string backend = args.string_or("backend", "gloo");
   const std::string mode = args.string_or("ranks-as", "both");
+  const std::string transport = args.string_or("thread-transport", "both");
   const int peer_port = static_cast<int>(args.int_or("peer-port", 0, 0, 65535));
   const int peer_rank = static_cast<int>(args.int_or("peer-rank", 0, 0, 15));
   args.finish();
@@ -137,6 +138,9 @@ int run(Args& args) {
   if (mode != "both" && mode != "threads" && mode != "processes") {
     throw UsageError{"--ranks-as must be threads, processes or both, got '" + mode + "'"};
   }
+  if (transport != "both" && transport != "memory" && transport != "gloo") {
+    throw UsageError{"--thread-transport must be memory, gloo or both, got '" + transport + "'"};
+  }
 
   std::vector<int64_t> sizes;
   for (int64_t b = 1024; b <= (max_mib << 20); b *= 4) sizes.push_back(b);
@@ -149,9 +153,20 @@ int run(Args& args) {
     return 0;
   }
   if (mode != "processes") {
-    dist::rethrow_first_failure(dist::run_threads(
-        ranks, [&](dist::Group& g) { bench(g, sizes, rows); }, opts));
-    print("threads", backend, ranks, rows);
+    // NCCL thread ranks have one transport; CPU thread ranks share memory unless Gloo is asked.
+    for (const std::string t : {"memory", "gloo"}) {
+      if (backend == "nccl" && t == "gloo") continue;
+      if (backend != "nccl" && transport != "both" && transport != t) continue;
+      dist::WorldOptions thread_opts = opts;
+      thread_opts.thread_transport =
+          t == "memory" ? dist::ThreadTransport::kSharedMemory : dist::ThreadTransport::kGloo;
+      dist::rethrow_first_failure(dist::run_threads(
+          ranks, [&](dist::Group& g) { bench(g, sizes, rows); }, thread_opts));
+      print(backend == "nccl" ? "threads"
+            : t == "memory"   ? "threads (shared memory)"
+                              : "threads (Gloo, loopback TCP)",
+            backend == "nccl" ? backend : t, ranks, rows);
+    }
   }
   if (mode != "threads") {
     opts.cuda_device = 0;
@@ -181,6 +196,7 @@ int run(Args& args) {
 H3_REGISTER_COMMAND("bench comm", "collective latency and bandwidth, thread ranks and process ranks",
                     "usage: h3 bench comm [--ranks N] [--max-mib M] [--backend gloo|nccl]\n"
                     "                     [--ranks-as threads|processes|both]\n"
+                    "                     [--thread-transport memory|gloo|both]\n"
                     "  Times all_reduce, all_gather and broadcast through the engine's Group API\n"
                     "  for 1 KiB .. M MiB per rank (powers of 4), with the ranks as threads of this\n"
                     "  process and as processes (this command started again, meeting at a\n"
@@ -189,7 +205,9 @@ H3_REGISTER_COMMAND("bench comm", "collective latency and bandwidth, thread rank
                     "  --max-mib M   largest message in MiB (default 64)\n"
                     "  --backend B   gloo (CPU tensors, default) or nccl (one CUDA device per rank;\n"
                     "                only in builds with NCCL and a CUDA LibTorch)\n"
-                    "  --ranks-as    threads, processes or both (default)",
+                    "  --ranks-as    threads, processes or both (default)\n"
+                    "  --thread-transport  CPU thread ranks: shared memory (the engine's), Gloo over\n"
+                    "                loopback TCP (as processes use), or both (default)",
                     run);
 
 }  // namespace

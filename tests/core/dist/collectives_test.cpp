@@ -1,4 +1,4 @@
-// Collectives at 1..4 thread ranks, on Gloo, against values computed locally.
+// Collectives at 1..4 thread ranks, over shared memory and over Gloo, against values computed locally.
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -11,100 +11,127 @@ namespace {
 
 using testing::run_ok;
 
-class Collectives : public ::testing::TestWithParam<int> {};
+class Collectives : public ::testing::TestWithParam<std::tuple<int, ThreadTransport>> {
+ protected:
+  static int ranks() { return std::get<0>(GetParam()); }
+  static WorldOptions options() {
+    WorldOptions o;
+    o.thread_transport = std::get<1>(GetParam());
+    return o;
+  }
+};
 
 TEST_P(Collectives, AllReduceSumAndMax) {
-  const int n = GetParam();
-  run_ok(n, [n](Group& g) {
-    EXPECT_EQ(g.size(), n);
-    at::Tensor t = at::arange(6, at::kFloat).view({2, 3}) * (g.rank() + 1);
-    g.all_reduce(t);
-    const float tri = n * (n + 1) / 2.0f;
-    EXPECT_TRUE(at::equal(t, at::arange(6, at::kFloat).view({2, 3}) * tri));
+  const int n = ranks();
+  run_ok(
+      n,
+      [n](Group& g) {
+        EXPECT_EQ(g.size(), n);
+        at::Tensor t = at::arange(6, at::kFloat).view({2, 3}) * (g.rank() + 1);
+        g.all_reduce(t);
+        const float tri = n * (n + 1) / 2.0f;
+        EXPECT_TRUE(at::equal(t, at::arange(6, at::kFloat).view({2, 3}) * tri));
 
-    at::Tensor m = at::full({5}, static_cast<double>(g.rank() * 10), at::kDouble);
-    g.all_reduce(m, ReduceOp::kMax);
-    EXPECT_TRUE(at::equal(m, at::full({5}, (n - 1) * 10.0, at::kDouble)));
-  });
+        at::Tensor m = at::full({5}, static_cast<double>(g.rank() * 10), at::kDouble);
+        g.all_reduce(m, ReduceOp::kMax);
+        EXPECT_TRUE(at::equal(m, at::full({5}, (n - 1) * 10.0, at::kDouble)));
+      },
+      options());
 }
 
 TEST_P(Collectives, AllReduceHalfPrecisionAndNonContiguous) {
-  const int n = GetParam();
-  run_ok(n, [n](Group& g) {
-    at::Tensor b = at::full({4}, 1.5, at::kBFloat16);
-    g.all_reduce(b);
-    EXPECT_EQ(b.scalar_type(), at::kBFloat16);
-    EXPECT_TRUE(at::equal(b, at::full({4}, 1.5 * n, at::kBFloat16)));
+  const int n = ranks();
+  run_ok(
+      n,
+      [n](Group& g) {
+        at::Tensor b = at::full({4}, 1.5, at::kBFloat16);
+        g.all_reduce(b);
+        EXPECT_EQ(b.scalar_type(), at::kBFloat16);
+        EXPECT_TRUE(at::equal(b, at::full({4}, 1.5 * n, at::kBFloat16)));
 
-    at::Tensor base = at::zeros({3, 4}, at::kLong);
-    at::Tensor col = base.select(1, 2);  // a strided view: reduced in place through it
-    col.fill_(g.rank());
-    g.all_reduce(col);
-    EXPECT_EQ(base[1][2].item<int64_t>(), n * (n - 1) / 2);
-    EXPECT_EQ(base[1][1].item<int64_t>(), 0);
-  });
+        at::Tensor base = at::zeros({3, 4}, at::kLong);
+        at::Tensor col = base.select(1, 2);  // a strided view: reduced in place through it
+        col.fill_(g.rank());
+        g.all_reduce(col);
+        EXPECT_EQ(base[1][2].item<int64_t>(), n * (n - 1) / 2);
+        EXPECT_EQ(base[1][1].item<int64_t>(), 0);
+      },
+      options());
 }
 
 TEST_P(Collectives, AllGatherUnevenShapesAndEmptyContributions) {
-  const int n = GetParam();
-  run_ok(n, [n](Group& g) {
-    // Rank r contributes r rows of width 3 (rank 0 contributes nothing).
-    const int r = g.rank();
-    at::Tensor mine = at::arange(r * 3, at::kFloat).view({r, 3}) + 100 * r;
-    auto all = g.all_gather(mine);
-    ASSERT_EQ(all.size(), static_cast<size_t>(n));
-    for (int k = 0; k < n; ++k) {
-      EXPECT_EQ(all[k].sizes(), (std::vector<int64_t>{k, 3})) << "from rank " << k;
-      EXPECT_TRUE(at::equal(all[k], at::arange(k * 3, at::kFloat).view({k, 3}) + 100 * k));
-    }
-    // Different ranks (dimension counts) per rank, and a dtype Gloo lacks.
-    at::Tensor odd = r % 2 ? at::full({2, 2, r}, r, at::kBFloat16) : at::full({r + 1}, r, at::kBFloat16);
-    auto odds = g.all_gather(odd);
-    for (int k = 0; k < n; ++k) {
-      at::Tensor want = k % 2 ? at::full({2, 2, k}, k, at::kBFloat16) : at::full({k + 1}, k, at::kBFloat16);
-      EXPECT_TRUE(at::equal(odds[k], want)) << "from rank " << k;
-    }
-  });
+  const int n = ranks();
+  run_ok(
+      n,
+      [n](Group& g) {
+        // Rank r contributes r rows of width 3 (rank 0 contributes nothing).
+        const int r = g.rank();
+        at::Tensor mine = at::arange(r * 3, at::kFloat).view({r, 3}) + 100 * r;
+        auto all = g.all_gather(mine);
+        ASSERT_EQ(all.size(), static_cast<size_t>(n));
+        for (int k = 0; k < n; ++k) {
+          EXPECT_EQ(all[k].sizes(), (std::vector<int64_t>{k, 3})) << "from rank " << k;
+          EXPECT_TRUE(at::equal(all[k], at::arange(k * 3, at::kFloat).view({k, 3}) + 100 * k));
+        }
+        // Different ranks (dimension counts) per rank, and a dtype Gloo lacks.
+        at::Tensor odd = r % 2 ? at::full({2, 2, r}, r, at::kBFloat16) : at::full({r + 1}, r, at::kBFloat16);
+        auto odds = g.all_gather(odd);
+        for (int k = 0; k < n; ++k) {
+          at::Tensor want =
+              k % 2 ? at::full({2, 2, k}, k, at::kBFloat16) : at::full({k + 1}, k, at::kBFloat16);
+          EXPECT_TRUE(at::equal(odds[k], want)) << "from rank " << k;
+        }
+      },
+      options());
 }
 
 TEST_P(Collectives, AllGatherAllEmpty) {
-  const int n = GetParam();
-  run_ok(n, [n](Group& g) {
-    auto all = g.all_gather(at::empty({0, 7}, at::kInt));
-    ASSERT_EQ(all.size(), static_cast<size_t>(n));
-    for (const auto& t : all) {
-      EXPECT_EQ(t.sizes(), (std::vector<int64_t>{0, 7}));
-      EXPECT_EQ(t.scalar_type(), at::kInt);
-    }
-  });
+  const int n = ranks();
+  run_ok(
+      n,
+      [n](Group& g) {
+        auto all = g.all_gather(at::empty({0, 7}, at::kInt));
+        ASSERT_EQ(all.size(), static_cast<size_t>(n));
+        for (const auto& t : all) {
+          EXPECT_EQ(t.sizes(), (std::vector<int64_t>{0, 7}));
+          EXPECT_EQ(t.scalar_type(), at::kInt);
+        }
+      },
+      options());
 }
 
 TEST_P(Collectives, BroadcastFromEveryRoot) {
-  const int n = GetParam();
-  run_ok(n, [n](Group& g) {
-    for (int root = 0; root < n; ++root) {
-      at::Tensor t = at::full({3, 2}, static_cast<double>(g.rank() == root ? root + 7 : -1), at::kHalf);
-      g.broadcast(t, root);
-      EXPECT_TRUE(at::equal(t, at::full({3, 2}, root + 7.0, at::kHalf))) << "root " << root;
-    }
-    at::Tensor empty = at::empty({0});
-    g.broadcast(empty, 0);
-    EXPECT_EQ(empty.numel(), 0);
-  });
+  const int n = ranks();
+  run_ok(
+      n,
+      [n](Group& g) {
+        for (int root = 0; root < n; ++root) {
+          at::Tensor t = at::full({3, 2}, static_cast<double>(g.rank() == root ? root + 7 : -1), at::kHalf);
+          g.broadcast(t, root);
+          EXPECT_TRUE(at::equal(t, at::full({3, 2}, root + 7.0, at::kHalf))) << "root " << root;
+        }
+        at::Tensor empty = at::empty({0});
+        g.broadcast(empty, 0);
+        EXPECT_EQ(empty.numel(), 0);
+      },
+      options());
 }
 
 TEST_P(Collectives, ScalarsStringsAndBarrier) {
-  const int n = GetParam();
-  run_ok(n, [n](Group& g) {
-    EXPECT_EQ(g.all_reduce_int(g.rank() + 1), n * (n + 1) / 2);
-    EXPECT_EQ(g.all_reduce_int(g.rank() == n - 1 ? -5 : -9, ReduceOp::kMax), -5);
-    EXPECT_EQ(g.broadcast_int(g.rank() * 1000 + 3, n - 1), (n - 1) * 1000 + 3);
-    const std::string req =
-        g.rank() == 0 ? std::string("{\"prompt\": \"a cat\", \"frames\": 33}") : "ignored";
-    EXPECT_EQ(g.broadcast_string(req, 0), "{\"prompt\": \"a cat\", \"frames\": 33}");
-    EXPECT_EQ(g.broadcast_string(g.rank() == 0 ? "" : "x", 0), "");
-    g.barrier();
-  });
+  const int n = ranks();
+  run_ok(
+      n,
+      [n](Group& g) {
+        EXPECT_EQ(g.all_reduce_int(g.rank() + 1), n * (n + 1) / 2);
+        EXPECT_EQ(g.all_reduce_int(g.rank() == n - 1 ? -5 : -9, ReduceOp::kMax), -5);
+        EXPECT_EQ(g.broadcast_int(g.rank() * 1000 + 3, n - 1), (n - 1) * 1000 + 3);
+        const std::string req =
+            g.rank() == 0 ? std::string("{\"prompt\": \"a cat\", \"frames\": 33}") : "ignored";
+        EXPECT_EQ(g.broadcast_string(req, 0), "{\"prompt\": \"a cat\", \"frames\": 33}");
+        EXPECT_EQ(g.broadcast_string(g.rank() == 0 ? "" : "x", 0), "");
+        g.barrier();
+      },
+      options());
 }
 
 TEST(Disagreement, ShapeIsTheSameErrorOnEveryRank) {
@@ -132,8 +159,13 @@ TEST(Disagreement, BroadcastRootIsTheSameErrorOnEveryRank) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 3, 4),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+INSTANTIATE_TEST_SUITE_P(RanksAndTransports, Collectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), testing::thread_transports()),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" +
+                                  (std::get<1>(info.param) == ThreadTransport::kSharedMemory ? "memory"
+                                                                                             : "gloo");
+                         });
 
 TEST(SingleGroup, EveryCollectiveIsLocal) {
   auto g = make_single_group();

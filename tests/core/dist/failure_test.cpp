@@ -16,11 +16,15 @@ namespace {
 
 using testing::Latch;
 
-WorldOptions short_timeout() {
-  WorldOptions o;
-  o.timeout = std::chrono::milliseconds(300);
-  return o;
-}
+class Timeout : public ::testing::TestWithParam<ThreadTransport> {
+ protected:
+  WorldOptions short_timeout() const {
+    WorldOptions o;
+    o.timeout = std::chrono::milliseconds(300);
+    o.thread_transport = GetParam();
+    return o;
+  }
+};
 
 ErrorKind kind_of(const RankResult& r) {
   if (!r.exception) return ErrorKind::kInternal;
@@ -33,7 +37,7 @@ ErrorKind kind_of(const RankResult& r) {
   return ErrorKind::kInternal;
 }
 
-TEST(Timeout, CollectiveTimeoutNamesRankAndOperation) {
+TEST_P(Timeout, CollectiveTimeoutNamesRankAndOperation) {
   Latch gave_up;
   auto results = run_threads(
       2,
@@ -69,7 +73,7 @@ TEST(Timeout, CollectiveTimeoutNamesRankAndOperation) {
   EXPECT_TRUE(results[1].ok) << results[1].error;
 }
 
-TEST(Timeout, EachOperationIsNamed) {
+TEST_P(Timeout, EachOperationIsNamed) {
   for (std::string op : {"all_gather", "broadcast", "barrier", "broadcast_string"}) {
     Latch gave_up;
     auto results = run_threads(
@@ -101,7 +105,7 @@ TEST(Timeout, EachOperationIsNamed) {
 
 // A rank arriving late at a collective its peer already gave up on hears of
 // the peer's timeout instead of waiting for its own.
-TEST(Timeout, LateRankHearsOfThePeersTimeout) {
+TEST_P(Timeout, LateRankHearsOfThePeersTimeout) {
   auto results = run_threads(
       2,
       [](Group& g) {
@@ -124,7 +128,7 @@ TEST(Timeout, LateRankHearsOfThePeersTimeout) {
   EXPECT_EQ(kind_of(results[1]), ErrorKind::kDistributed);
 }
 
-TEST(Timeout, ThreeRanksOneAbsentAllReturn) {
+TEST_P(Timeout, ThreeRanksOneAbsentAllReturn) {
   Latch gave_up;
   auto results = run_threads(
       3,
@@ -148,6 +152,8 @@ TEST(Timeout, ThreeRanksOneAbsentAllReturn) {
         << "rank " << r << ": " << results[r].error;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, Timeout, testing::thread_transports(), testing::transport_name);
 
 }  // namespace
 }  // namespace h3::dist

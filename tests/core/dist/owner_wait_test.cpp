@@ -16,13 +16,17 @@
 namespace h3::dist {
 namespace {
 
-WorldOptions timeout_ms(int ms) {
-  WorldOptions o;
-  o.timeout = std::chrono::milliseconds(ms);
-  return o;
-}
+class RunOnOwner : public ::testing::TestWithParam<ThreadTransport> {
+ protected:
+  WorldOptions timeout_ms(int ms) const {
+    WorldOptions o;
+    o.timeout = std::chrono::milliseconds(ms);
+    o.thread_transport = GetParam();
+    return o;
+  }
+};
 
-TEST(RunOnOwner, WorkFourTimesTheTimeoutLeavesEveryRankWorking) {
+TEST_P(RunOnOwner, WorkFourTimesTheTimeoutLeavesEveryRankWorking) {
   std::atomic<int> ran{0};
   std::atomic<bool> work_done{false};
   testing::run_ok(
@@ -46,7 +50,7 @@ TEST(RunOnOwner, WorkFourTimesTheTimeoutLeavesEveryRankWorking) {
   EXPECT_EQ(ran.load(), 1);  // on the owner only
 }
 
-TEST(RunOnOwner, ManyShortWaitsInARowStayInStep) {
+TEST_P(RunOnOwner, ManyShortWaitsInARowStayInStep) {
   testing::run_ok(
       2,
       [](Group& g) {
@@ -62,7 +66,7 @@ TEST(RunOnOwner, ManyShortWaitsInARowStayInStep) {
       timeout_ms(2000));
 }
 
-TEST(RunOnOwner, WhatTheWorkThrowsReachesTheOwnerAndThePeersGoOn) {
+TEST_P(RunOnOwner, WhatTheWorkThrowsReachesTheOwnerAndThePeersGoOn) {
   testing::run_ok(
       2,
       [](Group& g) {
@@ -79,7 +83,7 @@ TEST(RunOnOwner, WhatTheWorkThrowsReachesTheOwnerAndThePeersGoOn) {
       timeout_ms(2000));
 }
 
-TEST(RunOnOwner, AnOwnerThatNeverComesIsAnErrorNamingItOnEveryRank) {
+TEST_P(RunOnOwner, AnOwnerThatNeverComesIsAnErrorNamingItOnEveryRank) {
   testing::Latch peer_gave_up;
   auto results = run_threads(
       2,
@@ -111,7 +115,7 @@ TEST(RunOnOwner, AnOwnerThatNeverComesIsAnErrorNamingItOnEveryRank) {
   EXPECT_NE(results[0].error.find("rank 1 failed"), std::string::npos) << results[0].error;
 }
 
-TEST(RunOnOwner, AFailurePostedByAnotherRankEndsTheWait) {
+TEST_P(RunOnOwner, AFailurePostedByAnotherRankEndsTheWait) {
   testing::Latch work_started, waiter_released;
   std::atomic<bool> released_while_working{false};
   auto results = run_threads(
@@ -149,7 +153,7 @@ TEST(RunOnOwner, AFailurePostedByAnotherRankEndsTheWait) {
   }
 }
 
-TEST(RunOnOwner, AtSizeOneItJustRunsTheWork) {
+TEST(RunOnOwnerSingle, AtSizeOneItJustRunsTheWork) {
   auto g = make_single_group();
   int ran = 0;
   g->run_on_owner(
@@ -157,16 +161,21 @@ TEST(RunOnOwner, AtSizeOneItJustRunsTheWork) {
   EXPECT_EQ(ran, 1);
 }
 
-TEST(RunOnOwner, AnOwnerOutsideTheGroupIsRefusedOnEveryRank) {
-  auto results = run_threads(2, [](Group& g) {
-    g.run_on_owner(
-        2, [] {}, "x");
-  });
+TEST_P(RunOnOwner, AnOwnerOutsideTheGroupIsRefusedOnEveryRank) {
+  auto results = run_threads(
+      2,
+      [](Group& g) {
+        g.run_on_owner(
+            2, [] {}, "x");
+      },
+      timeout_ms(60000));
   for (const auto& r : results) {
     EXPECT_FALSE(r.ok);
     EXPECT_NE(r.error.find("owner rank 2 is not in the group of 2"), std::string::npos) << r.error;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, RunOnOwner, testing::thread_transports(), testing::transport_name);
 
 }  // namespace
 }  // namespace h3::dist

@@ -13,6 +13,14 @@
 
 namespace h3::dist::testing {
 
+// The thread ranks' transports: the tests of collectives, timeouts and owner waits hold on both.
+inline auto thread_transports() {
+  return ::testing::Values(ThreadTransport::kSharedMemory, ThreadTransport::kGloo);
+}
+inline std::string transport_name(const ::testing::TestParamInfo<ThreadTransport>& info) {
+  return info.param == ThreadTransport::kSharedMemory ? "memory" : "gloo";
+}
+
 // Runs fn on `size` thread ranks and fails the test (naming the rank) for
 // every rank that threw: the checks inside fn use EXPECT_*, which are
 // thread-safe in GoogleTest on POSIX.

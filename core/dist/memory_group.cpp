@@ -1,0 +1,250 @@
+// Shared-memory backend. A collective is a short sequence of meetings: every rank shows where
+// its buffer is and arrives; once all have, each copies or reduces straight between the
+// buffers; a last meeting keeps every buffer alive until no peer reads it any more.
+//
+// Failures: a meeting waits at most timeout() and ends at once when a rank posts a failure (the
+// board lives here, under the same mutex as the meeting count, so a timeout and a late arrival
+// cannot both win). A rank that gives up first waits until no peer is still copying to or from
+// its buffers (bounded work: a copy in progress finishes), so that returning cannot pull
+// memory from under a peer.
+#include "dist/memory_group.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace h3::dist {
+
+class MemoryWorld {
+ public:
+  explicit MemoryWorld(int size) : size(size), exposed(static_cast<size_t>(size), nullptr) {}
+
+  const int size;
+  std::mutex m;
+  std::condition_variable cv;
+  // The meeting in progress: how many ranks have arrived, and how many meetings completed.
+  int arrived = 0;
+  int64_t generation = 0;
+  // Ranks released from a meeting into work on their peers' buffers and not yet at the next.
+  int working = 0;
+  // Per rank: the buffer it shows its peers in the collective in progress.
+  std::vector<uint8_t*> exposed;
+  // The failure board: the first failure a rank posted. Once set, no meeting completes.
+  std::optional<PeerFailure> failure;
+  // run_on_owner's marks: the owner's signs of life, and the last piece of work done.
+  int64_t owner_alive = 0;
+  int64_t owner_done = 0;
+};
+
+std::shared_ptr<MemoryWorld> make_memory_world(int size) {
+  return std::make_shared<MemoryWorld>(size);
+}
+
+namespace {
+
+// Where rank `r` of `size` reduces in an all_reduce of n elements: an even split.
+std::pair<int64_t, int64_t> share(int64_t n, int size, int r) {
+  return {n * r / size, n * (r + 1) / size};
+}
+
+class MemoryGroup final : public Group {
+ public:
+  MemoryGroup(std::shared_ptr<MemoryWorld> world, int rank, std::chrono::milliseconds timeout)
+      : Group(rank, world->size, timeout, c10::Device(c10::kCPU)), w_(std::move(world)) {}
+
+  const char* backend() const override { return "memory"; }
+
+ protected:
+  void raw_all_reduce(at::Tensor& t, ReduceOp op, const char* what) override {
+    const int64_t n = t.numel();
+    const int64_t item = static_cast<int64_t>(t.element_size());
+    meet(what, /*then_work=*/true, static_cast<uint8_t*>(t.data_ptr()));
+    work(what, [&] {
+      // Reduce-scatter: this rank sums its share over every rank's buffer, in rank order (the
+      // same order on every rank, so every rank ends with the same bits), into its own buffer.
+      const auto [lo, hi] = share(n, size(), rank());
+      if (hi == lo) return;
+      auto part = [&](int r) {
+        return at::from_blob(w_->exposed[static_cast<size_t>(r)] + lo * item, {hi - lo}, t.options());
+      };
+      at::Tensor mine = part(rank());
+      // From rank 2 on, this rank's values are overwritten before their turn comes.
+      const at::Tensor own = rank() >= 2 ? mine.clone() : mine;
+      auto term = [&](int r) { return r == rank() ? own : part(r); };
+      if (op == ReduceOp::kSum) {
+        at::add_out(mine, term(0), term(1));
+        for (int r = 2; r < size(); ++r) mine.add_(term(r));
+      } else {
+        at::maximum_out(mine, term(0), term(1));
+        for (int r = 2; r < size(); ++r) at::maximum_out(mine, mine, term(r));
+      }
+    });
+    meet(what, /*then_work=*/true, nullptr);
+    work(what, [&] {
+      // All-gather of the shares: each is final in its owner's buffer.
+      uint8_t* mine = static_cast<uint8_t*>(t.data_ptr());
+      for (int r = 0; r < size(); ++r) {
+        const auto [lo, hi] = share(n, size(), r);
+        if (r != rank() && hi > lo) {
+          std::memcpy(mine + lo * item, w_->exposed[static_cast<size_t>(r)] + lo * item,
+                      static_cast<size_t>((hi - lo) * item));
+        }
+      }
+    });
+    meet(what, /*then_work=*/false, nullptr);
+    note_completed();
+  }
+
+  void raw_all_gather(const at::Tensor& in, at::Tensor& out, const char* what) override {
+    const size_t bytes = static_cast<size_t>(in.numel()) * in.element_size();
+    meet(what, /*then_work=*/true, static_cast<uint8_t*>(const_cast<void*>(in.data_ptr())));
+    work(what, [&] {
+      uint8_t* dst = static_cast<uint8_t*>(out.data_ptr());
+      for (int r = 0; r < size(); ++r)
+        std::memcpy(dst + r * bytes, w_->exposed[static_cast<size_t>(r)], bytes);
+    });
+    meet(what, /*then_work=*/false, nullptr);
+    note_completed();
+  }
+
+  void raw_broadcast(at::Tensor& t, int root, const char* what) override {
+    const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+    meet(what, /*then_work=*/true, static_cast<uint8_t*>(t.data_ptr()));
+    work(what, [&] {
+      if (rank() != root) std::memcpy(t.data_ptr(), w_->exposed[static_cast<size_t>(root)], bytes);
+    });
+    meet(what, /*then_work=*/false, nullptr);
+    note_completed();
+  }
+
+  void raw_barrier(const char* what) override {
+    meet(what, /*then_work=*/false, nullptr);
+    note_completed();
+  }
+
+  void post_failure(const PeerFailure& f) override {
+    {
+      std::lock_guard<std::mutex> lk(w_->m);
+      if (!w_->failure) w_->failure = f;  // the first is the cause; later ones are echoes
+    }
+    w_->cv.notify_all();
+  }
+
+  std::optional<PeerFailure> read_failure() override {
+    std::lock_guard<std::mutex> lk(w_->m);
+    return w_->failure;
+  }
+
+  void owner_alive() override {
+    std::lock_guard<std::mutex> lk(w_->m);
+    ++w_->owner_alive;
+  }
+
+  int64_t owner_alive_count() override {
+    std::lock_guard<std::mutex> lk(w_->m);
+    return w_->owner_alive;
+  }
+
+  void owner_done(int64_t seq) override {
+    {
+      std::lock_guard<std::mutex> lk(w_->m);
+      w_->owner_done = std::max(w_->owner_done, seq);
+    }
+    w_->cv.notify_all();
+  }
+
+  bool owner_wait_done(int64_t seq, std::chrono::milliseconds slice) override {
+    std::unique_lock<std::mutex> lk(w_->m);
+    // A posted failure ends the slice too: run_on_owner reads it next.
+    w_->cv.wait_for(lk, slice, [&] { return w_->owner_done >= seq || w_->failure.has_value(); });
+    return w_->owner_done >= seq;
+  }
+
+ private:
+  std::string here(const char* what) const { return "rank " + std::to_string(rank()) + ": " + what; }
+
+  // Arrives at the next meeting, showing `expose` to the peers (when not null), and returns once
+  // every rank has arrived. `then_work`: the ranks touch each other's buffers after it.
+  void meet(const char* what, bool then_work, uint8_t* expose) {
+    std::unique_lock<std::mutex> lk(w_->m);
+    stop_working_locked();
+    if (w_->failure) give_up_locked(lk, what, /*timed_out=*/false);
+    if (expose) w_->exposed[static_cast<size_t>(rank())] = expose;
+    const int64_t generation = w_->generation;
+    if (++w_->arrived == size()) {
+      w_->arrived = 0;
+      ++w_->generation;
+      w_->working = then_work ? size() : 0;
+      working_ = then_work;
+      lk.unlock();
+      w_->cv.notify_all();
+      return;
+    }
+    const bool met = w_->cv.wait_for(lk, timeout(),
+                                     [&] { return w_->generation != generation || w_->failure.has_value(); });
+    if (w_->generation != generation) {
+      working_ = then_work;
+      return;
+    }
+    give_up_locked(lk, what, /*timed_out=*/!met);
+  }
+
+  // Runs this rank's copies of a collective; what they throw (an allocation) fails the world.
+  template <typename F>
+  void work(const char* what, F&& body) {
+    try {
+      body();
+    } catch (const std::exception& e) {
+      std::unique_lock<std::mutex> lk(w_->m);
+      stop_working_locked();
+      const std::string message = here(what) + " failed: " + e.what();
+      if (!w_->failure) w_->failure = PeerFailure{rank(), message, 0};
+      w_->cv.notify_all();
+      lk.unlock();
+      fail(message);
+    }
+  }
+
+  void stop_working_locked() {
+    if (!working_) return;
+    working_ = false;
+    if (--w_->working == 0) w_->cv.notify_all();
+  }
+
+  // Leaves the world: posts the timeout (unless a peer's failure is the cause), waits until no
+  // peer still copies to or from this rank's buffers, then throws.
+  [[noreturn]] void give_up_locked(std::unique_lock<std::mutex>& lk, const char* what, bool timed_out) {
+    std::string message;
+    if (timed_out && !w_->failure) {
+      message = here(what) + " timed out after " + std::to_string(timeout().count()) +
+                " ms: a peer rank did not join it (group of " + std::to_string(size()) + ")";
+      w_->failure = PeerFailure{rank(), message, 0};
+      w_->cv.notify_all();
+    } else if (w_->failure->rank == rank()) {
+      message = here(what) + ": this rank failed earlier: " + w_->failure->message;
+    } else {
+      message = "rank " + std::to_string(w_->failure->rank) + " failed: " + w_->failure->message;
+    }
+    w_->cv.wait(lk, [&] { return w_->working == 0; });
+    lk.unlock();
+    fail(message);
+  }
+
+  std::shared_ptr<MemoryWorld> w_;
+  bool working_ = false;  // released from a meeting into work on peers' buffers
+};
+
+}  // namespace
+
+std::unique_ptr<Group> make_memory_group(std::shared_ptr<MemoryWorld> world, int rank,
+                                         std::chrono::milliseconds timeout) {
+  return std::make_unique<MemoryGroup>(std::move(world), rank, timeout);
+}
+
+}  // namespace h3::dist

@@ -1,0 +1,97 @@
+// The shared-memory transport of thread ranks: exact results on buffers large enough to split
+// unevenly between the ranks, many collectives in a row, worlds side by side, and the choice of
+// transport. (The collective, timeout and owner-wait tests run on it and on Gloo alike.)
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "dist/group.h"
+#include "dist/world.h"
+#include "test_util.h"
+
+namespace h3::dist {
+namespace {
+
+using testing::run_ok;
+
+at::Tensor values_of(int rank, int64_t n) {
+  at::Generator gen = at::detail::createCPUGenerator(100 + rank);
+  return at::randn({n}, gen, at::TensorOptions().dtype(at::kFloat));
+}
+
+TEST(MemoryGroup, ThreadRanksUseSharedMemoryUnlessGlooIsAsked) {
+  run_ok(2, [](Group& g) { EXPECT_STREQ(g.backend(), "memory"); });
+  WorldOptions gloo;
+  gloo.thread_transport = ThreadTransport::kGloo;
+  run_ok(
+      2, [](Group& g) { EXPECT_STREQ(g.backend(), "gloo"); }, gloo);
+}
+
+// 1,000,003 elements do not split evenly in three: every share boundary is crossed. The sum is
+// taken in rank order on every share, so every rank holds exactly ((a0 + a1) + a2).
+TEST(MemoryGroup, LargeAllReduceIsTheSumInRankOrderBitForBit) {
+  constexpr int64_t kN = 1'000'003;
+  const at::Tensor expected = (values_of(0, kN) + values_of(1, kN)) + values_of(2, kN);
+  at::Tensor maxima = at::maximum(at::maximum(values_of(0, kN), values_of(1, kN)), values_of(2, kN));
+  run_ok(3, [&](Group& g) {
+    at::Tensor t = values_of(g.rank(), kN);
+    g.all_reduce(t);
+    EXPECT_TRUE(at::equal(t, expected)) << "rank " << g.rank();
+    at::Tensor m = values_of(g.rank(), kN);
+    g.all_reduce(m, ReduceOp::kMax);
+    EXPECT_TRUE(at::equal(m, maxima)) << "rank " << g.rank();
+    // Fewer elements than ranks: some shares are empty.
+    at::Tensor few = at::full({2}, g.rank() + 1, at::kLong);
+    g.all_reduce(few);
+    EXPECT_TRUE(at::equal(few, at::full({2}, 6, at::kLong))) << "rank " << g.rank();
+  });
+}
+
+TEST(MemoryGroup, LargeUnevenAllGatherAndBroadcast) {
+  run_ok(3, [](Group& g) {
+    const int64_t n = g.rank() == 1 ? 0 : 300'000 * (g.rank() + 1);
+    auto all = g.all_gather(values_of(g.rank(), n).view({-1, 3}));
+    ASSERT_EQ(all.size(), 3u);
+    for (int r = 0; r < 3; ++r) {
+      const int64_t rn = r == 1 ? 0 : 300'000 * (r + 1);
+      EXPECT_TRUE(at::equal(all[r], values_of(r, rn).view({-1, 3}))) << "rank " << g.rank() << " from " << r;
+    }
+    at::Tensor b = g.rank() == 2 ? values_of(2, 500'001) : at::zeros({500'001});
+    g.broadcast(b, 2);
+    EXPECT_TRUE(at::equal(b, values_of(2, 500'001))) << "rank " << g.rank();
+  });
+}
+
+// Thousands of meetings in a row, of changing sizes and kinds, stay in step.
+TEST(MemoryGroup, ManyCollectivesInARowStayInStep) {
+  run_ok(4, [](Group& g) {
+    for (int i = 0; i < 500; ++i) {
+      at::Tensor t = at::full({i % 7 + 1}, static_cast<double>(g.rank() + i), at::kDouble);
+      g.all_reduce(t);
+      ASSERT_TRUE(at::equal(t, at::full({i % 7 + 1}, 6.0 + 4.0 * i, at::kDouble))) << "call " << i;
+      ASSERT_EQ(g.broadcast_int(g.rank() == i % 4 ? i : -1, i % 4), i);
+      auto all = g.all_gather(at::full({g.rank()}, i, at::kInt));
+      for (int r = 0; r < 4; ++r) ASSERT_EQ(all[r].numel(), r);
+    }
+  });
+}
+
+// Each world has its own meetings: two at once, of different sizes, never mix.
+TEST(MemoryGroup, TwoWorldsAtOnceDoNotMix) {
+  auto world = [](int size, double base) {
+    run_ok(size, [size, base](Group& g) {
+      for (int i = 0; i < 200; ++i) {
+        at::Tensor t = at::full({64}, base, at::kDouble);
+        g.all_reduce(t);
+        ASSERT_TRUE(at::equal(t, at::full({64}, base * size, at::kDouble)));
+      }
+    });
+  };
+  std::thread a(world, 2, 1.0), b(world, 3, 10.0);
+  a.join();
+  b.join();
+}
+
+}  // namespace
+}  // namespace h3::dist
