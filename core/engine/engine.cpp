@@ -95,6 +95,9 @@ struct Engine::Impl {
   CancelToken no_cancel;     // ranks other than 0: their caller never cancels
 
   std::atomic<bool> load_reported{false};
+  // Rank 0 of a process world: the last job failed because a rank was lost before the job
+  // reached every rank (a worker that died while the world was idle), so none of it ran.
+  std::atomic<bool> lost_before_delivery{false};
   std::mutex broken_m;
   std::string broken;  // set once the ranks' groups failed: the engine cannot serve any more
 
@@ -246,6 +249,7 @@ struct Engine::Impl {
     uint64_t seen = 0;
     for (;;) {
       bool dispatched = false;  // rank 0: a caller waits for this job's outcome
+      bool delivered = false;   // every rank has the job: what fails from here on is the request's
       try {
         std::string wire;
         g.run_on_owner(
@@ -265,6 +269,7 @@ struct Engine::Impl {
             },
             "waiting for rank 0's next request");
         const Job j = engine_detail::decode_job(g.broadcast_string(wire, 0));
+        delivered = true;
         if (j.kind == Job::Kind::kStop) return true;
         run_job(g, parts, j);
         if (root) post_done(nullptr);
@@ -273,7 +278,10 @@ struct Engine::Impl {
         // The ranks lost each other: this group cannot serve any more. Marked before the
         // caller hears of the failure, so that its next request sees it.
         if (g.broken()) mark_broken(message_of(e));
-        if (root && dispatched) post_done(e);
+        if (root && dispatched) {
+          if (!delivered && g.broken() && !thread_ranks) lost_before_delivery = true;
+          post_done(e);
+        }
         if (g.broken()) return false;
       }
     }
@@ -324,9 +332,24 @@ struct Engine::Impl {
                                                why + "): close and reopen the engine");
     }
     if (!why.empty()) form_again(progress);
+    std::exception_ptr err = dispatch(j, c, latents, progress, sink, extras);
+    // A worker that died while the world idled is found out by the job's own broadcast, before
+    // any of the request ran: form the world again (a restarted worker joins) and send the
+    // request once more instead of failing it.
+    if (err && door && lost_before_delivery.exchange(false)) {
+      form_again(progress);
+      err = dispatch(j, c, latents, progress, sink, extras);
+    }
+    if (err) std::rethrow_exception(err);
+  }
+
+  // Hands the job to rank 0's thread and pumps its events; returns its outcome.
+  std::exception_ptr dispatch(const Job& j, CancelToken& c, const at::Tensor& latents,
+                              const ProgressFn& progress, ChunkSink& sink, const GenerateExtras* extras) {
+    lost_before_delivery = false;
     {
       std::lock_guard<std::mutex> lk(jm);
-      job = std::move(j);
+      job = j;
       cancel = &c;
       decode_latents = latents;
       job_start = Clock::now();
@@ -339,7 +362,7 @@ struct Engine::Impl {
       cancel = nullptr;
       decode_latents = at::Tensor();
     }
-    if (err) std::rethrow_exception(err);
+    return err;
   }
 
   // A process world whose ranks lost each other: rank 0 opens its door again, the workers

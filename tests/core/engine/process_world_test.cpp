@@ -245,6 +245,31 @@ TEST(ProcessWorld, AWorkerKilledMidDecodeFailsTheRequestAndARestartedOneServesTh
   kill_worker_during(Phase::kDecoding);
 }
 
+// A worker that dies while the world is idle: the next request's own broadcast finds it out
+// before any of the request ran, so rank 0 forms the world again with the restarted worker and
+// serves the request instead of failing it.
+TEST(ProcessWorld, AWorkerKilledWhileIdleIsReplacedWithoutFailingTheNextRequest) {
+  World w;
+  Child worker = w.worker("first");
+  auto e = Engine::open(w.rank0());
+  const at::Tensor frames = generate_frames(*e);
+  kill(worker.pid, SIGKILL);
+  const int st = worker.wait();
+  EXPECT_TRUE(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+
+  Child again = w.worker("again");
+  at::Tensor next;
+  try {
+    next = generate_frames(*e);
+  } catch (const Error& err) {
+    FAIL() << "the request after an idle worker's death failed: " << err.what();
+  }
+  EXPECT_TRUE(at::equal(next, frames));
+  EXPECT_TRUE(at::equal(generate_frames(*e), frames));  // and the world serves on
+  e.reset();
+  EXPECT_TRUE(exited_with(again.wait(), 0)) << again.output();
+}
+
 TEST(ProcessWorld, RankZeroNamesTheRankThatNeverArrived) {
   World w;
   try {
