@@ -206,6 +206,8 @@ class MemoryGroup final : public Group {
       const std::string message = here(what) + " failed: " + e.what();
       if (!w_->failure) w_->failure = PeerFailure{rank(), message, 0};
       w_->cv.notify_all();
+      // Peers may still copy from this rank's buffers: they stop at their next meeting.
+      w_->cv.wait(lk, [&] { return w_->working == 0; });
       lk.unlock();
       fail(message);
     }
