@@ -5,10 +5,12 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <openssl/crypto.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -158,6 +160,39 @@ int listen_on(const Address& a, int* bound_port) {
   *bound_port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                                                : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   return fd;
+}
+
+// Waits until something accepts TCP connections at `a`, at most `bound`; true if it did.
+// c10d's client retries its own connect with growing back-offs and connects twice (its
+// listener and its callback socket), so a rank 0 that never appears used to cost a worker
+// about 2.6x its timeout; this wait keeps it to the timeout.
+bool wait_for_listener(const Address& a, std::chrono::milliseconds bound) {
+  const auto deadline = Clock::now() + bound;
+  for (;;) {
+    addrinfo* res = resolve(a.host, a.port, SOCK_STREAM, false);
+    bool reached = false;
+    for (addrinfo* p = res; p && !reached; p = p->ai_next) {
+      const int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, p->ai_protocol);
+      if (fd < 0) continue;
+      if (connect(fd, p->ai_addr, p->ai_addrlen) == 0) {
+        reached = true;
+      } else if (errno == EINPROGRESS) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        pollfd pfd{fd, POLLOUT, 0};
+        int err = 0;
+        socklen_t len = sizeof err;
+        reached = poll(&pfd, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) == 1 &&
+                  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+      }
+      close(fd);
+    }
+    freeaddrinfo(res);
+    if (reached) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(50),
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())));
+  }
 }
 
 // This host's address on the route to `a` (no packet is sent: a UDP connect only picks the
@@ -368,7 +403,10 @@ DoorClient::DoorClient(DoorOptions opts, int rank) : opts_(std::move(opts)), ran
   o.waitWorkers = false;
   o.timeout = opts_.world.timeout;
   try {
-    // c10d's client retries until rank 0's store answers, within the timeout.
+    if (!wait_for_listener(opts_.address, opts_.world.timeout)) {
+      throw Error(ErrorKind::kDistributed, "nothing accepted a connection there");
+    }
+    // Rank 0's store is up: c10d's client connects at once.
     store_ = c10::make_intrusive<c10d::TCPStore>(opts_.address.host, o);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kDistributed, "rank " + std::to_string(rank_) + ": rank 0 never appeared at " +
