@@ -20,6 +20,16 @@ Transformer::Transformer(DitConfig config, DitWeights weights, dist::Group* grou
   check_tp(config_, tp_.size());
 }
 
+void Transformer::use_group(dist::Group* group) {
+  const TensorParallel next(group);
+  if (next.rank() != tp_.rank() || next.size() != tp_.size()) {
+    throw Error(ErrorKind::kInternal, "transformer: shards of rank " + std::to_string(tp_.rank()) + " of " +
+                                          std::to_string(tp_.size()) + " cannot serve rank " +
+                                          std::to_string(next.rank()) + " of " + std::to_string(next.size()));
+  }
+  tp_ = next;
+}
+
 Velocity Transformer::forward(const DitInputs& in) const {
   return forward(pack(config_, in));
 }

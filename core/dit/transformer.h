@@ -44,6 +44,11 @@ class Transformer {
   int rank() const { return tp_.rank(); }
   int tp_size() const { return tp_.size(); }
 
+  // Runs on `group` from now on: a process world formed again after a lost rank, in which this
+  // rank has the same rank and the world the same size, so its shards still fit. Throws
+  // h3::Error(kInternal) otherwise.
+  void use_group(dist::Group* group);
+
   // One denoiser evaluation; a collective over the group.
   Velocity forward(const DitInputs& in) const;
   Velocity forward(const PackedSequence& seq) const;

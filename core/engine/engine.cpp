@@ -94,6 +94,12 @@ struct Engine::Impl {
   int cuda_index = -1;       // device=cuda: this rank's GPU; -1: cuda:<rank> (thread ranks)
   CancelToken no_cancel;     // ranks other than 0: their caller never cancels
 
+  // A process world's rank keeps what it loaded when its world breaks and forms again: its
+  // rank and the world's size stay, so its shards still fit, and reloading costs minutes on
+  // every rank for the release. Thread ranks end with their world and never reuse parts.
+  RankParts kept;
+  bool kept_loaded = false;
+
   std::atomic<bool> load_reported{false};
   // Rank 0 of a process world: the last job failed because a rank was lost before the job
   // reached every rank (a worker that died while the world was idle), so none of it ran.
@@ -175,13 +181,25 @@ struct Engine::Impl {
       const int cores = static_cast<int>(std::thread::hardware_concurrency());
       vae::set_cpu_threads(std::max(1, cores / g.size()));
     }
-    RankParts parts;
+    RankParts local;
+    RankParts& parts = thread_ranks ? local : kept;
     const auto t0 = Clock::now();
     dist::LocalFailure f;
     try {
-      load_parts(g, parts, t0);
+      if (!thread_ranks && kept_loaded) {
+        // A survivor of the last world: its parts run on the new group. A restarted rank loads.
+        parts.dit->use_group(&g);
+        if (parts.prompt) parts.prompt->use_group(&g);
+      } else {
+        load_parts(g, parts, t0);
+        kept_loaded = !thread_ranks;
+      }
     } catch (...) {
       f.capture();
+      if (!thread_ranks) {  // half-loaded parts are not kept
+        kept = RankParts{};
+        kept_loaded = false;
+      }
     }
     try {
       dist::agree_or_throw(g, f);

@@ -51,6 +51,8 @@ class PromptEncoder {
   void release_weights() { encoder_.release(); }
   bool weights_released() const { return encoder_.released(); }
   void reload_weights(dist::Group* group);
+  // The encoder runs on `group` from now on (TextEncoder::use_group).
+  void use_group(dist::Group* group) { encoder_.use_group(group); }
 
  private:
   PromptEncoder(Tokenizer t, TextEncoder e, EncoderOptions o)

@@ -229,6 +229,16 @@ Conditioning TextEncoder::encode(const std::vector<int64_t>& ids) const {
   return out;
 }
 
+void TextEncoder::use_group(dist::Group* group) {
+  const dit::TensorParallel next(group);
+  if (next.rank() != tp_rank_ || next.size() != tp_size_) {
+    throw Error(ErrorKind::kInternal, dir_ + ": text encoder shards of rank " + std::to_string(tp_rank_) +
+                                          " of " + std::to_string(tp_size_) + " cannot serve rank " +
+                                          std::to_string(next.rank()) + " of " + std::to_string(next.size()));
+  }
+  group_ = group;
+}
+
 std::vector<std::pair<std::string, at::Tensor>> TextEncoder::named() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
   if (embed_tokens_.defined()) out.emplace_back(std::string(kPrefix) + "embed_tokens.weight", embed_tokens_);

@@ -70,6 +70,10 @@ class TextEncoder {
   // The DiT's conditioning: hidden_states[K] as fp32 CPU rows, every row tagged text (1).
   Conditioning encode(const std::vector<int64_t>& ids) const;
 
+  // Runs on `group` from now on (a process world formed again: the same rank of the same size).
+  // Throws h3::Error(kInternal) otherwise.
+  void use_group(dist::Group* group);
+
   // This rank's tensors with their checkpoint names.
   std::vector<std::pair<std::string, at::Tensor>> named() const;
   // Drops the weights (an engine can free them after encoding); forward then throws.

@@ -237,6 +237,36 @@ void kill_worker_during(Phase phase) {
   EXPECT_TRUE(exited_with(again.wait(), 0)) << again.output();
 }
 
+// After a lost worker, only the restarted one loads: rank 0 keeps its shards (the same rank of a
+// world of the same size), so the next request reports no loading and gives the same frames.
+TEST(ProcessWorld, RankZeroKeepsItsShardsWhenTheWorldFormsAgain) {
+  World w;
+  Child worker = w.worker("first");
+  auto e = Engine::open(w.rank0());
+  const at::Tensor frames = generate_frames(*e);
+  bool killed = false;
+  EXPECT_THROW(generate_frames(*e,
+                               [&](const Progress& p) {
+                                 if (!killed && p.phase == Phase::kDenoising && p.step >= 1) {
+                                   kill(worker.pid, SIGKILL);
+                                   killed = true;
+                                 }
+                               }),
+               Error);
+  ASSERT_TRUE(killed);
+  worker.wait();
+
+  Child again = w.worker("again");
+  int loading_reports = 0;
+  const at::Tensor next = generate_frames(*e, [&](const Progress& p) {
+    if (p.phase == Phase::kLoading) ++loading_reports;
+  });
+  EXPECT_EQ(loading_reports, 0) << "rank 0 loaded its parts again";
+  EXPECT_TRUE(at::equal(next, frames));
+  e.reset();
+  EXPECT_TRUE(exited_with(again.wait(), 0)) << again.output();
+}
+
 TEST(ProcessWorld, AWorkerKilledMidDenoiseFailsTheRequestAndARestartedOneServesTheNext) {
   kill_worker_during(Phase::kDenoising);
 }
