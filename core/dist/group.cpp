@@ -274,6 +274,18 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
     for (const auto& m : metas) out.push_back(at::empty(m.shape, opts));
     return out;
   }
+  if (gathers_uneven()) {
+    std::vector<int64_t> offsets(static_cast<size_t>(size_) + 1, 0);
+    for (int r = 0; r < size_; ++r) offsets[r + 1] = offsets[r] + metas[r].numel * item;
+    at::Tensor all = at::empty({offsets.back()}, at::TensorOptions().dtype(at::kByte).device(device_));
+    raw_all_gather_uneven(t.contiguous(), all, offsets, "all_gather");
+    for (int r = 0; r < size_; ++r) {
+      out.push_back(metas[r].numel == 0
+                        ? at::empty(metas[r].shape, opts)
+                        : all.narrow(0, offsets[r], metas[r].numel * item).view(dtype).view(metas[r].shape));
+    }
+    return out;
+  }
   // Every rank sends max_numel elements (its own, zero-padded) as raw bytes,
   // so any dtype travels and the transport sees equal sizes everywhere.
   // Slots are padded to whole 4-byte words so that backends may move them as int32.
@@ -291,6 +303,11 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
                                       : bytes.view(dtype).view(metas[r].shape));
   }
   return out;
+}
+
+void Group::raw_all_gather_uneven(const at::Tensor&, at::Tensor&, const std::vector<int64_t>&, const char* what) {
+  throw Error(ErrorKind::kInternal,
+              std::string(what) + ": the " + backend() + " backend cannot gather parts of different sizes");
 }
 
 void Group::broadcast(at::Tensor& t, int root) {

@@ -101,6 +101,13 @@ class Group {  // one rank's view of its process group; used from one thread
   virtual void raw_all_reduce(at::Tensor& t, ReduceOp op, const char* what) = 0;
   // `out` is flat, size() * in.numel() elements of in's dtype; rank r's part at r * in.numel().
   virtual void raw_all_gather(const at::Tensor& in, at::Tensor& out, const char* what) = 0;
+  // Backends that can move parts of different sizes straight from the callers' tensors (shared
+  // memory) say so and implement raw_all_gather_uneven: rank r's contiguous `in` (its byte
+  // count is offsets[r + 1] - offsets[r]) lands at byte offsets[r] of the flat byte tensor `out`.
+  // all_gather then skips the zero-padded staging copy the equal-size transports need.
+  virtual bool gathers_uneven() const { return false; }
+  virtual void raw_all_gather_uneven(const at::Tensor& in, at::Tensor& out, const std::vector<int64_t>& offsets,
+                                     const char* what);
   virtual void raw_broadcast(at::Tensor& t, int root, const char* what) = 0;
   virtual void raw_barrier(const char* what) = 0;
   // The failure board shared by the ranks (the rendezvous store for Gloo and NCCL).

@@ -113,6 +113,25 @@ class MemoryGroup final : public Group {
     note_completed();
   }
 
+  bool gathers_uneven() const override { return true; }
+
+  void raw_all_gather_uneven(const at::Tensor& in, at::Tensor& out, const std::vector<int64_t>& offsets,
+                             const char* what) override {
+    meet(what, /*then_work=*/true, static_cast<uint8_t*>(const_cast<void*>(in.data_ptr())));
+    work(what, [&] {
+      uint8_t* dst = static_cast<uint8_t*>(out.data_ptr());
+      for (int r = 0; r < size(); ++r) {
+        const int64_t bytes = offsets[static_cast<size_t>(r) + 1] - offsets[static_cast<size_t>(r)];
+        if (bytes > 0) {
+          std::memcpy(dst + offsets[static_cast<size_t>(r)], w_->exposed[static_cast<size_t>(r)],
+                      static_cast<size_t>(bytes));
+        }
+      }
+    });
+    meet(what, /*then_work=*/false, nullptr);
+    note_completed();
+  }
+
   void raw_broadcast(at::Tensor& t, int root, const char* what) override {
     const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
     meet(what, /*then_work=*/true, static_cast<uint8_t*>(t.data_ptr()));
