@@ -305,7 +305,8 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
   return out;
 }
 
-void Group::raw_all_gather_uneven(const at::Tensor&, at::Tensor&, const std::vector<int64_t>&, const char* what) {
+void Group::raw_all_gather_uneven(const at::Tensor&, at::Tensor&, const std::vector<int64_t>&,
+                                  const char* what) {
   throw Error(ErrorKind::kInternal,
               std::string(what) + ": the " + backend() + " backend cannot gather parts of different sizes");
 }

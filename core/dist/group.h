@@ -106,8 +106,8 @@ class Group {  // one rank's view of its process group; used from one thread
   // count is offsets[r + 1] - offsets[r]) lands at byte offsets[r] of the flat byte tensor `out`.
   // all_gather then skips the zero-padded staging copy the equal-size transports need.
   virtual bool gathers_uneven() const { return false; }
-  virtual void raw_all_gather_uneven(const at::Tensor& in, at::Tensor& out, const std::vector<int64_t>& offsets,
-                                     const char* what);
+  virtual void raw_all_gather_uneven(const at::Tensor& in, at::Tensor& out,
+                                     const std::vector<int64_t>& offsets, const char* what);
   virtual void raw_broadcast(at::Tensor& t, int root, const char* what) = 0;
   virtual void raw_barrier(const char* what) = 0;
   // The failure board shared by the ranks (the rendezvous store for Gloo and NCCL).
