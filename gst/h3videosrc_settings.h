@@ -36,6 +36,7 @@ struct Settings {
   gboolean live = FALSE;
   guint timeout_s = static_cast<guint>(h3::kDefaultTimeout.count());
   gboolean free_text_encoder = FALSE;
+  std::string compute_dtype;  // empty: the device's default (fp32 on cpu, bf16 on cuda)
   // Ranks in other processes (docs/distributed.md): empty keeps the thread ranks.
   std::string rendezvous;
   gint world_size = 2;
@@ -60,6 +61,7 @@ enum Property {
   PROP_IS_LIVE,
   PROP_TIMEOUT,
   PROP_FREE_TEXT_ENCODER,
+  PROP_COMPUTE_DTYPE,
   PROP_RENDEZVOUS,
   PROP_WORLD_SIZE,
   PROP_TOKEN_FILE,

@@ -22,6 +22,7 @@
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/frames.h"
+#include "engine/compute_dtype.h"
 #include "engine/job.h"
 #include "engine/mailbox.h"
 #include "engine/stage.h"
@@ -68,6 +69,7 @@ Progress loading_progress(int64_t part, int64_t parts, double elapsed_s) {
 
 struct Engine::Impl {
   EngineOptions opts;
+  std::string compute_dtype;  // opts.compute_dtype resolved for opts.device: "fp32" or "bf16"
   ModelInfo model;
   double load_s = 0;
 
@@ -228,8 +230,11 @@ struct Engine::Impl {
         opts.device == "cuda"
             ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(cuda_index >= 0 ? cuda_index : g.rank()))
             : c10::Device(c10::kCPU);
+    const at::ScalarType dtype = engine_detail::compute_scalar_type(compute_dtype);
+    if (root && dtype == at::kBFloat16 && !device.is_cuda()) engine_detail::note_emulated_bf16();
     dit::TransformerOptions to;
     to.device = device;
+    to.dtype = dtype;
     parts.dit.emplace(dit::Transformer::load(model.transformer_dir, &g, to));
     if (root) post_progress(loading_progress(1, n, seconds_since(t0)));
     parts.vae.emplace(vae::VideoDecoder::load(model.vae_dir).to(device));
@@ -247,6 +252,7 @@ struct Engine::Impl {
     if (model.prompt_encoder) {
       text::EncoderOptions eo;
       eo.device = device;
+      eo.dtype = dtype;
       parts.prompt.emplace(text::PromptEncoder::load(model.dir, 0, &g, eo));
       if (parts.prompt->encoder().width() != model.dit.text_dim) {
         throw Error(ErrorKind::kMismatch, model.text_encoder_dir + ": the text encoder makes " +
@@ -494,6 +500,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
 
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
+  impl->compute_dtype = engine_detail::resolve_compute_dtype(opts.compute_dtype, opts.device);
   impl->model = read_model(opts.model_dir);
   dit::check_tp(impl->model.dit, world_size);
   if (processes) {
@@ -501,7 +508,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
     d.address = dist::parse_address(opts.rendezvous, "rendezvous");
     d.world_size = world_size;
     d.token = dist::read_token_file(opts.token_file);
-    d.settings = engine_detail::world_settings(impl->model, world_size, opts.device);
+    d.settings = engine_detail::world_settings(impl->model, world_size, opts.device, impl->compute_dtype);
     d.world.timeout = opts.timeout;
     d.world.backend = opts.device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
     d.world.cuda_device = 0;
@@ -555,6 +562,7 @@ void run_worker(const WorkerOptions& o) {
   impl.opts.model_dir = o.model_dir;
   impl.opts.device = o.device;
   impl.opts.timeout = o.timeout;
+  impl.compute_dtype = engine_detail::resolve_compute_dtype(o.compute_dtype, o.device);
   impl.thread_ranks = false;
   impl.cuda_index = o.cuda_device;
   impl.model = read_model(o.model_dir);
@@ -563,7 +571,7 @@ void run_worker(const WorkerOptions& o) {
   d.address = dist::parse_address(o.rendezvous, "rendezvous");
   d.world_size = o.world_size;
   d.token = dist::read_token_file(o.token_file);
-  d.settings = engine_detail::world_settings(impl.model, o.world_size, o.device);
+  d.settings = engine_detail::world_settings(impl.model, o.world_size, o.device, impl.compute_dtype);
   d.world.timeout = o.timeout;
   d.world.backend = o.device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
   d.world.cuda_device = o.cuda_device;
@@ -647,6 +655,9 @@ const ModelInfo& Engine::model() const {
 }
 const EngineOptions& Engine::options() const {
   return impl_->opts;
+}
+const std::string& Engine::compute_dtype() const {
+  return impl_->compute_dtype;
 }
 double Engine::load_seconds() const {
   return impl_->load_s;

@@ -36,8 +36,9 @@ struct WorkerOptions {
   int world_size = 2;
   int rank = 1;
   std::string token_file;
-  std::string device = "cpu";                                   // "cpu" (Gloo) or "cuda" (NCCL)
-  int cuda_device = 0;                                          // device == "cuda": this process's GPU
+  std::string device = "cpu";  // "cpu" (Gloo) or "cuda" (NCCL)
+  int cuda_device = 0;         // device == "cuda": this process's GPU
+  std::string compute_dtype;   // "fp32" or "bf16"; empty: the device's default (must be rank 0's)
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // joining, and every collective
 };
 
@@ -79,6 +80,8 @@ class Engine {
 
   const ModelInfo& model() const;
   const EngineOptions& options() const;
+  // options().compute_dtype resolved for the device: "fp32" or "bf16".
+  const std::string& compute_dtype() const;
   double load_seconds() const;  // wall time open() spent loading
 
  private:

@@ -19,6 +19,11 @@ struct EngineOptions {
   // next prompt: the DiT and the VAE keep the memory (tens of GB for the release's 50 layers) at
   // the cost of a reload per prompt. Only a model with its own text encoder is affected.
   bool free_text_encoder = false;
+  // What the DiT's residual stream and block weights and the text encoder compute in: "fp32" or
+  // "bf16"; empty: the device's default (fp32 on cpu, bf16 on cuda as released). The VAE and the
+  // audio VAE stay fp32. bf16 halves the DiT's weight memory; it is fast only on a CPU with
+  // AMX-BF16 or AVX-512-BF16 (elsewhere ATen emulates it: slower than fp32; docs/engine.md).
+  std::string compute_dtype;
 
   // Ranks in other processes or on other hosts (docs/distributed.md). Empty: the ranks are
   // threads of this process (`ranks`). "host:port": this process is rank 0 of a world of
@@ -30,8 +35,9 @@ struct EngineOptions {
 
   bool operator==(const EngineOptions& o) const {
     return model_dir == o.model_dir && ranks == o.ranks && tp == o.tp && device == o.device &&
-           timeout == o.timeout && free_text_encoder == o.free_text_encoder && rendezvous == o.rendezvous &&
-           world_size == o.world_size && token_file == o.token_file;
+           timeout == o.timeout && free_text_encoder == o.free_text_encoder &&
+           compute_dtype == o.compute_dtype && rendezvous == o.rendezvous && world_size == o.world_size &&
+           token_file == o.token_file;
   }
   bool operator!=(const EngineOptions& o) const { return !(*this == o); }
 };

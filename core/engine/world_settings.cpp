@@ -41,7 +41,8 @@ std::string safetensors_header(const fs::path& p) {
 
 }  // namespace
 
-std::string world_settings(const ModelInfo& m, int world_size, const std::string& device) {
+std::string world_settings(const ModelInfo& m, int world_size, const std::string& device,
+                           const std::string& compute_dtype) {
   nlohmann::json o = nlohmann::json::object();
   const fs::path root(m.dir);
   std::vector<fs::path> folders{root};
@@ -69,6 +70,7 @@ std::string world_settings(const ModelInfo& m, int world_size, const std::string
   }
   o["world size (tensor-parallel split)"] = std::to_string(world_size);
   o["backend"] = device == "cuda" ? "nccl" : "gloo";
+  o["compute-dtype"] = compute_dtype;
   o["h3 version"] = H3_VERSION;
   return o.dump();
 }

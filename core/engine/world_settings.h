@@ -11,8 +11,11 @@ namespace h3::engine_detail {
 // A flat JSON object of strings: the SHA-256 of every *.json of the model folder and its
 // subfolders (configs, tokenizer, shard indexes: the shard plan), of each subfolder's
 // safetensors headers (every tensor's dtype and shape, and the file it lives in), the world
-// size (the tensor-parallel split), the backend and the engine's version. Two ranks whose
-// objects differ are refused at the door, which names the fields.
-std::string world_settings(const ModelInfo& m, int world_size, const std::string& device);
+// size (the tensor-parallel split), the backend, the compute dtype (resolved: "fp32" or
+// "bf16"; ranks computing in different precisions would sum mismatched partial products) and
+// the engine's version. Two ranks whose objects differ are refused at the door, which names
+// the fields.
+std::string world_settings(const ModelInfo& m, int world_size, const std::string& device,
+                           const std::string& compute_dtype);
 
 }  // namespace h3::engine_detail

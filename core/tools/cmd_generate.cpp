@@ -66,6 +66,7 @@ int run(Args& a) {
   eo.ranks = static_cast<int>(a.int_or("ranks", 1, kMinRanks, kMaxRanks));
   eo.device = a.string_or("device", "cpu");
   eo.free_text_encoder = a.flag("free-text-encoder");
+  eo.compute_dtype = a.string_or("compute-dtype", "");
   eo.rendezvous = a.string_or("rendezvous", "");
   eo.world_size = static_cast<int>(a.int_or("world-size", 0, 0, kMaxRanks));
   eo.token_file = a.string_or("token-file", "");
@@ -87,11 +88,12 @@ int run(Args& a) {
     std::fprintf(
         stderr,
         "h3 generate: %s: %lldx%lld, %lld frames at %d/%d fps (canvas %lldx%lld, %lld latent frames, %lld "
-        "generated), %lld grid points, seed %llu, %d rank(s)\n",
+        "generated), %lld grid points, seed %llu, %d rank(s), %s\n",
         eo.model_dir.c_str(), (long long)plan.width, (long long)plan.height, (long long)plan.num_frames,
         plan.fps_n, plan.fps_d, (long long)plan.canvas_width, (long long)plan.canvas_height,
         (long long)plan.latent_frames, (long long)plan.generated_frames, (long long)plan.steps,
-        (unsigned long long)req.seed, eo.rendezvous.empty() ? eo.ranks : eo.world_size);
+        (unsigned long long)req.seed, eo.rendezvous.empty() ? eo.ranks : eo.world_size,
+        engine->compute_dtype().c_str());
   }
   Y4mWriter writer(out, plan.width, plan.height, plan.fps_n, plan.fps_d);
   Y4mSink sink(writer);
@@ -130,7 +132,8 @@ H3_REGISTER_COMMAND(
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] --out FILE.y4m\n"
     "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
-    "                   [--timeout S] [--quiet] [--rendezvous HOST:PORT --world-size N --token-file FILE]\n"
+    "                   [--compute-dtype fp32|bf16] [--timeout S] [--quiet]\n"
+    "                   [--rendezvous HOST:PORT --world-size N --token-file FILE]\n"
     "\n"
     "  --model DIR          model folder (release layout); default: the tiny default model\n"
     "                       ($H3_MODEL_DIR, else the installed or build tree's copy)\n"
@@ -152,6 +155,9 @@ H3_REGISTER_COMMAND(
     "  --device cpu|cuda    where the DiT and the VAE run (cuda: rank r on cuda:r, NCCL between ranks)\n"
     "  --free-text-encoder  drop the text encoder's weights once the prompt is encoded (the DiT\n"
     "                       and the VAE get the memory; a later prompt reads them again)\n"
+    "  --compute-dtype fp32|bf16  the DiT's and the text encoder's precision (the VAEs stay fp32);\n"
+    "                       default: fp32 on cpu, bf16 on cuda. bf16 halves the DiT's weight memory;\n"
+    "                       on a CPU without AMX-BF16/AVX-512-BF16 it is emulated, slower than fp32\n"
     "  --timeout S          bound on every collective and on joining the ranks (default 120)\n"
     "  --rendezvous HOST:PORT  be rank 0 of a world of processes: serve the rendezvous store on\n"
     "                       exactly this address; ranks 1..N-1 are `h3 worker`s (docs/distributed.md)\n"

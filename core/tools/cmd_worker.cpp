@@ -21,6 +21,7 @@ int run(Args& a) {
   o.rank = static_cast<int>(a.int_required("rank", 1, kMaxRanks - 1));
   o.token_file = a.string("token-file");
   const std::string device = a.string_or("device", "cpu");
+  o.compute_dtype = a.string_or("compute-dtype", "");
   o.model_dir = a.string_or("model", "");
   o.timeout = std::chrono::seconds(a.int_or("timeout", kDefaultTimeout.count(), 1, 86400));
   a.finish();
@@ -51,7 +52,7 @@ int run(Args& a) {
 H3_REGISTER_COMMAND(
     "worker", "a rank in another process or on another host, serving rank 0's requests",
     "usage: h3 worker --rendezvous HOST:PORT --world-size N --rank R --token-file FILE\n"
-    "                 [--device cpu|cuda:K] [--model DIR] [--timeout S]\n"
+    "                 [--device cpu|cuda:K] [--compute-dtype fp32|bf16] [--model DIR] [--timeout S]\n"
     "\n"
     "  --rendezvous HOST:PORT  where rank 0 (`h3 generate --rendezvous`, or the element's\n"
     "                          `rendezvous` property) serves the rendezvous store\n"
@@ -59,6 +60,8 @@ H3_REGISTER_COMMAND(
     "  --rank R                this worker's rank, 1..N-1\n"
     "  --token-file FILE       the shared token; only its owner may read it (chmod 600)\n"
     "  --device cpu|cuda:K     where this rank computes (cuda: NCCL between the ranks)\n"
+    "  --compute-dtype fp32|bf16  the DiT's and the text encoder's precision: rank 0's (checked\n"
+    "                          when it joins); default: the device's (fp32 on cpu, bf16 on cuda)\n"
     "  --model DIR             the same model as rank 0's (checked when it joins)\n"
     "  --timeout S             how long to wait for rank 0, and the bound on every collective\n"
     "                          (default 120)\n"

@@ -34,6 +34,7 @@ struct Clip {
   int64_t frames = kN;
   uint64_t seed = 5;
   int ranks = 1;
+  std::string compute_dtype;  // empty: the property left unset
 };
 
 class CollectSink : public h3::ChunkSink {
@@ -47,6 +48,7 @@ at::Tensor engine_frames(const Clip& c) {
   h3::EngineOptions o;
   o.model_dir = h3::default_model_dir();
   o.ranks = c.ranks;
+  o.compute_dtype = c.compute_dtype;
   auto engine = h3::Engine::open(o);
   h3::GenerationRequest r;
   r.prompt = "a red kite";
@@ -67,7 +69,8 @@ at::Tensor engine_frames(const Clip& c) {
 std::vector<at::Tensor> element_planes(const Clip& c, const char* format = "RGB") {
   const std::string l = "h3videosrc prompt=\"a red kite\" width=" + std::to_string(c.width) +
                         " height=" + std::to_string(c.height) + " num-frames=" + std::to_string(c.frames) +
-                        " seed=" + std::to_string(c.seed) + " ranks=" + std::to_string(c.ranks);
+                        " seed=" + std::to_string(c.seed) + " ranks=" + std::to_string(c.ranks) +
+                        (c.compute_dtype.empty() ? "" : " compute-dtype=" + c.compute_dtype);
   GstHarness* h = gst_harness_new_parse(l.c_str());
   gst_harness_set_sink_caps_str(h, (std::string("video/x-raw,format=") + format).c_str());
   gst_harness_play(h);
@@ -160,6 +163,98 @@ TEST(H3VideoSrcDeterminism, OnTwoRanksAWideCanvasSplitIntoTilesGivesTheOneRankFr
   const int diff = max_abs_diff(el, one);
   std::printf("wide canvas, element on two ranks vs engine on one: max |diff| %d\n", diff);
   EXPECT_LE(diff, 1);
+}
+
+// Plays `p` (h3videosrc ! RGB caps ! fakesink name=s) to its EOS and leaves it in READY, where
+// the element keeps its engine open: the RGB frames that reached the sink, as the engine's
+// layout [n, H, W, 3].
+at::Tensor run_rgb(GstElement* p, const Clip& c) {
+  std::vector<GstBuffer*> got;
+  GstElement* sink = h3test::by_name(p, "s");
+  GstPad* pad = gst_element_get_static_pad(sink, "sink");
+  const gulong probe = gst_pad_add_probe(
+      pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad*, GstPadProbeInfo* info, gpointer user) {
+        static_cast<std::vector<GstBuffer*>*>(user)->push_back(
+            gst_buffer_ref(GST_PAD_PROBE_INFO_BUFFER(info)));
+        return GST_PAD_PROBE_OK;
+      },
+      &got, nullptr);
+  GstBus* bus = gst_element_get_bus(p);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  const h3test::RunResult r = h3test::wait_for_end(bus, 300);
+  EXPECT_EQ(gst_element_set_state(p, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
+  gst_object_unref(bus);
+  gst_pad_remove_probe(pad, probe);
+  gst_object_unref(pad);
+  gst_object_unref(sink);
+  EXPECT_FALSE(r.error) << r.message;
+  EXPECT_TRUE(r.eos);
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_RGB, c.width, c.height);
+  std::vector<at::Tensor> frames;
+  for (GstBuffer* b : got) {
+    GstVideoFrame f;
+    EXPECT_TRUE(gst_video_frame_map(&f, &info, b, GST_MAP_READ));
+    at::Tensor rgb = at::empty({c.height, c.width, 3}, at::kByte);
+    const auto* px = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&f, 0));
+    for (int y = 0; y < c.height; ++y) {
+      std::memcpy(rgb[y].data_ptr<uint8_t>(), px + y * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0), c.width * 3);
+    }
+    gst_video_frame_unmap(&f);
+    gst_buffer_unref(b);
+    frames.push_back(rgb);
+  }
+  return frames.empty() ? at::Tensor() : at::stack(frames);
+}
+
+// compute-dtype reaches the engine, and changing it in READY, where the element keeps its engine
+// open between runs, opens the engine again (EngineOptions compare unequal): bf16 gives the bf16
+// engine's frames, every one of them, not the fp32 clip; back at fp32 the fp32 clip again.
+TEST(H3VideoSrcDeterminism, ComputeDtypeChangedBetweenRunsGivesThatDtypesEngineFrames) {
+  Clip c;
+  const std::string l = "h3videosrc name=src prompt=\"a red kite\" width=" + std::to_string(c.width) +
+                        " height=" + std::to_string(c.height) + " num-frames=" + std::to_string(c.frames) +
+                        " seed=" + std::to_string(c.seed) +
+                        " ! video/x-raw,format=RGB ! fakesink name=s sync=false";
+  GstElement* p = gst_parse_launch(l.c_str(), nullptr);
+  ASSERT_NE(p, nullptr);
+  GstElement* src = h3test::by_name(p, "src");
+  gchar* dtype = nullptr;
+  g_object_get(src, "compute-dtype", &dtype, nullptr);
+  EXPECT_EQ(dtype, nullptr) << "unset by default (the device's precision)";
+  const at::Tensor fp32 = run_rgb(p, c);
+  ASSERT_TRUE(fp32.defined());
+  EXPECT_TRUE(at::equal(fp32, engine_default_clip()));
+
+  g_object_set(src, "compute-dtype", "bf16", nullptr);
+  g_object_get(src, "compute-dtype", &dtype, nullptr);
+  EXPECT_STREQ(dtype, "bf16");
+  g_free(dtype);
+  const at::Tensor bf16 = run_rgb(p, c);
+  ASSERT_TRUE(bf16.defined());
+  EXPECT_EQ(bf16.size(0), kN);
+  c.compute_dtype = "bf16";
+  EXPECT_TRUE(at::equal(bf16, engine_frames(c)));
+  EXPECT_FALSE(at::equal(bf16, fp32)) << "compute-dtype=bf16 gave the fp32 frames";
+
+  g_object_set(src, "compute-dtype", "fp32", nullptr);
+  EXPECT_TRUE(at::equal(run_rgb(p, c), fp32));
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(src);
+  gst_object_unref(p);
+}
+
+// h3src shares the property table.
+TEST(H3VideoSrcDeterminism, H3SrcHasTheComputeDtypeProperty) {
+  GstElement* e = gst_element_factory_make("h3src", nullptr);
+  ASSERT_NE(e, nullptr);
+  g_object_set(e, "compute-dtype", "bf16", nullptr);
+  gchar* dtype = nullptr;
+  g_object_get(e, "compute-dtype", &dtype, nullptr);
+  EXPECT_STREQ(dtype, "bf16");
+  g_free(dtype);
+  gst_object_unref(e);
 }
 
 TEST(H3VideoSrcDeterminism, SameSeedSameFramesOtherSeedOtherFrames) {

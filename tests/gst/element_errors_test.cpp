@@ -108,6 +108,10 @@ TEST(H3VideoSrcErrors, MoreCudaRanksThanGpusIsAnError) {
                         {"device = cuda with 64 ranks needs 64 GPUs (one per rank) but"});
 }
 
+TEST(H3VideoSrcErrors, AnUnknownComputeDtypeIsASettingsErrorNamingTheProperty) {
+  expect_settings_error(run("compute-dtype=fp16"), {"compute-dtype = \"fp16\"", "\"fp32\" or \"bf16\""});
+}
+
 TEST(H3VideoSrcErrors, TensorParallelSizeThatDoesNotDivideTheRanksIsAnError) {
   const h3test::RunResult r = run("ranks=2 tp-size=3");
   ASSERT_TRUE(r.error);

@@ -80,7 +80,7 @@ case "$what" in
     h3_pipeline_env "$build"
     gst-inspect-1.0 h3videosrc > "$out/inspect.txt"
     for p in model prompt prompt-embeds seed steps width height num-frames framerate ranks tp-size device \
-             queue-chunks is-live timeout; do
+             queue-chunks is-live timeout compute-dtype; do
       grep -q "^  $p " "$out/inspect.txt" || { echo "gst-inspect does not show $p" >&2; exit 1; }
     done
     n=$(grep -c 'changeable only in NULL or READY state' "$out/inspect.txt")
@@ -88,7 +88,7 @@ case "$what" in
     # h3src: the same properties (the same code), and its two always pads.
     gst-inspect-1.0 h3src > "$out/inspect-av.txt"
     for p in model prompt prompt-embeds seed steps width height num-frames framerate ranks tp-size device \
-             queue-chunks is-live timeout; do
+             queue-chunks is-live timeout compute-dtype; do
       grep -q "^  $p " "$out/inspect-av.txt" || { echo "gst-inspect h3src does not show $p" >&2; exit 1; }
     done
     for pad in video audio; do

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "../text/golden_encoder.h"
+#include "engine/compute_dtype.h"
 #include "engine_test_util.h"
 #include "golden_model.h"
 #include "io/safetensors.h"
@@ -141,6 +142,34 @@ TEST(Cli, BadInputsAreClearErrors) {
   fails("generate --prompt x --ranks 3" + out, "tensor-parallel size 3 does not divide the attention heads");
   fails("generate --prompt x --bogus 1" + out, "bogus");
   fails("generate --prompt x --out " + q(d / "no/dir/x.y4m"), "no/dir/x.y4m");
+}
+
+TEST(Cli, GenerateComputeDtypeBf16WritesTheClipAndAnUnknownDtypeIsRefused) {
+  test::TempDir d("cli-dtype");
+  const std::string req = "generate --prompt 'half precision' --width 80 --height 48 --frames 30 --steps 3 ";
+  const Result bf16 = sh(h3(req + "--compute-dtype bf16 --out " + q(d / "bf16.y4m") + " --save-latents " +
+                            q(d / "bf16.safetensors")));
+  ASSERT_EQ(bf16.code, 0) << bf16.out;
+  EXPECT_THAT(bf16.out, ::testing::HasSubstr("1 rank(s), bf16"));
+  // The note on emulated bf16 is printed exactly where the CPU lacks AMX-BF16 and AVX-512-BF16.
+  const bool noted = bf16.out.find("emulates the bf16") != std::string::npos;
+  EXPECT_EQ(noted, !engine_detail::cpu_has_native_bf16()) << bf16.out;
+  EXPECT_EQ(fs::file_size(d / "bf16.y4m"),
+            std::string("YUV4MPEG2 W80 H48 F24:1 Ip A1:1 C444\n").size() + 30 * (6 + 3 * 80 * 48));
+  const Result fp32 =
+      sh(h3(req + "--quiet --out " + q(d / "fp32.y4m") + " --save-latents " + q(d / "fp32.safetensors")));
+  ASSERT_EQ(fp32.code, 0) << fp32.out;
+  EXPECT_EQ(fp32.out.find("emulates the bf16"), std::string::npos) << fp32.out;
+  const auto a = io::SafetensorsFile::open(d / "fp32.safetensors");
+  const auto b = io::SafetensorsFile::open(d / "bf16.safetensors");
+  const double diff = (a->view("video") - b->view("video")).abs().max().item<double>();
+  EXPECT_GT(diff, 0.0) << "--compute-dtype bf16 gave fp32's latents";
+  EXPECT_LE(diff, 0.05);  // the engine test's bound (compute_dtype_test.cpp)
+
+  const Result bad = sh(h3(req + "--compute-dtype fp16 --out " + q(d / "x.y4m")));
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_THAT(bad.out, ::testing::HasSubstr("compute-dtype = \"fp16\": must be \"fp32\" or \"bf16\""));
+  EXPECT_FALSE(fs::exists(d / "x.y4m"));
 }
 
 TEST(Cli, MakeTinyIsDeterministicAndInspectReadsIt) {

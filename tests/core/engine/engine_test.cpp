@@ -38,11 +38,7 @@ Outcome generate_one(Engine& e, const GenerationRequest& r) {
   CollectSink sink;
   Outcome out;
   CancelToken cancel;
-  GenerateExtras x;
-  x.on_latents = [&](const at::Tensor& v, const at::Tensor& a) {
-    out.video = v.clone();
-    out.audio = a.clone();
-  };
+  const GenerateExtras x = test::keep_latents(&out.video, &out.audio);
   const auto caller = std::this_thread::get_id();
   e.generate(
       r, sink,

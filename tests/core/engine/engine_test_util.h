@@ -32,6 +32,16 @@ class CollectSink : public ChunkSink {
   bool seen_final = false;
 };
 
+// Extras whose on_latents keeps copies of the final latents in *video and *audio.
+inline GenerateExtras keep_latents(at::Tensor* video, at::Tensor* audio) {
+  GenerateExtras x;
+  x.on_latents = [video, audio](const at::Tensor& v, const at::Tensor& a) {
+    *video = v.clone();
+    *audio = a.clone();
+  };
+  return x;
+}
+
 inline std::unique_ptr<Engine> open_tiny(int ranks) {
   EngineOptions o;
   o.model_dir = default_model_dir();

@@ -370,6 +370,50 @@ TEST(ProcessWorld, AWorkerWithDifferentSettingsIsRefusedWithWhatDiffers) {
   EXPECT_THAT(worker.output(), HasSubstr("transformer/config.json (rank 0: "));
 }
 
+// A worker must compute in rank 0's compute dtype: one left at its device's default (fp32) is
+// refused naming compute-dtype, one given --compute-dtype bf16 joins and the world's clip is
+// that of two bf16 thread ranks.
+TEST(ProcessWorld, AWorkerComputesInRankZerosComputeDtypeOrIsRefusedNamingIt) {
+  World w;
+  EngineOptions o = w.rank0();
+  o.compute_dtype = "bf16";
+  Child fp32 = w.worker("fp32");
+  try {
+    Engine::open(o);
+    FAIL() << "opened with a worker computing in fp32 under a bf16 rank 0";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("compute-dtype (rank 0: bf16, rank 1: fp32)"));
+  }
+  EXPECT_TRUE(exited_with(fp32.wait(), 1)) << fp32.output();
+  EXPECT_THAT(fp32.output(), HasSubstr("compute-dtype (rank 0: bf16, rank 1: fp32)"));
+
+  std::vector<std::string> args = w.worker_args();
+  args.insert(args.end(), {"--compute-dtype", "bf16"});
+  Child bf16 = Child::start(args, w.dir / "bf16.log");
+  at::Tensor frames;
+  {
+    auto e = Engine::open(o);
+    frames = generate_frames(*e);
+  }
+  EXPECT_TRUE(exited_with(bf16.wait(), 0)) << bf16.output();
+  EXPECT_FALSE(at::equal(frames, thread_rank_frames())) << "the bf16 world gave the fp32 clip";
+  EngineOptions threads;
+  threads.model_dir = default_model_dir();
+  threads.ranks = 2;
+  threads.compute_dtype = "bf16";
+  EXPECT_TRUE(at::equal(frames, generate_frames(*Engine::open(threads))))
+      << "bf16 process ranks and bf16 thread ranks disagree";
+}
+
+TEST(ProcessWorld, AWorkerWithAnUnknownComputeDtypeExitsOneNamingTheFlag) {
+  World w;
+  std::vector<std::string> args = w.worker_args();
+  args.insert(args.end(), {"--compute-dtype", "fp16"});
+  Child worker = Child::start(args, w.dir / "fp16.log");
+  EXPECT_TRUE(exited_with(worker.wait(), 1)) << worker.output();
+  EXPECT_THAT(worker.output(), HasSubstr("compute-dtype = \"fp16\": must be \"fp32\" or \"bf16\""));
+}
+
 // Two hosts: rank 0 and the worker each in a network namespace of their own, joined by a veth
 // pair that the test makes (needs root and `ip`; skipped with the reason otherwise).
 TEST(ProcessWorld, TwoHostsInNetworkNamespaces) {
