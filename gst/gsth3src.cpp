@@ -511,7 +511,9 @@ static bool configure_video(GstH3Src* self, const Published& pub) {
   GstVideoInfo info;
   const bool ok =
       gst_video_info_from_caps(&info, caps) && p->writer.configure(info) && begin_stream(self, pad, caps);
-  if (!ok) {
+  // A flush that arrived since the task took its first frame makes the pad refuse the caps:
+  // not an error, the task pauses and configures again after flush-stop.
+  if (!ok && !GST_PAD_IS_FLUSHING(pad)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Could not negotiate the video pad's format"),
                       ("caps %" GST_PTR_FORMAT, static_cast<void*>(caps)));
   }
@@ -532,7 +534,7 @@ static bool configure_audio(GstH3Src* self) {
                   GST_AUDIO_INFO_CHANNELS(&info) == kAudioChannels && begin_stream(self, pad, caps);
   if (ok)
     p->s16 = GST_AUDIO_INFO_FORMAT(&info) == GST_AUDIO_FORMAT_S16LE;
-  else
+  else if (!GST_PAD_IS_FLUSHING(pad))  // a flush since the first samples: see configure_video
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Could not negotiate the audio pad's format"),
                       ("caps %" GST_PTR_FORMAT, static_cast<void*>(caps)));
   gst_caps_unref(caps);
