@@ -101,16 +101,12 @@ class MemoryGroup final : public Group {
     note_completed();
   }
 
+  // Equal parts (the metadata rows, broadcast_int) are the uneven gather's special case.
   void raw_all_gather(const at::Tensor& in, at::Tensor& out, const char* what) override {
-    const size_t bytes = static_cast<size_t>(in.numel()) * in.element_size();
-    meet(what, /*then_work=*/true, static_cast<uint8_t*>(const_cast<void*>(in.data_ptr())));
-    work(what, [&] {
-      uint8_t* dst = static_cast<uint8_t*>(out.data_ptr());
-      for (int r = 0; r < size(); ++r)
-        std::memcpy(dst + r * bytes, w_->exposed[static_cast<size_t>(r)], bytes);
-    });
-    meet(what, /*then_work=*/false, nullptr);
-    note_completed();
+    const int64_t bytes = in.numel() * static_cast<int64_t>(in.element_size());
+    std::vector<int64_t> offsets(static_cast<size_t>(size()) + 1);
+    for (int r = 0; r <= size(); ++r) offsets[static_cast<size_t>(r)] = r * bytes;
+    raw_all_gather_uneven(in, out, offsets, what);
   }
 
   bool gathers_uneven() const override { return true; }

@@ -99,8 +99,8 @@ struct Engine::Impl {
   // A process world's rank keeps what it loaded when its world breaks and forms again: its
   // rank and the world's size stay, so its shards still fit, and reloading costs minutes on
   // every rank for the release. Thread ranks end with their world and never reuse parts.
+  // Loaded once its DiT is there: a failed load clears it.
   RankParts kept;
-  bool kept_loaded = false;
 
   std::atomic<bool> load_reported{false};
   // Rank 0 of a process world: the last job failed because a rank was lost before the job
@@ -188,19 +188,17 @@ struct Engine::Impl {
     const auto t0 = Clock::now();
     dist::LocalFailure f;
     try {
-      if (!thread_ranks && kept_loaded) {
+      if (!thread_ranks && kept.dit) {
         // A survivor of the last world: its parts run on the new group. A restarted rank loads.
         parts.dit->use_group(&g);
         if (parts.prompt) parts.prompt->use_group(&g);
       } else {
         load_parts(g, parts, t0);
-        kept_loaded = !thread_ranks;
       }
     } catch (...) {
       f.capture();
       if (!thread_ranks) {  // half-loaded parts are not kept
         kept = RankParts{};
-        kept_loaded = false;
       }
     }
     try {

@@ -163,8 +163,7 @@ INSTANTIATE_TEST_SUITE_P(RanksAndTransports, Collectives,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4), testing::thread_transports()),
                          [](const auto& info) {
                            return std::to_string(std::get<0>(info.param)) + "ranks_" +
-                                  (std::get<1>(info.param) == ThreadTransport::kSharedMemory ? "memory"
-                                                                                             : "gloo");
+                                  testing::transport_label(std::get<1>(info.param));
                          });
 
 TEST(SingleGroup, EveryCollectiveIsLocal) {

@@ -17,8 +17,11 @@ namespace h3::dist::testing {
 inline auto thread_transports() {
   return ::testing::Values(ThreadTransport::kSharedMemory, ThreadTransport::kGloo);
 }
+inline std::string transport_label(ThreadTransport t) {
+  return t == ThreadTransport::kSharedMemory ? "memory" : "gloo";
+}
 inline std::string transport_name(const ::testing::TestParamInfo<ThreadTransport>& info) {
-  return info.param == ThreadTransport::kSharedMemory ? "memory" : "gloo";
+  return transport_label(info.param);
 }
 
 // Runs fn on `size` thread ranks and fails the test (naming the rank) for
