@@ -63,45 +63,80 @@ at::Tensor tile_latent(const at::Tensor& clip, const TileGrid& g, int64_t k) {
 
 at::Tensor blend(const at::Tensor& a, const at::Tensor& b, int64_t extent, int64_t dim) {
   const int64_t d = dim < 0 ? dim + b.dim() : dim;
+  return blend_slice(a, b, extent, d, 0, b.size(d));
+}
+
+at::Tensor blend_slice(const at::Tensor& a, const at::Tensor& b, int64_t extent, int64_t dim, int64_t lo,
+                       int64_t hi) {
+  const int64_t d = dim < 0 ? dim + b.dim() : dim;
+  if (lo < 0 || hi < lo || hi > b.size(d)) {
+    throw Error(ErrorKind::kInternal, "blend: positions " + std::to_string(lo) + ".." + std::to_string(hi) +
+                                          " outside 0.." + std::to_string(b.size(d)));
+  }
   const int64_t e = std::min({extent, a.size(d), b.size(d)});
-  if (e <= 0) return b;
-  // Same weights as the reference: positions / e in the tensor's dtype.
+  const int64_t mixed_end = std::min(hi, std::max<int64_t>(e, 0));
+  if (lo >= mixed_end) return b.narrow(d, lo, hi - lo);
+  // Same weights as the reference: positions / e in the tensor's dtype, for all e positions
+  // and then cut, so that a slice's weights are the whole blend's.
   const at::Tensor pos = at::arange(e, b.options());
   std::vector<int64_t> shape(static_cast<size_t>(b.dim()), 1);
-  shape[static_cast<size_t>(d)] = e;
-  const at::Tensor wb = (pos / static_cast<double>(e)).view(shape);
-  const at::Tensor wa = (1 - pos / static_cast<double>(e)).view(shape);
-  const at::Tensor mixed = a.narrow(d, a.size(d) - e, e) * wa + b.narrow(d, 0, e) * wb;
-  if (e == b.size(d)) return mixed;
-  return at::cat({mixed, b.narrow(d, e, b.size(d) - e)}, d);
+  shape[static_cast<size_t>(d)] = mixed_end - lo;
+  const at::Tensor wb = (pos / static_cast<double>(e)).narrow(0, lo, mixed_end - lo).view(shape);
+  const at::Tensor wa = (1 - pos / static_cast<double>(e)).narrow(0, lo, mixed_end - lo).view(shape);
+  const at::Tensor mixed =
+      a.narrow(d, a.size(d) - e + lo, mixed_end - lo) * wa + b.narrow(d, lo, mixed_end - lo) * wb;
+  if (mixed_end == hi) return mixed;
+  return at::cat({mixed, b.narrow(d, mixed_end, hi - mixed_end)}, d);
 }
 
 at::Tensor stitch_tiles(const std::vector<at::Tensor>& tiles, const TileGrid& g) {
+  const int64_t height = g.y.starts.empty() ? 0 : g.y.starts.back() + g.y.lengths.back();
+  return stitch_rows(tiles, g, 0, height);
+}
+
+at::Tensor stitch_rows(const std::vector<at::Tensor>& tiles, const TileGrid& g, int64_t y0, int64_t y1) {
   if (static_cast<int64_t>(tiles.size()) != g.count()) {
     throw Error(ErrorKind::kInternal, "stitch: " + std::to_string(tiles.size()) + " tiles for a grid of " +
                                           std::to_string(g.count()));
   }
-  if (tiles.size() == 1) return tiles[0];
+  const int64_t height = g.y.starts.back() + g.y.lengths.back();
+  if (y0 < 0 || y1 < y0 || y1 > height) {
+    throw Error(ErrorKind::kInternal, "stitch: rows " + std::to_string(y0) + ".." + std::to_string(y1) +
+                                          " outside the grid's 0.." + std::to_string(height));
+  }
+  if (tiles.size() == 1) return tiles[0].narrow(-2, y0, y1 - y0);
   const int64_t rows = g.rows(), cols = g.cols();
   std::vector<at::Tensor> row_parts;
   for (int64_t i = 0; i < rows; ++i) {
+    // Tile row i gives the output rows from its start to the next row's start (its lower
+    // overlap belongs to the row below, which blends it in).
+    const int64_t start = g.y.starts[static_cast<size_t>(i)];
+    const int64_t end = i + 1 < rows ? g.y.starts[static_cast<size_t>(i + 1)] : start + g.y.lengths.back();
+    const int64_t lo = std::max(y0, start) - start, hi = std::min(y1, end) - start;
+    if (hi <= lo) continue;
     std::vector<at::Tensor> parts;
     for (int64_t j = 0; j < cols; ++j) {
-      at::Tensor t = tiles[static_cast<size_t>(i * cols + j)];
+      const at::Tensor& raw = tiles[static_cast<size_t>(i * cols + j)];
       // Neighbours are the raw decoded tiles, not their blended versions.
-      if (i > 0)
-        t = blend(tiles[static_cast<size_t>((i - 1) * cols + j)], t, g.y.overlaps[static_cast<size_t>(i - 1)],
-                  -2);
-      if (j > 0)
-        t = blend(tiles[static_cast<size_t>(i * cols + j - 1)], t, g.x.overlaps[static_cast<size_t>(j - 1)],
-                  -1);
-      if (i + 1 < rows) t = t.narrow(-2, 0, t.size(-2) - g.y.overlaps[static_cast<size_t>(i)]);
+      at::Tensor t = i > 0 ? blend_slice(tiles[static_cast<size_t>((i - 1) * cols + j)], raw,
+                                         g.y.overlaps[static_cast<size_t>(i - 1)], -2, lo, hi)
+                           : raw.narrow(-2, lo, hi - lo);
+      if (j > 0) {
+        const at::Tensor& left = tiles[static_cast<size_t>(i * cols + j - 1)];
+        t = blend(left.narrow(-2, lo, hi - lo), t, g.x.overlaps[static_cast<size_t>(j - 1)], -1);
+      }
       if (j + 1 < cols) t = t.narrow(-1, 0, t.size(-1) - g.x.overlaps[static_cast<size_t>(j)]);
       parts.push_back(t);
     }
-    row_parts.push_back(at::cat(parts, -1));
+    row_parts.push_back(parts.size() == 1 ? parts[0] : at::cat(parts, -1));
   }
-  return at::cat(row_parts, -2);
+  if (row_parts.empty()) {
+    std::vector<int64_t> shape = tiles[0].sizes().vec();
+    shape[shape.size() - 2] = 0;
+    shape.back() = g.x.starts.back() + g.x.lengths.back();
+    return at::empty(shape, tiles[0].options());
+  }
+  return row_parts.size() == 1 ? row_parts[0] : at::cat(row_parts, -2);
 }
 
 }  // namespace h3::vae

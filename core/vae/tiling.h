@@ -44,11 +44,20 @@ at::Tensor tile_latent(const at::Tensor& clip, const TileGrid& g, int64_t k);
 
 // Linear cross-fade of the end of `a` into the start of `b` along `dim` over
 // min(extent, a.size(dim), b.size(dim)) positions p: a * (1 - p/e) + b * (p/e).
-// Returns `b` with its first e positions replaced (a new tensor).
+// Returns `b` with its first e positions replaced (a new tensor where e > 0).
 at::Tensor blend(const at::Tensor& a, const at::Tensor& b, int64_t extent, int64_t dim);
+
+// Positions [lo, hi) along `dim` of blend(a, b, extent, dim), computed without the rest: the
+// same operations on the same elements, hence the same bits. May return a view of `b`.
+at::Tensor blend_slice(const at::Tensor& a, const at::Tensor& b, int64_t extent, int64_t dim, int64_t lo,
+                       int64_t hi);
 
 // Stitches decoded tiles (row-major, each [..., H_tile, W_tile]) into one
 // [..., H, W] tensor.
 at::Tensor stitch_tiles(const std::vector<at::Tensor>& tiles, const TileGrid& g);
+
+// Rows [y0, y1) of stitch_tiles(tiles, g), bit for bit, computing only those rows: ranks that
+// each stitch a band of rows share the work that a single owner would otherwise do alone.
+at::Tensor stitch_rows(const std::vector<at::Tensor>& tiles, const TileGrid& g, int64_t y0, int64_t y1);
 
 }  // namespace h3::vae

@@ -80,15 +80,34 @@ at::Tensor clip_indices(const ChunkPlan& p, int64_t i) {
 using dist::agree_or_throw;
 using Failure = dist::LocalFailure;
 
-// The owner's side of the loop: temporal assembly of stitched clips, the pad trim, the
-// pixel processor and the sink.
-class Emitter {
- public:
-  Emitter(const Setup& s, const DecodeOptions& o, ChunkSink* sink) : s_(s), opts_(o), sink_(sink) {}
+// This rank's rows of the output, [y0, y1) of the cropped height: after the tiles are
+// gathered every rank stitches, blends and converts its own band, so rank 0 is left with
+// only the assembly of the bands and the sink (the serial part of a multi-rank decode).
+struct Band {
+  int64_t y0 = 0, y1 = 0;
+};
 
-  // Consumes stitched clip i [3, F, H, W]. Throws on an engine error; a sink error is
-  // kept (failure()) and ends the emission.
-  void clip(int64_t i, at::Tensor dec) {
+Band band_of(int64_t height, int rank, int ranks) {
+  return {height * rank / ranks, height * (rank + 1) / ranks};
+}
+
+// One chunk's frames in one rank's band, before the bands are put together.
+struct BandChunk {
+  PlannedChunk planned;
+  at::Tensor frames;      // uint8 [n, y1 - y0, width, 3] on the decode device
+  at::Tensor frames_f32;  // fp32, when float frames were asked for
+};
+
+// Temporal assembly of one band of stitched clips and the pad trim, then the pixel
+// processor: what every rank does for its band, the same plan on every rank, so every
+// rank yields the same chunks in the same order.
+class BandEmitter {
+ public:
+  BandEmitter(const Setup& s, const DecodeOptions& o, Band band) : s_(s), opts_(o), band_(band) {}
+
+  // Consumes stitched clip i [3, F, y1 - y0, W] and returns the chunks it completes.
+  std::vector<BandChunk> clip(int64_t i, at::Tensor dec) {
+    out_.clear();
     const ChunkPlan& p = s_.plan;
     const int64_t rt = p.ratio_t;
     if (i == 0 && p.head) {
@@ -116,16 +135,13 @@ class Emitter {
       if (overlap_.defined()) part(overlap_);
       overlap_ = at::Tensor();
       if (tail.defined()) part(tail);
-      if (next_part_ != static_cast<int64_t>(p.parts.size()) && !failure_) {
+      if (next_part_ != static_cast<int64_t>(p.parts.size())) {
         throw Error(ErrorKind::kInternal, "temporal plan mismatch: " + std::to_string(next_part_) + " of " +
                                               std::to_string(p.parts.size()) + " parts produced");
       }
     }
+    return std::move(out_);
   }
-
-  const Failure& failure() const { return failure_; }
-  int64_t delivered() const { return delivered_; }
-  int64_t frames() const { return frames_; }
 
  private:
   void part(const at::Tensor& frames) {
@@ -136,19 +152,44 @@ class Emitter {
       throw Error(ErrorKind::kInternal, "temporal plan mismatch at part " + std::to_string(k) + ": " +
                                             std::to_string(frames.size(1)) + " frames decoded");
     }
-    if (failure_ || next_chunk_ >= static_cast<int64_t>(p.chunks.size())) return;
+    if (next_chunk_ >= static_cast<int64_t>(p.chunks.size())) return;
     const PlannedChunk& pc = p.chunks[static_cast<size_t>(next_chunk_)];
     if (pc.part != k) return;  // a part the pad trim removed entirely
     ++next_chunk_;
+    BandChunk c;
+    c.planned = pc;
+    const at::Tensor unit = to_unit_rgb(frames.narrow(1, 0, pc.frames), band_.y1 - band_.y0, s_.width);
+    c.frames = quantize_u8(unit);
+    if (opts_.float_frames) c.frames_f32 = unit;
+    out_.push_back(std::move(c));
+  }
+
+  const Setup& s_;
+  const DecodeOptions& opts_;
+  const Band band_;
+  at::Tensor overlap_;  // the previous clip's overlap frames [3, n, y1 - y0, W]
+  int64_t next_part_ = 0;
+  int64_t next_chunk_ = 0;
+  std::vector<BandChunk> out_;
+};
+
+// Rank 0's end of the loop: the chunks, whole, to the sink. A sink error is kept
+// (failure()) and ends the emission.
+class Delivery {
+ public:
+  Delivery(const Setup& s, ChunkSink* sink) : s_(s), sink_(sink) {}
+
+  // `frames` (and `frames_f32`, when defined): the whole chunk, on any device.
+  void chunk(const PlannedChunk& pc, int64_t index, const at::Tensor& frames, const at::Tensor& frames_f32) {
+    if (failure_) return;
     Chunk c;
-    c.index = next_chunk_ - 1;
+    c.index = index;
     c.first_frame = pc.first_frame;
-    c.total_frames = p.output_frames;
-    c.final = pc.first_frame + pc.frames == p.output_frames;
-    const at::Tensor unit = to_unit_rgb(frames.narrow(1, 0, pc.frames), s_.height, s_.width);
-    // Sinks get CPU frames whatever device decoded them (a no-op on the CPU).
-    c.frames = quantize_u8(unit).cpu();
-    if (opts_.float_frames) c.frames_f32 = unit.cpu();
+    c.total_frames = s_.plan.output_frames;
+    c.final = pc.first_frame + pc.frames == s_.plan.output_frames;
+    // Sinks get contiguous CPU frames whatever device decoded them (a no-op on the CPU).
+    c.frames = frames.cpu().contiguous();
+    if (frames_f32.defined()) c.frames_f32 = frames_f32.cpu().contiguous();
     try {
       sink_->on_chunk(c);
     } catch (const Error& e) {
@@ -169,6 +210,11 @@ class Emitter {
     frames_ += pc.frames;
   }
 
+  const Failure& failure() const { return failure_; }
+  int64_t delivered() const { return delivered_; }
+  int64_t frames() const { return frames_; }
+
+ private:
   void wrap_sink_error(const Chunk& c, const std::string& what) {
     try {
       throw Error(ErrorKind::kCallback, "the chunk sink failed on chunk " + std::to_string(c.index) +
@@ -181,15 +227,16 @@ class Emitter {
   }
 
   const Setup& s_;
-  const DecodeOptions& opts_;
   ChunkSink* sink_;
-  at::Tensor overlap_;  // the previous clip's overlap frames [3, n, H, W]
-  int64_t next_part_ = 0;
-  int64_t next_chunk_ = 0;
   int64_t delivered_ = 0;
   int64_t frames_ = 0;
   Failure failure_;
 };
+
+// The bands of one chunk, top to bottom, as one tensor [n, height, width, 3].
+at::Tensor join_bands(const std::vector<at::Tensor>& bands) {
+  return bands.size() == 1 ? bands[0] : at::cat(bands, 1);
+}
 
 // Concatenates the chunks of one clip into the frames of decode().
 class ConcatSink : public ChunkSink {
@@ -277,7 +324,10 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
   report.tiles_per_clip = num_tiles;
   report.rank_local_tiles = num_tiles < ranks;
   const bool gather = ranks > 1 && !report.rank_local_tiles;
-  Emitter emitter(s, opts, sink);
+  const Band band = band_of(s.height, rank, ranks);
+  BandEmitter emitter(s, opts, band);
+  Delivery delivery(s, sink);
+  int64_t chunk_index = 0;
 
   for (int64_t i = 0; i < plan.num_clips; ++i) {
     Failure local;
@@ -305,38 +355,63 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
       agree_or_throw(g, local);
       const std::vector<at::Tensor> all = g.all_gather(at::stack(mine, 0));
       mine.clear();
-      if (owner) {
-        tiles.resize(static_cast<size_t>(num_tiles));
-        for (int r = 0; r < ranks; ++r) {
-          const at::Tensor& got = all[static_cast<size_t>(r)];
-          for (int64_t m = 0; m < got.size(0); ++m) tiles[static_cast<size_t>(m * ranks + r)] = got[m];
-        }
+      tiles.resize(static_cast<size_t>(num_tiles));
+      for (int r = 0; r < ranks; ++r) {
+        const at::Tensor& got = all[static_cast<size_t>(r)];
+        for (int64_t m = 0; m < got.size(0); ++m) tiles[static_cast<size_t>(m * ranks + r)] = got[m];
+      }
+    }
+
+    // Every rank stitches, blends and converts its band of rows.
+    std::vector<BandChunk> chunks;
+    if (!local) {
+      try {
+        chunks = emitter.clip(i, stitch_rows(tiles, s.grid, band.y0, band.y1));
+      } catch (...) {
+        local.capture();
+      }
+    }
+    tiles.clear();
+    // A rank that failed must not leave its peers waiting in the bands' gathers either.
+    if (ranks > 1) agree_or_throw(g, local);
+    std::vector<std::vector<at::Tensor>> frames(chunks.size()), frames_f32(chunks.size());
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      frames[c] = ranks > 1 ? g.all_gather(chunks[c].frames) : std::vector<at::Tensor>{chunks[c].frames};
+      if (opts.float_frames) {
+        frames_f32[c] =
+            ranks > 1 ? g.all_gather(chunks[c].frames_f32) : std::vector<at::Tensor>{chunks[c].frames_f32};
       }
     }
 
     Failure boundary = std::move(local);
-    // Rank 0 stitches and hands the chunk to the sink, which may wait for a
-    // slow consumer for any time: its peers wait for it in run_on_owner (no
-    // limit while rank 0 is alive), not in the boundary's collective.
+    // Rank 0 hands the chunks to the sink, which may wait for a slow consumer for
+    // any time: its peers wait for it in run_on_owner (no limit while rank 0 is
+    // alive), not in the boundary's collective.
     g.run_on_owner(
         0,
         [&] {
-          if (!owner || boundary || emitter.failure()) return;
+          if (!owner || boundary) return;
           try {
-            emitter.clip(i, stitch_tiles(tiles, s.grid));
+            for (size_t c = 0; c < chunks.size(); ++c) {
+              delivery.chunk(chunks[c].planned, chunk_index + static_cast<int64_t>(c), join_bands(frames[c]),
+                             opts.float_frames ? join_bands(frames_f32[c]) : at::Tensor());
+            }
           } catch (...) {
             boundary.capture();
           }
         },
         "waiting for rank 0 to hand a chunk to its sink");
-    tiles.clear();
-    if (owner && !boundary && emitter.failure()) boundary = emitter.failure();
+    chunk_index += static_cast<int64_t>(chunks.size());
+    chunks.clear();
+    frames.clear();
+    frames_f32.clear();
+    if (owner && !boundary && delivery.failure()) boundary = delivery.failure();
     ++report.clips;
     // Chunk boundary: a failed sink or rank stops every rank here.
     agree_or_throw(g, boundary);
   }
-  report.chunks_delivered = emitter.delivered();
-  report.frames_delivered = emitter.frames();
+  report.chunks_delivered = delivery.delivered();
+  report.frames_delivered = delivery.frames();
   return report;
 }
 

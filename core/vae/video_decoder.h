@@ -8,10 +8,11 @@
 // Multi-rank: every rank of the group calls the same entry point with the same
 // latents. Per clip, rank r decodes spatial tiles r, r+P, ... and the tiles are
 // gathered (variable shapes); when a clip has fewer tiles than ranks, every rank
-// decodes all tiles itself (decided from the latent shape, so all agree). Only
-// rank 0 owns the sink, stitches, blends and makes pixels: peers never hold the
-// video. Memory stays flat in the clip length: between clips only the 5-frame
-// temporal overlap is kept, and a chunk is dropped once the sink returns.
+// decodes all tiles itself (decided from the latent shape, so all agree). Then
+// every rank stitches, blends and makes pixels for its own band of rows, and the
+// uint8 bands are gathered: rank 0 only joins them and owns the sink. Memory stays
+// flat in the clip length: between clips only the 5-frame temporal overlap (of a
+// band) is kept, and a chunk is dropped once the sink returns.
 #pragma once
 
 #include <ATen/core/Tensor.h>

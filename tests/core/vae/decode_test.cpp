@@ -264,6 +264,18 @@ TEST(Decode, CropsToTheRequestedSize) {
   ASSERT_EQ(crop.frames.sizes(), at::IntArrayRef({22, 50, 77, 3}));
   EXPECT_TRUE(crop.frames.is_contiguous());
   EXPECT_TRUE(same(crop.frames, full.frames.narrow(1, 0, 50).narrow(2, 0, 77)));
+  // Ranks convert bands of the cropped rows (50 = 25 + 25, 16 + 17 + 17), with the tiles
+  // decoded locally (one tile) and spread over the ranks (small tiles).
+  VaeConfig small_tiles = tiny_config();
+  small_tiles.tile_size = 64;
+  small_tiles.tile_overlap_min = 16;
+  const VideoDecoder tiled = tiny_decoder(small_tiles);
+  const auto tiled_crop = tiled.decode(lat, o);
+  for (int ranks : {2, 3}) {
+    SCOPED_TRACE("ranks = " + std::to_string(ranks));
+    EXPECT_TRUE(same(decode_on(d, lat, ranks, o).u8(), crop.frames));
+    EXPECT_TRUE(same(decode_on(tiled, lat, ranks, o).u8(), tiled_crop.frames));
+  }
   o.width = 97;  // wider than 6 latents = 96 px
   try {
     d.decode(lat, o);

@@ -4,6 +4,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "common/error.h"
+
 namespace {
 
 using h3::vae::AxisSplit;
@@ -81,6 +85,49 @@ TEST(Tiling, StitchBlendsRawNeighbours) {
   // Tile 3 at local (0, 0) = output (64, 64): vertical gives raw tile 1 (weight 0 on
   // tile 3); the horizontal blend then takes raw tile 2, also with weight 1.
   EXPECT_FLOAT_EQ(out[0][64][64].item<float>(), 2.f);
+}
+
+TEST(Tiling, BlendSliceIsTheWholeBlendsSliceBitForBit) {
+  const at::Tensor a = at::randn({2, 9, 3});
+  const at::Tensor b = at::randn({2, 7, 3});
+  const at::Tensor whole = h3::vae::blend(a, b, 5, 1);
+  for (int64_t lo = 0; lo <= 7; ++lo) {
+    for (int64_t hi = lo; hi <= 7; ++hi) {
+      SCOPED_TRACE(std::to_string(lo) + ".." + std::to_string(hi));
+      const at::Tensor part = h3::vae::blend_slice(a, b, 5, 1, lo, hi);
+      ASSERT_EQ(part.sizes(), at::IntArrayRef({2, hi - lo, 3}));
+      EXPECT_TRUE(at::equal(part, whole.narrow(1, lo, hi - lo)));
+    }
+  }
+  EXPECT_THROW(h3::vae::blend_slice(a, b, 5, 1, 3, 8), h3::Error);
+  EXPECT_THROW(h3::vae::blend_slice(a, b, 5, 1, 4, 3), h3::Error);
+}
+
+TEST(Tiling, EveryBandOfRowsIsTheStitchedClipsRowsBitForBit) {
+  // 4 x 3 tiles of 64 px with uneven overlaps, and a single tile.
+  for (const bool tiling : {true, false}) {
+    SCOPED_TRACE(tiling ? "tiled" : "one tile");
+    const auto g = h3::vae::plan_tiles(11, 9, 16, tiling, 64, 16);
+    std::vector<at::Tensor> tiles;
+    for (int64_t k = 0; k < g.count(); ++k) {
+      const int64_t th = g.y.lengths[static_cast<size_t>(k / g.cols())];
+      const int64_t tw = g.x.lengths[static_cast<size_t>(k % g.cols())];
+      tiles.push_back(at::randn({3, 2, th, tw}));
+    }
+    const at::Tensor whole = h3::vae::stitch_tiles(tiles, g);
+    ASSERT_EQ(whole.sizes(), at::IntArrayRef({3, 2, 176, 144}));
+    // Bands that start and end inside overlaps, at tile-row starts, and empty ones.
+    for (const int64_t y0 : {0, 1, 31, 47, 48, 49, 100, 175, 176}) {
+      for (const int64_t y1 : {y0, y0 + 1, y0 + 17, int64_t{176}}) {
+        if (y1 > 176) continue;
+        SCOPED_TRACE(std::to_string(y0) + ".." + std::to_string(y1));
+        const at::Tensor band = h3::vae::stitch_rows(tiles, g, y0, y1);
+        ASSERT_EQ(band.sizes(), at::IntArrayRef({3, 2, y1 - y0, 144}));
+        EXPECT_TRUE(at::equal(band, whole.narrow(2, y0, y1 - y0)));
+      }
+    }
+    EXPECT_THROW(h3::vae::stitch_rows(tiles, g, 0, 177), h3::Error);
+  }
 }
 
 }  // namespace
