@@ -254,7 +254,23 @@ void Group::all_reduce(at::Tensor& t, ReduceOp op) {
   if (!work.is_same(t)) t.copy_(work);
 }
 
-std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
+namespace {
+
+// `bytes` bytes on `device`: the front of `*reuse` where it is large enough, else fresh
+// (and kept in `*reuse` for the next call).
+at::Tensor byte_buffer(int64_t bytes, const c10::Device& device, at::Tensor* reuse) {
+  if (reuse && reuse->defined() && reuse->device() == device && reuse->scalar_type() == at::kByte &&
+      reuse->numel() >= bytes) {
+    return reuse->narrow(0, 0, bytes);
+  }
+  at::Tensor fresh = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+  if (reuse) *reuse = fresh;
+  return fresh;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> Group::all_gather(const at::Tensor& t, at::Tensor* reuse) {
   check_usable("all_gather");
   auto metas = exchange_meta(t, kNoRoot, "all_gather");
   const at::ScalarType dtype = metas[0].dtype;
@@ -277,7 +293,7 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
   if (gathers_uneven()) {
     std::vector<int64_t> offsets(static_cast<size_t>(size_) + 1, 0);
     for (int r = 0; r < size_; ++r) offsets[r + 1] = offsets[r] + metas[r].numel * item;
-    at::Tensor all = at::empty({offsets.back()}, at::TensorOptions().dtype(at::kByte).device(device_));
+    at::Tensor all = byte_buffer(offsets.back(), device_, reuse);
     raw_all_gather_uneven(t.contiguous(), all, offsets, "all_gather");
     for (int r = 0; r < size_; ++r) {
       out.push_back(metas[r].numel == 0
@@ -294,7 +310,7 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t) {
   if (t.numel() > 0) {
     mine.narrow(0, 0, t.numel() * item).copy_(t.contiguous().view({-1}).view(at::kByte));
   }
-  at::Tensor all = at::empty({size_ * slot}, mine.options());
+  at::Tensor all = byte_buffer(size_ * slot, device_, reuse);
   raw_all_gather(mine, all, "all_gather");
   all = all.to(t.device());
   for (int r = 0; r < size_; ++r) {

@@ -59,7 +59,11 @@ class Group {  // one rank's view of its process group; used from one thread
   void all_reduce(at::Tensor& t, ReduceOp op = ReduceOp::kSum);
   // Shapes may differ per rank (empty tensors included); dtypes must agree.
   // Returns one tensor per rank, in rank order (views into one received buffer).
-  std::vector<at::Tensor> all_gather(const at::Tensor& t);
+  // `reuse`, when given, is that buffer kept by the caller between the calls of a
+  // loop: the parts land in it when it is large enough (else it is replaced by a
+  // bigger one), so a loop of large gathers stops paying for fresh pages, which
+  // cost more than the copy. The previous call's parts are then overwritten.
+  std::vector<at::Tensor> all_gather(const at::Tensor& t, at::Tensor* reuse = nullptr);
   // In place: every rank passes a tensor of the same shape and dtype and the same root.
   void broadcast(at::Tensor& t, int root);
   void barrier();

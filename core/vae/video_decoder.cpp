@@ -328,6 +328,9 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
   BandEmitter emitter(s, opts, band);
   Delivery delivery(s, sink);
   int64_t chunk_index = 0;
+  // Buffers the gathers reuse from clip to clip (each clip's tiles and bands are done with
+  // before the next clip's gathers): fresh pages for every clip cost more than the copies.
+  at::Tensor staged_tiles, gathered_tiles, gathered_frames, gathered_f32;
 
   for (int64_t i = 0; i < plan.num_clips; ++i) {
     Failure local;
@@ -353,8 +356,10 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
     } else {
       // A rank that failed must not leave its peers waiting in the gather.
       agree_or_throw(g, local);
-      const std::vector<at::Tensor> all = g.all_gather(at::stack(mine, 0));
+      if (!staged_tiles.defined()) staged_tiles = at::empty({0}, mine.front().options());
+      at::stack_out(staged_tiles, mine, 0);
       mine.clear();
+      const std::vector<at::Tensor> all = g.all_gather(staged_tiles, &gathered_tiles);
       tiles.resize(static_cast<size_t>(num_tiles));
       for (int r = 0; r < ranks; ++r) {
         const at::Tensor& got = all[static_cast<size_t>(r)];
@@ -376,10 +381,14 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
     if (ranks > 1) agree_or_throw(g, local);
     std::vector<std::vector<at::Tensor>> frames(chunks.size()), frames_f32(chunks.size());
     for (size_t c = 0; c < chunks.size(); ++c) {
-      frames[c] = ranks > 1 ? g.all_gather(chunks[c].frames) : std::vector<at::Tensor>{chunks[c].frames};
+      // The joined chunk is a fresh tensor (a concatenation) at 2 ranks and more, so the sink
+      // never sees these buffers.
+      frames[c] = ranks > 1 ? g.all_gather(chunks[c].frames, chunks.size() == 1 ? &gathered_frames : nullptr)
+                            : std::vector<at::Tensor>{chunks[c].frames};
       if (opts.float_frames) {
-        frames_f32[c] =
-            ranks > 1 ? g.all_gather(chunks[c].frames_f32) : std::vector<at::Tensor>{chunks[c].frames_f32};
+        frames_f32[c] = ranks > 1
+                            ? g.all_gather(chunks[c].frames_f32, chunks.size() == 1 ? &gathered_f32 : nullptr)
+                            : std::vector<at::Tensor>{chunks[c].frames_f32};
       }
     }
 

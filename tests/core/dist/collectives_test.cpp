@@ -1,6 +1,8 @@
 // Collectives at 1..4 thread ranks, over shared memory and over Gloo, against values computed locally.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
@@ -80,6 +82,44 @@ TEST_P(Collectives, AllGatherUnevenShapesAndEmptyContributions) {
           at::Tensor want =
               k % 2 ? at::full({2, 2, k}, k, at::kBFloat16) : at::full({k + 1}, k, at::kBFloat16);
           EXPECT_TRUE(at::equal(odds[k], want)) << "from rank " << k;
+        }
+      },
+      options());
+}
+
+TEST_P(Collectives, AllGatherIntoAReusedBuffer) {
+  const int n = ranks();
+  run_ok(
+      n,
+      [n](Group& g) {
+        at::Tensor reuse;
+        const uint8_t* first = nullptr;
+        // Rows per rank: large, smaller (fits the buffer: reused), larger (a new, bigger buffer).
+        for (const int64_t rows : {int64_t{4000}, int64_t{1000}, int64_t{9000}}) {
+          SCOPED_TRACE("rows " + std::to_string(rows));
+          const int r = g.rank();
+          const at::Tensor mine = at::arange(rows * (r + 1), at::kFloat) + 1e6f * static_cast<float>(r);
+          const auto all = g.all_gather(mine, &reuse);
+          ASSERT_EQ(all.size(), static_cast<size_t>(n));
+          for (int k = 0; k < n; ++k) {
+            EXPECT_TRUE(
+                at::equal(all[k], at::arange(rows * (k + 1), at::kFloat) + 1e6f * static_cast<float>(k)))
+                << "from rank " << k;
+          }
+          if (n == 1) {
+            EXPECT_FALSE(reuse.defined());  // one rank copies its own tensor: no buffer
+            continue;
+          }
+          ASSERT_TRUE(reuse.defined());
+          const auto* base = static_cast<const uint8_t*>(reuse.data_ptr());
+          EXPECT_EQ(static_cast<const uint8_t*>(all[0].data_ptr()), base) << "the parts live in the buffer";
+          if (rows == 4000) first = base;
+          if (rows == 1000) {
+            EXPECT_EQ(base, first) << "a smaller gather reuses the buffer";
+          }
+          if (rows == 9000) {
+            EXPECT_GE(reuse.numel(), 9000 * 4 * n * (n + 1) / 2);
+          }
         }
       },
       options());
