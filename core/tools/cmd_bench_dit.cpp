@@ -6,7 +6,6 @@
 #include <c10/core/CPUAllocator.h>
 #include <dlfcn.h>
 #include <malloc.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +24,7 @@
 #include "dit/transformer.h"
 #include "io/safetensors.h"
 #include "tools/command.h"
+#include "tools/cpu_time.h"
 #include "tools/dit_inputs_file.h"
 #include "tools/gemm_rate.h"
 #include "tools/scratch_dir.h"
@@ -33,14 +33,6 @@ namespace h3::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// CPU seconds of the calling thread: with one intra-op and one BLAS thread per rank, a rank's
-// work runs on its own thread, so this measures it apart from other load on a shared machine.
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 // Per-rank accounting of CPU tensor memory: a wrapper around LibTorch's CPU allocator that
 // charges each allocation to the rank thread that made it (a rank's tensors may be freed by

@@ -6,7 +6,6 @@
 #include <ATen/Parallel.h>
 #include <spawn.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include "text/text_encoder.h"
 #include "text/tokenizer.h"
 #include "tools/command.h"
+#include "tools/cpu_time.h"
 #include "tools/scratch_dir.h"
 
 extern char** environ;
@@ -34,14 +34,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// CPU seconds of the calling thread. Each rank computes on one thread of its own here, so this is
-// its work apart from other load on a shared machine (wall time is printed beside it).
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 struct Timing {
