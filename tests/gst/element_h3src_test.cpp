@@ -266,6 +266,12 @@ TEST(H3Src, AFlushGeneratesTheClipAgainOnBothPads) {
   GstElement* src = h3test::by_name(p, "s");
   EXPECT_TRUE(gst_element_send_event(src, gst_event_new_flush_start()));
   EXPECT_TRUE(gst_element_send_event(src, gst_event_new_flush_stop(TRUE)));
+  // The flush made the sinks lose their state: the pipeline is PLAYING again once both have
+  // prerolled on the regenerated clip. A second flush before the bin has finished resuming
+  // PLAYING leaves the sinks PAUSED for good — the bin ignores their lost state while its own
+  // state change runs ("state change busy", then "nothing pending" in GST_STATES) — and the clip
+  // never ends (1 run in 20-40 under load). Applications wait for the state in between, as here.
+  ASSERT_EQ(gst_element_get_state(p, nullptr, nullptr, 300 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
   ASSERT_TRUE(rec.wait_for_phase("decoding", 1, 300)) << rec.error_message();
   EXPECT_TRUE(gst_element_send_event(src, gst_event_new_flush_start()));
   EXPECT_TRUE(gst_element_send_event(src, gst_event_new_flush_stop(TRUE)));
