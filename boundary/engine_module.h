@@ -26,7 +26,7 @@
 
 namespace h3gst {
 
-constexpr int kEngineModuleAbi = 4;
+constexpr int kEngineModuleAbi = 5;
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 

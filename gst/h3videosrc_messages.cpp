@@ -19,6 +19,10 @@ void post_failure(GstElement* element, const h3gst::Failure& failure, const char
     case h3::ErrorKind::kInvalidArgument:
       GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS, ("%s: %s", what, msg), ("engine error kind: %s", kind));
       break;
+    case h3::ErrorKind::kOutOfMemory:
+      GST_ELEMENT_ERROR(element, RESOURCE, NO_SPACE_LEFT, ("%s: %s", what, msg),
+                        ("engine error kind: %s", kind));
+      break;
     case h3::ErrorKind::kDistributed:
       GST_ELEMENT_ERROR(element, LIBRARY, FAILED, ("%s: %s", what, msg), ("engine error kind: %s", kind));
       break;

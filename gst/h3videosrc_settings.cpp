@@ -132,6 +132,13 @@ void install_engine_properties(GObjectClass* klass) {
                           "With rendezvous: the shared token workers must present, in a file only its "
                           "owner may read (chmod 600)",
                           nullptr, kReady));
+  g_object_class_install_property(
+      klass, PROP_MAX_MEMORY,
+      g_param_spec_uint64("max-memory", "Max memory",
+                          "Bytes a request may take beside the loaded weights; 0: what the machine (or "
+                          "this process's cgroup) has available. A request estimated above it is refused "
+                          "at start, naming the length and size that would fit",
+                          0, G_MAXINT64, d.max_memory, kReady));
 }
 
 std::string string_or_empty(const GValue* value) {
@@ -175,6 +182,7 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_RENDEZVOUS: s->rendezvous = string_or_empty(value); break;
     case PROP_WORLD_SIZE: s->world_size = g_value_get_int(value); break;
     case PROP_TOKEN_FILE: s->token_file = string_or_empty(value); break;
+    case PROP_MAX_MEMORY: s->max_memory = g_value_get_uint64(value); break;
     default: return false;
   }
   return true;
@@ -202,6 +210,7 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_RENDEZVOUS: set_string_or_null(value, s.rendezvous); break;
     case PROP_WORLD_SIZE: g_value_set_int(value, s.world_size); break;
     case PROP_TOKEN_FILE: set_string_or_null(value, s.token_file); break;
+    case PROP_MAX_MEMORY: g_value_set_uint64(value, s.max_memory); break;
     default: return false;
   }
   return true;
@@ -240,6 +249,7 @@ h3::EngineOptions to_engine_options(const Settings& s) {
   o.rendezvous = s.rendezvous;
   o.world_size = s.rendezvous.empty() ? 0 : s.world_size;
   o.token_file = s.token_file;
+  o.max_memory = static_cast<int64_t>(s.max_memory);
   return o;
 }
 

@@ -41,6 +41,7 @@ struct Settings {
   std::string rendezvous;
   gint world_size = 2;
   std::string token_file;
+  guint64 max_memory = 0;  // bytes a request may take beside the weights; 0: what is available
 };
 
 enum Property {
@@ -65,6 +66,7 @@ enum Property {
   PROP_RENDEZVOUS,
   PROP_WORLD_SIZE,
   PROP_TOKEN_FILE,
+  PROP_MAX_MEMORY,
 };
 
 void install_properties(GObjectClass* klass);

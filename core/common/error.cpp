@@ -12,6 +12,7 @@ const char* to_string(ErrorKind kind) {
     case ErrorKind::kCancelled: return "cancelled";
     case ErrorKind::kCallback: return "consumer error";
     case ErrorKind::kInternal: return "internal error";
+    case ErrorKind::kOutOfMemory: return "out of memory";
   }
   return "error";
 }

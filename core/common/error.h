@@ -20,6 +20,7 @@ enum class ErrorKind {
   kCancelled,        // the request was cancelled (flush, state change)
   kCallback,         // a consumer (ChunkSink) threw
   kInternal,         // a broken invariant inside the engine
+  kOutOfMemory,      // a request whose estimated peak memory exceeds what is available (or max-memory)
 };
 
 const char* to_string(ErrorKind kind);

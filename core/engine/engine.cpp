@@ -24,7 +24,9 @@
 #include "dit/frames.h"
 #include "engine/compute_dtype.h"
 #include "engine/job.h"
+#include "engine/job_slot.h"
 #include "engine/mailbox.h"
+#include "engine/memory_guard.h"
 #include "engine/stage.h"
 #include "engine/stage_conditioning.h"
 #include "engine/stage_decode.h"
@@ -38,8 +40,10 @@ namespace h3 {
 namespace {
 
 using engine_detail::Clock;
+using engine_detail::DispatchedJob;
 using engine_detail::Event;
 using engine_detail::Job;
+using engine_detail::JobSlot;
 using engine_detail::Mailbox;
 using engine_detail::RankParts;
 using engine_detail::seconds_since;
@@ -77,21 +81,13 @@ struct Engine::Impl {
   std::thread world;
   std::mutex call_mutex;  // one request at a time
 
-  // Dispatch to the rank threads. Peers only learn *that* a job exists from here; what the job
-  // is reaches them through rank 0's broadcast, as it would across processes.
-  std::mutex jm;
-  std::condition_variable jcv;
-  uint64_t job_id = 0;
-  bool stop = false;
-  Job job;                        // rank 0 reads it
-  CancelToken* cancel = nullptr;  // the caller's token (rank 0 polls it)
-  at::Tensor decode_latents;      // kDecode: rank 0's input
-  Clock::time_point job_start;
+  // The caller's job (with its token) for rank 0's thread, and close / form-again for the world
+  // thread. Peers learn what the job is through rank 0's broadcast, as they would across processes.
+  JobSlot slot;
 
   // A process world (docs/distributed.md): rank 0's door, through which the workers join; null
-  // for thread ranks. `rejoin` asks the world thread to form the world again after a lost rank.
+  // for thread ranks.
   std::unique_ptr<dist::DoorServer> door;
-  bool rejoin = false;       // under jm
   bool thread_ranks = true;  // the ranks share this process's cores
   int cuda_index = -1;       // device=cuda: this rank's GPU; -1: cuda:<rank> (thread ranks)
   CancelToken no_cancel;     // ranks other than 0: their caller never cancels
@@ -108,6 +104,15 @@ struct Engine::Impl {
   std::atomic<bool> lost_before_delivery{false};
   std::mutex broken_m;
   std::string broken;  // set once the ranks' groups failed: the engine cannot serve any more
+
+  // This process's ranks as the memory guard counts them.
+  MemoryShape memory_shape() const {
+    MemoryShape s;
+    s.ranks_here = door ? 1 : opts.ranks;
+    s.tp = door ? opts.world_size : opts.ranks;
+    s.activation_bytes = compute_dtype == "bf16" ? 2 : 4;
+    return s;
+  }
 
   void post_progress(const Progress& p) {
     Event e{Event::Kind::kProgress};
@@ -214,9 +219,21 @@ struct Engine::Impl {
     if (root) {
       load_s = seconds_since(t0);
       load_reported = true;
+      slot.open_for_jobs();  // before the caller hears that the world is ready
       post_done(nullptr);
     }
-    return serve(g, parts) ? Ended::kStopped : Ended::kBroken;
+    const bool stopped = serve(g, parts);
+    if (root) {
+      // A job offered after the last one was taken, which this world will never run: its
+      // caller gets the group's failure (and a process world forms again for it).
+      if (slot.close_for_jobs()) {
+        lost_before_delivery = !thread_ranks;
+        post_done(std::make_exception_ptr(
+            Error(ErrorKind::kDistributed,
+                  "the ranks lost each other before the request reached them (" + broken_reason() + ")")));
+      }
+    }
+    return stopped ? Ended::kStopped : Ended::kBroken;
   }
 
   void load_parts(dist::Group& g, RankParts& parts, Clock::time_point t0) {
@@ -268,32 +285,28 @@ struct Engine::Impl {
   // timeout, as long as rank 0 shows that it is alive (Group::run_on_owner).
   bool serve(dist::Group& g, RankParts& parts) {
     const bool root = g.rank() == 0;
-    uint64_t seen = 0;
     for (;;) {
-      bool dispatched = false;  // rank 0: a caller waits for this job's outcome
-      bool delivered = false;   // every rank has the job: what fails from here on is the request's
+      // Rank 0: the job a caller waits for, taken out of the slot with its token; it lives
+      // exactly as long as this iteration.
+      std::optional<DispatchedJob> dispatched;
+      bool delivered = false;  // every rank has the job: what fails from here on is the request's
       try {
         std::string wire;
         g.run_on_owner(
             0,
             [&] {
               if (!root) return;
-              std::unique_lock<std::mutex> lk(jm);
-              jcv.wait(lk, [&] { return stop || job_id > seen; });
+              dispatched = slot.take();
               Job next;
               next.kind = Job::Kind::kStop;
-              if (!stop) {
-                seen = job_id;
-                dispatched = true;
-                next = job;
-              }
+              if (dispatched) next = dispatched->job;
               wire = engine_detail::encode(next);
             },
             "waiting for rank 0's next request");
         const Job j = engine_detail::decode_job(g.broadcast_string(wire, 0));
         delivered = true;
         if (j.kind == Job::Kind::kStop) return true;
-        run_job(g, parts, j);
+        run_job(g, parts, j, dispatched ? &*dispatched : nullptr);
         if (root) post_done(nullptr);
       } catch (...) {
         const std::exception_ptr e = std::current_exception();
@@ -309,20 +322,18 @@ struct Engine::Impl {
     }
   }
 
-  // Every rank: rank 0's job, then its stages in order.
-  void run_job(dist::Group& g, RankParts& parts, const Job& j) {
+  // Every rank: rank 0's job, then its stages in order. `mine`: on rank 0, what its caller
+  // handed over with the job (token, latents, start); null on the other ranks.
+  void run_job(dist::Group& g, RankParts& parts, const Job& j, const DispatchedJob* mine) {
     const bool root = g.rank() == 0;
-    const ClipPlan& p = j.plan;
-    CancelToken* token = &no_cancel;
-    Clock::time_point start = Clock::now();
-    at::Tensor latents;
-    if (root) {  // what rank 0's caller handed over with the job (set before it was dispatched)
-      std::lock_guard<std::mutex> lk(jm);
-      token = cancel;
-      start = job_start;
-      latents = decode_latents;
+    if (root && (!mine || !mine->cancel)) {
+      throw Error(ErrorKind::kInternal, "rank 0 was given a job without its caller's cancel token");
     }
-    const StageContext c{g, model, parts, mailbox, *token, p, start};
+    const ClipPlan& p = j.plan;
+    const CancelToken& token = mine ? *mine->cancel : no_cancel;
+    const Clock::time_point start = mine ? mine->start : Clock::now();
+    const at::Tensor latents = mine ? mine->decode_latents : at::Tensor();
+    const StageContext c{g, model, parts, mailbox, token, p, start};
     at::Tensor video, audio;
     if (j.kind == Job::Kind::kGenerate) {
       // Before any work, so that a model without audio_vae/ fails at once.
@@ -369,21 +380,18 @@ struct Engine::Impl {
   std::exception_ptr dispatch(const Job& j, CancelToken& c, const at::Tensor& latents,
                               const ProgressFn& progress, ChunkSink& sink, const GenerateExtras* extras) {
     lost_before_delivery = false;
-    {
-      std::lock_guard<std::mutex> lk(jm);
-      job = j;
-      cancel = &c;
-      decode_latents = latents;
-      job_start = Clock::now();
-      ++job_id;
+    if (!slot.offer(DispatchedJob{j, &c, latents, Clock::now()})) {
+      // Rank 0 stopped serving since run() looked: its world broke while it idled.
+      lost_before_delivery = !thread_ranks;
+      const std::string why = broken_reason();
+      return std::make_exception_ptr(
+          Error(ErrorKind::kDistributed, "the ranks lost each other before the request reached them" +
+                                             (why.empty() ? std::string() : " (" + why + ")")));
     }
-    jcv.notify_all();
     const std::exception_ptr err = pump(progress, &sink, extras);
-    {
-      std::lock_guard<std::mutex> lk(jm);
-      cancel = nullptr;
-      decode_latents = at::Tensor();
-    }
+    // Rank 0 answers only for a job it took, so nothing is left to take here; withdrawn all the
+    // same, so that no job can outlive the call that dispatched it.
+    slot.withdraw();
     return err;
   }
 
@@ -397,16 +405,16 @@ struct Engine::Impl {
       broken.clear();
     }
     load_reported = false;
-    {
-      std::lock_guard<std::mutex> lk(jm);
-      rejoin = true;
-    }
-    jcv.notify_all();
+    slot.request_rejoin();
     const std::exception_ptr err = pump(progress, nullptr, nullptr);
     if (err) {
       mark_broken(message_of(err));
       std::rethrow_exception(err);
     }
+    // The request goes to the world formed again only once its rank 0 waits for it: the order in
+    // which a stale job once ran (the slot makes it harmless; this makes the order the same in
+    // every run, so the process-world tests exercise it each time).
+    slot.wait_until_taking();
   }
 
   // Rank 0 of a process world: forms the world through the door, serves it, and forms it again
@@ -429,19 +437,12 @@ struct Engine::Impl {
         load_reported = true;
         post_done(err);  // to the opener, or to the request that asked for the formation
       }
-      std::unique_lock<std::mutex> lk(jm);
-      jcv.wait(lk, [&] { return stop || rejoin; });
-      if (stop) return;
-      rejoin = false;
+      if (!slot.wait_for_rejoin()) return;
     }
   }
 
   void shutdown() {
-    {
-      std::lock_guard<std::mutex> lk(jm);
-      stop = true;
-    }
-    jcv.notify_all();
+    slot.close();
     if (world.joinable()) world.join();
   }
 };
@@ -495,6 +496,8 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
   }
   if (opts.device == "cuda") require_cuda_devices(processes ? 1 : opts.ranks, "device");
   if (opts.timeout.count() <= 0) throw Error(ErrorKind::kInvalidArgument, "timeout must be positive");
+  if (opts.max_memory < 0)
+    throw Error(ErrorKind::kInvalidArgument, "max-memory must be 0 (automatic) or a byte count");
 
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
@@ -603,7 +606,13 @@ ClipPlan Engine::plan(const GenerationRequest& req) const {
   // Raised here too (not only on rank 0) so that a caller learns it before starting anything.
   engine_detail::check_conditioning(impl_->model, req);
   if (req.audio) require_audio_vae(impl_->model);
+  // Before anything of the request is allocated, on any rank.
+  check_request_memory(impl_->model, req, p, impl_->memory_shape(), impl_->opts.max_memory);
   return p;
+}
+
+MemoryEstimate Engine::memory_estimate(const ClipPlan& plan) const {
+  return estimate_request_memory(impl_->model, plan, impl_->memory_shape());
 }
 
 void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,

@@ -18,6 +18,8 @@
 
 namespace h3 {
 
+struct MemoryEstimate;  // engine/memory_guard.h
+
 // The installed tiny model (H3_DEFAULT_MODEL_DIR), or the build tree's when running
 // uninstalled; the environment variable H3_MODEL_DIR overrides both.
 std::string default_model_dir();
@@ -59,7 +61,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Validates the request and plans it; refuses one whose estimated memory exceeds
+  // options().max_memory or, when that is 0, what the machine has available (kOutOfMemory).
   ClipPlan plan(const GenerationRequest& req) const;
+  // The memory a planned request takes in this process beside the weights (engine/memory_guard.h).
+  MemoryEstimate memory_estimate(const ClipPlan& plan) const;
 
   // conditioning -> noise -> denoise -> streaming decode. Blocks the calling thread until done.
   // The sink's on_chunk runs on the calling thread, in order; it may block (back-pressure).

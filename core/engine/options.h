@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "engine/limits.h"
@@ -24,6 +25,10 @@ struct EngineOptions {
   // audio VAE stay fp32. bf16 halves the DiT's weight memory; it is fast only on a CPU with
   // AMX-BF16 or AVX-512-BF16 (elsewhere ATen emulates it: slower than fp32; docs/engine.md).
   std::string compute_dtype;
+  // The most memory a request may take beside the loaded weights, in bytes; 0: what the machine
+  // (or this process's cgroup) has available when the request is planned. A request whose
+  // estimate exceeds it is refused before anything is allocated (engine/memory_guard.h).
+  int64_t max_memory = 0;
 
   // Ranks in other processes or on other hosts (docs/distributed.md). Empty: the ranks are
   // threads of this process (`ranks`). "host:port": this process is rank 0 of a world of
@@ -36,8 +41,8 @@ struct EngineOptions {
   bool operator==(const EngineOptions& o) const {
     return model_dir == o.model_dir && ranks == o.ranks && tp == o.tp && device == o.device &&
            timeout == o.timeout && free_text_encoder == o.free_text_encoder &&
-           compute_dtype == o.compute_dtype && rendezvous == o.rendezvous && world_size == o.world_size &&
-           token_file == o.token_file;
+           compute_dtype == o.compute_dtype && max_memory == o.max_memory && rendezvous == o.rendezvous &&
+           world_size == o.world_size && token_file == o.token_file;
   }
   bool operator!=(const EngineOptions& o) const { return !(*this == o); }
 };

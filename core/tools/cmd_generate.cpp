@@ -12,6 +12,7 @@
 #include "audio/audio_decoder.h"
 #include "common/error.h"
 #include "engine/engine.h"
+#include "engine/memory_guard.h"
 #include "engine/y4m_writer.h"
 #include "io/safetensors.h"
 #include "tools/command.h"
@@ -71,6 +72,7 @@ int run(Args& a) {
   eo.world_size = static_cast<int>(a.int_or("world-size", 0, 0, kMaxRanks));
   eo.token_file = a.string_or("token-file", "");
   eo.timeout = std::chrono::seconds(a.int_or("timeout", kDefaultTimeout.count(), 1, 86400));
+  if (const auto m = a.opt_string("max-memory")) eo.max_memory = parse_bytes(*m, "--max-memory");
   const std::string out = a.string("out");
   const auto save_latents = a.opt_string("save-latents");
   const auto audio_out = a.opt_string("audio");
@@ -94,6 +96,13 @@ int run(Args& a) {
         (long long)plan.latent_frames, (long long)plan.generated_frames, (long long)plan.steps,
         (unsigned long long)req.seed, eo.rendezvous.empty() ? eo.ranks : eo.world_size,
         engine->compute_dtype().c_str());
+    const MemoryEstimate m = engine->memory_estimate(plan);
+    std::fprintf(stderr,
+                 "h3 generate: memory beside the weights: about %s (DiT %s over %lld rows, decode %s, state "
+                 "%s, margin %s)\n",
+                 format_bytes(m.peak()).c_str(), format_bytes(m.dit_bytes).c_str(), (long long)m.dit_rows,
+                 format_bytes(m.decode_bytes).c_str(), format_bytes(m.state_bytes).c_str(),
+                 format_bytes(m.margin_bytes).c_str());
   }
   Y4mWriter writer(out, plan.width, plan.height, plan.fps_n, plan.fps_d);
   Y4mSink sink(writer);
@@ -132,7 +141,7 @@ H3_REGISTER_COMMAND(
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] --out FILE.y4m\n"
     "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
-    "                   [--compute-dtype fp32|bf16] [--timeout S] [--quiet]\n"
+    "                   [--compute-dtype fp32|bf16] [--timeout S] [--max-memory BYTES] [--quiet]\n"
     "                   [--rendezvous HOST:PORT --world-size N --token-file FILE]\n"
     "\n"
     "  --model DIR          model folder (release layout); default: the tiny default model\n"
@@ -159,6 +168,9 @@ H3_REGISTER_COMMAND(
     "                       default: fp32 on cpu, bf16 on cuda. bf16 halves the DiT's weight memory;\n"
     "                       on a CPU without AMX-BF16/AVX-512-BF16 it is emulated, slower than fp32\n"
     "  --timeout S          bound on every collective and on joining the ranks (default 120)\n"
+    "  --max-memory BYTES   the most a request may take beside the weights (8G, 512M, ...); default:\n"
+    "                       what the machine has available. A request estimated above it is refused\n"
+    "                       before anything is allocated, naming the length and size that would fit\n"
     "  --rendezvous HOST:PORT  be rank 0 of a world of processes: serve the rendezvous store on\n"
     "                       exactly this address; ranks 1..N-1 are `h3 worker`s (docs/distributed.md)\n"
     "  --world-size N       with --rendezvous: every rank, this one included (>= 2)\n"

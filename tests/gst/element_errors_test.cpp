@@ -67,6 +67,57 @@ TEST(H3VideoSrcErrors, OneDenoisingStepIsRefusedAsASetting) {
   EXPECT_NE(r.message.find("step"), std::string::npos) << r.message;
 }
 
+// The peak resident memory of this process so far (VmHWM), in bytes.
+int64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmHWM:") {
+      int64_t kb = 0;
+      in >> kb;
+      return kb * 1024;
+    }
+    std::string rest;
+    std::getline(in, rest);
+  }
+  return -1;
+}
+
+// Every value inside the properties' ranges; before the memory guard this request opened the
+// model and grew to 24 GB in a minute until the kernel's OOM killer ended the process.
+TEST(H3VideoSrcErrors, ARequestThatCannotFitIsRefusedBeforeAnythingLargeIsAllocated) {
+  const h3test::RunResult r = run("width=4096 height=4096 num-frames=1024 max-memory=17179869184");
+  ASSERT_TRUE(r.error);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_NO_SPACE_LEFT);
+  EXPECT_NE(r.message.find("4096x4096, 1024 frames"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("16.0 GiB is the max-memory limit"), std::string::npos) << r.message;
+  // One clip of decode at 4096x4096 is more than 16 GiB already: no length fits, a smaller size does.
+  EXPECT_NE(r.message.find("No length fits at 4096x4096"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("at 1024 frames at most "), std::string::npos) << r.message;
+  // The tiny model and the plugin: far below one clip's decode at this size (several GiB).
+  EXPECT_LT(peak_rss_bytes(), int64_t{2} << 30);
+}
+
+// Without max-memory the limit is what the machine has available: on any test machine the
+// same request is refused too (it needs far more than 24 GiB), naming where the limit came from.
+TEST(H3VideoSrcErrors, WithoutMaxMemoryTheLimitIsTheMemoryAvailable) {
+  const h3test::RunResult r = run("width=4096 height=4096 num-frames=1024");
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_NO_SPACE_LEFT);
+  EXPECT_NE(r.message.find("MemAvailable"), std::string::npos) << r.message;
+}
+
+TEST(H3VideoSrcErrors, AMaxMemoryBelowTheDefaultClipsNeedIsRefusedAndAboveItPlays) {
+  const h3test::RunResult refused = run("max-memory=1048576");
+  ASSERT_TRUE(refused.error);
+  EXPECT_EQ(refused.code, GST_RESOURCE_ERROR_NO_SPACE_LEFT);
+  EXPECT_NE(refused.message.find("1.0 MiB is the max-memory limit"), std::string::npos) << refused.message;
+  const h3test::RunResult played = run("max-memory=4294967296");
+  EXPECT_FALSE(played.error) << played.message;
+}
+
 // Which CUDA refusal applies depends on the build (H3_TEST_TORCH_HAS_CUDA, from meson) and on
 // the GPUs the NVIDIA driver shows: each case runs where it is true and says why it is skipped
 // elsewhere.

@@ -1,0 +1,57 @@
+// The memory a request will take, estimated from its plan before anything is allocated, and the
+// refusal of a request that cannot fit (docs/engine.md, "Memory guard"). A request inside every
+// property's range (4096x4096, 1024 frames) can need far more than a machine has; without this
+// it grows until the kernel's OOM killer ends the process, and other processes with it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/model.h"
+#include "engine/request.h"
+
+namespace h3 {
+
+// Where this process's ranks compute, as far as the request's memory is concerned.
+struct MemoryShape {
+  int ranks_here = 1;        // ranks in this process (thread ranks); 1 in a process world
+  int tp = 1;                // the DiT's tensor-parallel size (every rank of the world)
+  int activation_bytes = 4;  // the DiT's compute dtype: 4 (fp32) or 2 (bf16)
+};
+
+// Bytes this process needs on top of the loaded weights, each term for all of its ranks.
+struct MemoryEstimate {
+  int64_t dit_rows = 0;      // rows of the packed sequence: text bound + audio + video
+  int64_t dit_bytes = 0;     // the DiT forward at its widest (one block's activations)
+  int64_t decode_bytes = 0;  // the video decode of one clip (tiles gathered, stitched, blended)
+  int64_t state_bytes = 0;   // latents, noise and the sampler's state, held through the request
+  int64_t margin_bytes = 0;  // a tenth of the rest and 64 MiB: allocator slack, the sink's copies
+  // The phases add up rather than take turns: much of what the DiT phase frees stays resident
+  // (the allocator keeps freed blocks below its mmap threshold in the heap), measured against the
+  // peak RSS of the tiny model (docs/performance-engine.md, "Memory guard").
+  int64_t peak() const { return state_bytes + dit_bytes + decode_bytes + margin_bytes; }
+};
+
+// The text rows the estimate reserves (longer prompts are a few kB of rows: noise next to video).
+constexpr int64_t kTextRowsReserve = 1024;
+
+MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s);
+
+// What a request may take: the machine's MemAvailable, or the cgroup's remaining allowance
+// (memory.max - memory.current) where that is smaller. 0 when neither can be read.
+int64_t available_memory_bytes();
+
+// Throws h3::Error(kOutOfMemory) when the estimate exceeds `limit_bytes` (0: available_memory_bytes();
+// no check when that is unknown). The message gives the estimate and its largest term, the limit
+// and where it came from, the longest clip that fits at this size and the largest size that fits
+// at this length, and the `max-memory` setting that overrides the limit.
+void check_request_memory(const ModelInfo& m, const GenerationRequest& req, const ClipPlan& p,
+                          const MemoryShape& s, int64_t limit_bytes);
+
+// "23.4 GiB", "512.0 MiB".
+std::string format_bytes(int64_t bytes);
+// Parses a byte count with an optional binary suffix (K, M, G, T; "8G", "512M", "1073741824").
+// Throws h3::Error(kInvalidArgument) naming `what`.
+int64_t parse_bytes(const std::string& text, const std::string& what);
+
+}  // namespace h3
