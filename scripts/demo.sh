@@ -1,18 +1,27 @@
 #!/bin/bash
-# README command 1: the main job. Installs what is missing, builds, and runs
-# the product on the embedded default model.
+# README command 1: the main job. Installs what is missing, builds only what the job runs (the
+# plugin, the engine module and the embedded default model: `meson compile demo`), and runs the
+# product on that model. One line per phase with its time; a failed phase names its log.
 # Usage: scripts/demo.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
+H3_WHO=demo
+. scripts/build-steps.sh
+logs=$BUILD/logs
 
-bash scripts/install-deps.sh
-if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD"
-fi
-meson compile -C "$BUILD"
+h3_phase "packages (Debian)" "$logs/packages.log" bash scripts/install-deps.sh --packages-only
+h3_phase "LibTorch (the pinned torch wheel)" "$logs/libtorch.log" bash scripts/install-torch.sh
+# The same options as scripts/test.sh, which then builds the rest into the same folder.
+h3_configure "$BUILD" "$logs/configure.log" -Dwerror=true
+h3_build "$BUILD" "$logs/build-demo.log" demo
 
 # The clip and its soundtrack: h3src's video pad through x264enc and its audio pad
 # through avenc_aac into one MP4, on the tiny default model; checks the two
 # streams with ffprobe and prints where the file is.
-exec bash pipelines/av.sh "$BUILD" mp4 "$BUILD/h3-demo.mp4"
+h3_phase "generate (h3src ! x264enc + avenc_aac ! mp4mux)" "$logs/generate.log" \
+  bash pipelines/av.sh "$BUILD" mp4 "$BUILD/h3-demo.mp4"
+sed 's/^/  /' "$logs/generate.log" >&2
+h3_total
+out=$BUILD/h3-demo.mp4
+echo "demo: $out: $(ffprobe -v error -show_entries format=duration -of csv=p=0 "$out" | cut -c1-5) s of H.264 video and AAC audio ($(du -h "$out" | cut -f1)), from the embedded default model"

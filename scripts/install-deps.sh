@@ -2,6 +2,7 @@
 # Installs what gst-h3 needs, and only what is missing: Debian 12 packages, then the pinned LibTorch
 # (the PyPI torch wheel, unpacked into ~/.cache/gst-h3 by scripts/install-torch.sh).
 # Idempotent: a second run installs nothing and takes well under a second.
+# Usage: scripts/install-deps.sh [--packages-only]   (--packages-only: not LibTorch)
 set -euo pipefail
 
 PKGS=(
@@ -14,11 +15,14 @@ PKGS=(
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
   gstreamer1.0-plugins-base-apps ffmpeg
+  ccache
 )
 # libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes (the wheel has none).
 # python3-pip only downloads the wheels (nothing is installed into any Python).
 # libssl-dev: libcrypto (HMAC-SHA256, AES-GCM) for the token of a process world (core/dist/door.h).
 # libicu-dev (NFC) and libpcre2-dev (\p{L}/\p{N} in the pre-tokenizer): the H3 tokenizer.
+# ccache: meson compiles through it when it is there, so a second build folder or a fresh clone
+# (CI) reuses what an earlier build compiled (docs/building.md, "Build times").
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -34,4 +38,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${SUDO[@]}" apt-get update -qq
   "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+[ "${1:-}" = --packages-only ] && exit 0
 bash "$(dirname "$0")/install-torch.sh"

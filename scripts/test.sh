@@ -1,24 +1,29 @@
 #!/bin/bash
 # README command 2: installs what is missing, builds everything and runs every test.
 # The last line it prints is "N passed, N failed, N skipped", counted per gtest case.
+# A build folder that scripts/demo.sh made is reused: only what the demo did not build is built.
 # Usage: scripts/test.sh [BUILD_DIR] [extra meson setup options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 shift || true
+H3_WHO=test
+. scripts/build-steps.sh
+logs=$BUILD/logs
 
-bash scripts/install-deps.sh
-if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" -Dwerror=true "$@"
-fi
-meson compile -C "$BUILD"
+h3_phase "packages and LibTorch" "$logs/deps.log" bash scripts/install-deps.sh
+h3_configure "$BUILD" "$logs/configure.log" -Dwerror=true "$@"
+h3_build "$BUILD" "$logs/build.log"
 # meson reuses a crashed gtest binary's old XML report: remove them all first.
 find "$BUILD" -maxdepth 4 -name '*.xml' ! -path '*/meson-*' -delete
 rm -f "$BUILD/meson-logs/testlog.junit.xml"
+t0=$(date +%s)
 set +e
 meson test -C "$BUILD" --print-errorlogs --num-processes "${H3_TEST_JOBS:-2}"
 rc=$?
 set -e
+h3_say "tests: $(h3_elapsed $(($(date +%s) - t0)))"
+h3_total
 if [ -f "$BUILD/meson-logs/testlog.junit.xml" ]; then
   python3 scripts/junit_summary.py "$BUILD/meson-logs/testlog.junit.xml"
 else

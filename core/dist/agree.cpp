@@ -1,5 +1,7 @@
 #include "dist/agree.h"
 
+#include <ATen/ATen.h>
+
 #include "common/error.h"
 
 namespace h3::dist {

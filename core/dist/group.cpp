@@ -3,6 +3,8 @@
 // only move contiguous buffers (raw_*).
 #include "dist/group.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>

@@ -15,7 +15,7 @@
 // step, so every later collective throws the first error again.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <chrono>
 #include <cstdint>

@@ -9,6 +9,8 @@
 // memory from under a peer.
 #include "dist/memory_group.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>

@@ -10,6 +10,7 @@
 
 #if H3_HAVE_CUDA && H3_TORCH_HAS_CUDA
 
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>

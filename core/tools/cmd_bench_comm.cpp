@@ -3,6 +3,7 @@
 // processes (children of this command meeting at a loopback TCPStore), side by side.
 // The figures include what the engine pays per call: the metadata exchange that makes
 // disagreements an agreed error, and the bounded wait.
+#include <ATen/ATen.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

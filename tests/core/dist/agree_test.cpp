@@ -3,6 +3,7 @@
 // cancel raised on one rank only.
 #include "dist/agree.h"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,4 +1,5 @@
 // Collectives at 1..4 thread ranks, over shared memory and over Gloo, against values computed locally.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <string>

@@ -2,6 +2,7 @@
 // rank and the operation, and the group is unusable afterwards. The absent
 // rank stays away until the others gave up (a latch, not a sleep), so the
 // outcome does not depend on how fast the machine is.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,6 +1,7 @@
 // The shared-memory transport of thread ranks: exact results on buffers large enough to split
 // unevenly between the ranks, many collectives in a row, worlds side by side, and the choice of
 // transport. (The collective, timeout and owner-wait tests run on it and on Gloo alike.)
+#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 

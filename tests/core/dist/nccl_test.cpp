@@ -1,6 +1,7 @@
 // The NCCL group at world size = the GPUs present (rank r on cuda:r), against values
 // computed locally; CPU tensors staged through the group's device. Skipped, with the reason,
 // in builds without NCCL and on machines with fewer than two GPUs.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "common/device.h"

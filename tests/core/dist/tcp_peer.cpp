@@ -2,6 +2,8 @@
 // `rank` and runs the same collectives as the test's rank 0.
 //   dist_tcp_peer HOST PORT SIZE RANK MODE     MODE: collectives | fail
 // Exit status 0 when every check passed, 1 otherwise (the reason on stderr).
+#include <ATen/ATen.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -1,6 +1,7 @@
 // Two processes joined over a TCPStore on loopback: this test is rank 0 (the
 // store server, on a port the system chooses) and dist_tcp_peer, built next
 // to this binary, is rank 1.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>

@@ -2,6 +2,7 @@
 // must get the reference velocities, hold only its shards, and reject a tp that cannot split
 // the model. Tolerance between TP sizes: 2e-5 absolute on velocities of order 1 (fp32 sums in
 // a different order: the row-parallel partial products are summed across ranks).
+#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>

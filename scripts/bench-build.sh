@@ -1,0 +1,71 @@
+#!/bin/bash
+# Build-time figures from a fresh clone, one line each (docs/performance.md, "Build and CI"):
+#   demo-cold    scripts/demo.sh, packages and LibTorch present, no compile cache
+#   test-after-demo  scripts/test.sh in the same folder: the rest of the build, then every test
+#   touch-cpp    rebuild after touching one core .cpp (core/engine/stage_decode.cpp)
+#   touch-header rebuild after touching a widely included header (core/common/error.h)
+#   demo-ccache  scripts/demo.sh in a second fresh clone with the compile cache the first one filled
+#   ci-cold      .ci/run in a third fresh clone, no compile cache (with --ci)
+# Not part of the test suite: it takes about half an hour on a 2-core machine. The clones go under
+# $TMPDIR and are removed afterwards; the compile cache of the cold runs is a temporary one.
+# Usage: scripts/bench-build.sh [--ci] [COMMIT]   (default: HEAD of this clone)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ci=0
+if [ "${1:-}" = --ci ]; then
+  ci=1
+  shift
+fi
+rev=$(git rev-parse "${1:-HEAD}")
+work=$(mktemp -d "${TMPDIR:-/tmp}/h3-bench-build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export CCACHE_DIR=$work/ccache  # a cache of our own: empty for the cold runs
+src=$(pwd)
+
+clone() {
+  git clone -q --no-checkout "$src" "$work/$1"
+  git -C "$work/$1" checkout -q "$rev"
+}
+# Seconds a command takes; its output goes to $work/NAME.log.
+timed() {
+  local name=$1
+  shift
+  local t0 t1
+  t0=$(date +%s.%N)
+  if ! "$@" >"$work/$name.log" 2>&1; then
+    tail -n 30 "$work/$name.log" >&2
+    echo "bench-build: $name failed (log above)" >&2
+    exit 1
+  fi
+  t1=$(date +%s.%N)
+  python3 -c "import sys; s=float(sys.argv[2])-float(sys.argv[1]); print('%d min %04.1f s' % (s//60, s%60))" "$t0" "$t1"
+}
+line() { printf 'bench-build: %-16s %-14s %s\n' "$1" "$2" "$3"; }
+
+echo "bench-build: commit $rev, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+clone a
+line demo-cold "$(CCACHE_DISABLE=1 timed demo-cold bash "$work/a/scripts/demo.sh")" \
+  "scripts/demo.sh from a fresh clone, packages and LibTorch present, no compile cache"
+line test-after-demo "$(CCACHE_DISABLE=1 timed test-after-demo bash "$work/a/scripts/test.sh")" \
+  "scripts/test.sh after it: $(tail -n 1 "$work/test-after-demo.log")"
+touch "$work/a/core/engine/stage_decode.cpp"
+line touch-cpp "$(CCACHE_DISABLE=1 timed touch-cpp meson compile -C "$work/a/build")" \
+  "rebuild after touching core/engine/stage_decode.cpp"
+touch "$work/a/core/common/error.h"
+line touch-header "$(CCACHE_DISABLE=1 timed touch-header meson compile -C "$work/a/build")" \
+  "rebuild after touching core/common/error.h ($(grep -rl 'common/error.h' "$work/a/core" "$work/a/tests" "$work/a/gst" | wc -l) files include it)"
+
+# The compile cache: fill it with one demo build, then time a demo in a fresh clone.
+clone b
+timed demo-fill bash "$work/b/scripts/demo.sh" >/dev/null
+rm -rf "$work/b"
+clone c
+line demo-ccache "$(timed demo-ccache bash "$work/c/scripts/demo.sh")" \
+  "scripts/demo.sh from a fresh clone, compile cache warm ($(ccache -s 2>/dev/null | grep -m1 -i 'hits' | tr -s ' ' || true))"
+rm -rf "$work/c"
+
+if [ "$ci" = 1 ]; then
+  clone d
+  line ci-cold "$(CCACHE_DISABLE=1 timed ci-cold bash "$work/d/.ci/run")" \
+    ".ci/run from a fresh clone, no compile cache: $(tail -n 1 "$work/ci-cold.log")"
+fi
