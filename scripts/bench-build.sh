@@ -1,13 +1,13 @@
 #!/bin/bash
 # Build-time figures from a fresh clone, one line each (docs/performance.md, "Build and CI"):
-#   demo-cold    scripts/demo.sh, packages and LibTorch present, no compile cache
+#   demo-cold    scripts/demo.sh, packages and LibTorch present, an empty compile cache
 #   test-after-demo  scripts/test.sh in the same folder: the rest of the build, then every test
-#   touch-cpp    rebuild after touching one core .cpp (core/engine/stage_decode.cpp)
-#   touch-header rebuild after touching a widely included header (core/common/error.h)
+#   touch-cpp    rebuild after an edit of one core .cpp (core/engine/stage_decode.cpp; no cache)
+#   touch-header rebuild after an edit of a widely included header (core/common/error.h; no cache)
 #   demo-ccache  scripts/demo.sh in a second fresh clone with the compile cache the first one filled
-#   ci-cold      .ci/run in a third fresh clone, no compile cache (with --ci)
-# Not part of the test suite: it takes about half an hour on a 2-core machine. The clones go under
-# $TMPDIR and are removed afterwards; the compile cache of the cold runs is a temporary one.
+#   ci-cold      .ci/run in a third fresh clone, an empty compile cache (with --ci)
+# Not part of the test suite: it takes about 40 minutes on a 2-core machine. The clones go under
+# $TMPDIR and are removed afterwards; the compile caches are temporary ones (a fresh machine's).
 # Usage: scripts/bench-build.sh [--ci] [COMMIT]   (default: HEAD of this clone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ fi
 rev=$(git rev-parse "${1:-HEAD}")
 work=$(mktemp -d "${TMPDIR:-/tmp}/h3-bench-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-export CCACHE_DIR=$work/ccache  # a cache of our own: empty for the cold runs
+export CCACHE_DIR=$work/ccache  # a cache of our own, empty at first, as on a fresh machine
 src=$(pwd)
 
 clone() {
@@ -44,28 +44,32 @@ line() { printf 'bench-build: %-16s %-14s %s\n' "$1" "$2" "$3"; }
 
 echo "bench-build: commit $rev, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 clone a
-line demo-cold "$(CCACHE_DISABLE=1 timed demo-cold bash "$work/a/scripts/demo.sh")" \
-  "scripts/demo.sh from a fresh clone, packages and LibTorch present, no compile cache"
-line test-after-demo "$(CCACHE_DISABLE=1 timed test-after-demo bash "$work/a/scripts/test.sh")" \
-  "scripts/test.sh after it: $(tail -n 1 "$work/test-after-demo.log")"
+t=$(timed demo-cold bash "$work/a/scripts/demo.sh")
+line demo-cold "$t" \
+  "scripts/demo.sh from a fresh clone, packages and LibTorch present, empty compile cache ($(grep -o 'build: done in .*' "$work/demo-cold.log"))"
+t=$(timed test-after-demo bash "$work/a/scripts/test.sh")
+line test-after-demo "$t" \
+  "scripts/test.sh after it ($(grep -o 'build: done in .*' "$work/test-after-demo.log"); $(grep -o 'tests: .*' "$work/test-after-demo.log")): $(tail -n 1 "$work/test-after-demo.log")"
 touch "$work/a/core/engine/stage_decode.cpp"
-line touch-cpp "$(CCACHE_DISABLE=1 timed touch-cpp meson compile -C "$work/a/build")" \
+t=$(CCACHE_DISABLE=1 timed touch-cpp meson compile -C "$work/a/build")
+line touch-cpp "$t" \
   "rebuild after touching core/engine/stage_decode.cpp"
 touch "$work/a/core/common/error.h"
-line touch-header "$(CCACHE_DISABLE=1 timed touch-header meson compile -C "$work/a/build")" \
+t=$(CCACHE_DISABLE=1 timed touch-header meson compile -C "$work/a/build")
+line touch-header "$t" \
   "rebuild after touching core/common/error.h ($(grep -rl 'common/error.h' "$work/a/core" "$work/a/tests" "$work/a/gst" | wc -l) files include it)"
 
-# The compile cache: fill it with one demo build, then time a demo in a fresh clone.
-clone b
-timed demo-fill bash "$work/b/scripts/demo.sh" >/dev/null
-rm -rf "$work/b"
+# The compile cache the first clone filled, in a fresh clone.
 clone c
-line demo-ccache "$(timed demo-ccache bash "$work/c/scripts/demo.sh")" \
-  "scripts/demo.sh from a fresh clone, compile cache warm ($(ccache -s 2>/dev/null | grep -m1 -i 'hits' | tr -s ' ' || true))"
+t=$(timed demo-ccache bash "$work/c/scripts/demo.sh")
+line demo-ccache "$t" \
+  "scripts/demo.sh from a fresh clone, the compile cache warm ($(grep -o 'build: done in .*' "$work/demo-ccache.log"))"
 rm -rf "$work/c"
 
 if [ "$ci" = 1 ]; then
   clone d
-  line ci-cold "$(CCACHE_DISABLE=1 timed ci-cold bash "$work/d/.ci/run")" \
-    ".ci/run from a fresh clone, no compile cache: $(tail -n 1 "$work/ci-cold.log")"
+  export CCACHE_DIR=$work/ccache-ci
+  t=$(timed ci-cold bash "$work/d/.ci/run")
+  line ci-cold "$t" \
+    ".ci/run from a fresh clone, an empty compile cache: $(tail -n 1 "$work/ci-cold.log")"
 fi
