@@ -11,14 +11,14 @@
 // Both sides are built by this project with the same compiler and C++ library,
 // so plain C++ types cross the boundary: core's torch-free request, plan,
 // options and progress types (h3types, core/meson.build) as they are. Exceptions
-// do not cross: every entry point reports failure through a Failure value.
+// do not cross: every entry point reports failure through a EngineFailure value.
 // kEngineModuleAbi guards against a plugin and a module from different builds.
 #pragma once
 
 #include <functional>
 #include <string>
 
-#include "boundary/failure.h"
+#include "boundary/engine_failure.h"
 #include "boundary/frame_chunk.h"
 #include "engine/options.h"
 #include "engine/progress.h"
@@ -26,7 +26,7 @@
 
 namespace h3gst {
 
-constexpr int kEngineModuleAbi = 5;
+constexpr int kEngineModuleAbi = 6;
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 
@@ -39,11 +39,13 @@ class EngineHandle {
  public:
   virtual ~EngineHandle() = default;
   // What `req` will produce; false with `failure` set when the request is invalid.
-  virtual bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan, Failure* failure) const = 0;
-  // Runs the whole request on the calling thread. A cancelled request, or one
-  // whose ChunkCallback returned false, returns false with kCancelled.
-  virtual bool generate(const h3::GenerationRequest& req, const ChunkCallback& on_chunk,
-                        const h3::ProgressFn& on_progress, Failure* failure) = 0;
+  virtual bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan, EngineFailure* failure) const = 0;
+  // Runs the whole request on the calling thread, with the plan plan() gave for it (the engine
+  // does not plan it again). A cancelled request, or one whose ChunkCallback returned false,
+  // returns false with kCancelled.
+  virtual bool generate(const h3::GenerationRequest& req, const h3::ClipPlan& plan,
+                        const ChunkCallback& on_chunk, const h3::ProgressFn& on_progress,
+                        EngineFailure* failure) = 0;
   // Thread-safe: asks the running request (or the next one) to stop at the next
   // step or chunk boundary, agreed across ranks.
   virtual void cancel() = 0;
@@ -57,7 +59,7 @@ struct EngineModule {
   std::string (*default_model_dir)();
   // Opens the engine (loads every rank's shards); nullptr with `failure` set on error.
   EngineHandle* (*open)(const h3::EngineOptions& options, const h3::ProgressFn& on_progress,
-                        Failure* failure);
+                        EngineFailure* failure);
 };
 
 }  // namespace h3gst

@@ -18,7 +18,10 @@ struct FrameChunk {
   int64_t count = 0;        // frames in this chunk
   int64_t width = 0, height = 0;
   std::shared_ptr<const uint8_t> pixels;  // count * height * width * 3 bytes
-  // The soundtrack's stretch for these frames when the request asked for audio (count 0 otherwise).
+  // The engine's decode time of these frames (h3::Chunk::decode_ns): a live element's latency.
+  int64_t decode_ns = 0;
+  // With audio, chunk `index`'s soundtrack stretch follows its frames as a FrameChunk of the
+  // same index with count 0 and only `audio` (count 0 in every other chunk).
   AudioChunk audio;
 
   size_t frame_bytes() const { return static_cast<size_t>(width * height * 3); }

@@ -1,9 +1,9 @@
 // The engine module (libgsth3-engine.so): h3::Engine behind the plain C++
-// boundary of boundary/engine_module.h. Every exception becomes a Failure here;
+// boundary of boundary/engine_module.h. Every exception becomes a EngineFailure here;
 // the plugin never sees LibTorch.
 #include "boundary/engine_module.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <exception>
 #include <memory>
@@ -17,7 +17,7 @@
 namespace {
 
 // Call from a catch block only.
-h3gst::Failure current_failure() {
+h3gst::EngineFailure current_failure() {
   try {
     throw;
   } catch (const h3::Error& e) {
@@ -30,7 +30,7 @@ h3gst::Failure current_failure() {
 }
 
 // The chunk's soundtrack stretch ([n, 2] f32, interleaved), kept alive by its samples' owner.
-h3gst::AudioChunk audio_chunk(const h3::Chunk& c) {
+h3gst::AudioChunk audio_chunk(const h3::Chunk& c, int64_t rate) {
   at::Tensor a = c.audio.to(at::kCPU).contiguous();
   if (a.scalar_type() != at::kFloat || a.dim() != 2 || a.size(1) != 2) {
     throw h3::Error(h3::ErrorKind::kInternal,
@@ -40,6 +40,7 @@ h3gst::AudioChunk audio_chunk(const h3::Chunk& c) {
   ac.first_sample = c.first_sample;
   ac.count = a.size(0);
   ac.channels = 2;
+  ac.rate = static_cast<int>(rate);
   const float* data = a.data_ptr<float>();
   ac.samples =
       std::shared_ptr<const float>(data, [keep = std::move(a)](const float*) mutable { keep.reset(); });
@@ -51,23 +52,13 @@ h3gst::AudioChunk audio_chunk(const h3::Chunk& c) {
 // (core/vae/chunk_sink.h), so the queue keeps the tensor alive instead.
 class QueueSink : public h3::ChunkSink {
  public:
-  explicit QueueSink(const h3gst::ChunkCallback& cb) : cb_(cb) {}
+  QueueSink(const h3gst::ChunkCallback& cb, int64_t audio_rate) : cb_(cb), audio_rate_(audio_rate) {}
   void on_chunk(const h3::Chunk& c) override {
-    at::Tensor t = c.frames.to(at::kCPU).contiguous();
-    if (t.scalar_type() != at::kByte || t.dim() != 4 || t.size(3) != 3) {
-      throw h3::Error(h3::ErrorKind::kInternal,
-                      "chunk " + std::to_string(c.index) + " is not uint8 [n, H, W, 3] RGB frames");
-    }
     h3gst::FrameChunk fc;
     fc.index = c.index;
     fc.first_frame = c.first_frame;
-    fc.count = t.size(0);
-    fc.height = t.size(1);
-    fc.width = t.size(2);
-    const uint8_t* data = t.data_ptr<uint8_t>();
-    fc.pixels =
-        std::shared_ptr<const uint8_t>(data, [keep = std::move(t)](const uint8_t*) mutable { keep.reset(); });
-    if (c.audio.defined()) fc.audio = audio_chunk(c);
+    if (c.frames.defined()) add_frames(c, fc);
+    if (c.audio.defined()) fc.audio = audio_chunk(c, audio_rate_);
     if (!cb_(std::move(fc))) {
       stopped_ = true;
       throw h3::Error(h3::ErrorKind::kCancelled, "the GStreamer element stopped taking frames");
@@ -78,7 +69,23 @@ class QueueSink : public h3::ChunkSink {
   bool stopped() const { return stopped_; }
 
  private:
+  static void add_frames(const h3::Chunk& c, h3gst::FrameChunk& fc) {
+    at::Tensor t = c.frames.to(at::kCPU).contiguous();
+    if (t.scalar_type() != at::kByte || t.dim() != 4 || t.size(3) != 3) {
+      throw h3::Error(h3::ErrorKind::kInternal,
+                      "chunk " + std::to_string(c.index) + " is not uint8 [n, H, W, 3] RGB frames");
+    }
+    fc.count = t.size(0);
+    fc.height = t.size(1);
+    fc.width = t.size(2);
+    const uint8_t* data = t.data_ptr<uint8_t>();
+    fc.pixels =
+        std::shared_ptr<const uint8_t>(data, [keep = std::move(t)](const uint8_t*) mutable { keep.reset(); });
+    fc.decode_ns = c.decode_ns;
+  }
+
   const h3gst::ChunkCallback& cb_;
+  const int64_t audio_rate_;
   bool stopped_ = false;
 };
 
@@ -86,7 +93,8 @@ class Handle : public h3gst::EngineHandle {
  public:
   explicit Handle(std::unique_ptr<h3::Engine> engine) : engine_(std::move(engine)) {}
 
-  bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan, h3gst::Failure* failure) const override {
+  bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan,
+            h3gst::EngineFailure* failure) const override {
     try {
       *plan = engine_->plan(req);
       return true;
@@ -96,11 +104,12 @@ class Handle : public h3gst::EngineHandle {
     }
   }
 
-  bool generate(const h3::GenerationRequest& req, const h3gst::ChunkCallback& on_chunk,
-                const h3::ProgressFn& on_progress, h3gst::Failure* failure) override {
-    QueueSink sink(on_chunk);
+  bool generate(const h3::GenerationRequest& req, const h3::ClipPlan& plan,
+                const h3gst::ChunkCallback& on_chunk, const h3::ProgressFn& on_progress,
+                h3gst::EngineFailure* failure) override {
+    QueueSink sink(on_chunk, plan.audio_rate);
     try {
-      engine_->generate(req, sink, on_progress, cancel_);
+      engine_->generate(req, plan, sink, on_progress, cancel_);
       return true;
     } catch (...) {
       *failure = current_failure();
@@ -126,7 +135,7 @@ std::string default_dir() {
 }
 
 h3gst::EngineHandle* open_engine(const h3::EngineOptions& options, const h3::ProgressFn& on_progress,
-                                 h3gst::Failure* failure) {
+                                 h3gst::EngineFailure* failure) {
   try {
     h3::EngineOptions o = options;
     if (o.model_dir.empty()) o.model_dir = h3::default_model_dir();

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-namespace h3src {
+namespace h3gst {
 
-AudioQueue::PopResult AudioQueue::pop(AudioSlice* slice, int64_t max_samples, h3gst::Failure* failure) {
+AudioQueue::PopResult AudioQueue::pop(AudioSlice* slice, int64_t max_samples, h3gst::EngineFailure* failure) {
   const Taken t = take_front(
       [&](const AudioChunk& c, int64_t used) {
         slice->first_sample = c.first_sample + used;
@@ -24,4 +24,4 @@ AudioQueue::PopResult AudioQueue::pop(AudioSlice* slice, int64_t max_samples, h3
   return PopResult::kError;
 }
 
-}  // namespace h3src
+}  // namespace h3gst

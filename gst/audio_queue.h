@@ -11,10 +11,10 @@
 #include <memory>
 
 #include "boundary/audio_chunk.h"
-#include "boundary/failure.h"
+#include "boundary/engine_failure.h"
 #include "chunk_queue.h"
 
-namespace h3src {
+namespace h3gst {
 
 using h3gst::AudioChunk;
 
@@ -35,7 +35,7 @@ class AudioQueue : public ChunkQueue<AudioChunk> {
 
   // Consumer. Blocks while there is nothing to return; at most `max_samples` (>= 1), never
   // across two stretches. On kError, `failure` (when not null) receives what fail() was given.
-  PopResult pop(AudioSlice* slice, int64_t max_samples, h3gst::Failure* failure = nullptr);
+  PopResult pop(AudioSlice* slice, int64_t max_samples, h3gst::EngineFailure* failure = nullptr);
 };
 
-}  // namespace h3src
+}  // namespace h3gst

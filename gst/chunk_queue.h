@@ -13,9 +13,9 @@
 #include <mutex>
 #include <utility>
 
-#include "boundary/failure.h"
+#include "boundary/engine_failure.h"
 
-namespace h3src {
+namespace h3gst {
 
 template <typename Chunk>
 class ChunkQueue {
@@ -59,7 +59,7 @@ class ChunkQueue {
     wake_all();
   }
   // An error after the queued chunks.
-  void fail(const h3gst::Failure& failure) {
+  void fail(const h3gst::EngineFailure& failure) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_locked()) return;
     failed_ = true;
@@ -89,7 +89,7 @@ class ChunkQueue {
     used_of_front_ = 0;
     high_water_ = 0;
     aborted_ = finished_ = failed_ = false;
-    failure_ = h3gst::Failure();
+    failure_ = h3gst::EngineFailure();
   }
 
   size_t queued_chunks() const {
@@ -107,7 +107,7 @@ class ChunkQueue {
   // lock: it takes what it hands out from `front`, `used` of whose units went out before, and
   // returns how many more it used; the chunk is dropped once `front.count` are used.
   template <typename Take>
-  Taken take_front(Take take, h3gst::Failure* failure) {
+  Taken take_front(Take take, h3gst::EngineFailure* failure) {
     std::unique_lock<std::mutex> lock(mutex_);
     not_empty_.wait(lock, [&] { return flushing_ || aborted_ || !chunks_.empty() || finished_ || failed_; });
     if (flushing_ || aborted_) return Taken::kFlushing;
@@ -146,7 +146,7 @@ class ChunkQueue {
   size_t max_chunks_;
   size_t high_water_ = 0;
   bool flushing_ = false, aborted_ = false, finished_ = false, failed_ = false;
-  h3gst::Failure failure_;
+  h3gst::EngineFailure failure_;
 };
 
-}  // namespace h3src
+}  // namespace h3gst

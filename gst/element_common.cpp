@@ -2,29 +2,16 @@
 
 #include <gst/video/video.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "gsth3videosrc.h"
 
-namespace h3src {
+namespace h3gst {
 
 void register_tags() {
   gst_tag_register(GST_H3_TAG_SEED, GST_TAG_FLAG_META, G_TYPE_UINT64, "h3 seed",
                    "seed of the H3 generation that made the stream", nullptr);
-}
-
-std::unique_lock<std::mutex> lock_for_change(GstElement* element, GParamSpec* pspec, std::mutex& props_lock,
-                                             const bool& started) {
-  // The object lock is never held together with `props_lock`.
-  GST_OBJECT_LOCK(element);
-  const bool running = GST_STATE(element) > GST_STATE_READY;
-  GST_OBJECT_UNLOCK(element);
-  std::unique_lock<std::mutex> lock(props_lock);
-  if (!running && !started) return lock;
-  lock.unlock();
-  GST_ELEMENT_WARNING(
-      element, CORE, STATE_CHANGE,
-      ("Property '%s' can only be changed in the NULL or READY state; the change is ignored", pspec->name),
-      ("set while the element is PAUSED or PLAYING"));
-  return lock;
 }
 
 bool check_settings(GstElement* element, const Settings& s) {
@@ -116,9 +103,61 @@ void fixate_video_caps(GstCaps* caps, const h3::ClipPlan& plan, gint fps_n, gint
     gst_structure_set(s, "chroma-site", G_TYPE_STRING, "mpeg2", nullptr);
 }
 
-GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d) {
-  return gst_util_uint64_scale(static_cast<guint64>(n), static_cast<guint64>(fps_d) * GST_SECOND,
-                               static_cast<guint64>(fps_n));
+GstCaps* planned_audio_caps(GstCaps* caps, const Published& pub) {
+  caps = gst_caps_make_writable(caps);
+  gst_caps_set_simple(caps, "rate", G_TYPE_INT, static_cast<gint>(pub.plan.audio_rate), nullptr);
+  return caps;
 }
 
-}  // namespace h3src
+void write_s16(const float* in, int64_t n, int16_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::clamp(in[i], -1.0f, 1.0f) * 32767.0f;
+    out[i] = static_cast<int16_t>(std::lrintf(v));
+  }
+}
+
+bool caps_match_plan(const GstVideoInfo& info, const Published& pub) {
+  return pub.have_plan && GST_VIDEO_INFO_WIDTH(&info) == pub.plan.width &&
+         GST_VIDEO_INFO_HEIGHT(&info) == pub.plan.height && GST_VIDEO_INFO_FPS_N(&info) == pub.fps_n &&
+         GST_VIDEO_INFO_FPS_D(&info) == pub.fps_d && GST_VIDEO_INFO_PAR_N(&info) == 1 &&
+         GST_VIDEO_INFO_PAR_D(&info) == 1 && !GST_VIDEO_INFO_IS_INTERLACED(&info);
+}
+
+bool decide_video_pool(GstElement* element, GstQuery* query) {
+  GstCaps* caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps)) return false;
+
+  GstBufferPool* pool = nullptr;
+  guint size = 0, min = 0, max = 0;
+  const bool update = gst_query_get_n_allocation_pools(query) > 0;
+  if (update) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
+  size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
+  if (!pool) pool = gst_video_buffer_pool_new();
+
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, size, min, max);
+  if (gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr))
+    gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+  if (!gst_buffer_pool_set_config(pool, config)) {
+    config = gst_buffer_pool_get_config(pool);
+    if (!gst_buffer_pool_config_validate_params(config, caps, size, min, max)) {
+      gst_structure_free(config);
+      gst_object_unref(pool);
+      GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS,
+                        ("Downstream's buffer pool cannot hold %s frames", GST_VIDEO_INFO_NAME(&info)),
+                        (nullptr));
+      return false;
+    }
+    gst_buffer_pool_set_config(pool, config);
+  }
+  if (update)
+    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+  else
+    gst_query_add_allocation_pool(query, pool, size, min, max);
+  gst_object_unref(pool);
+  return true;
+}
+
+}  // namespace h3gst

@@ -1,26 +1,21 @@
-// What h3videosrc and h3src share beyond their properties (h3videosrc_settings.h) and bus
-// messages (h3videosrc_messages.h): the checks of a start's settings, where the engine module
-// is looked for, the stream's tags, the planned video caps and their fixation, frame times.
+// What h3videosrc and h3src share beyond their properties (settings.h) and bus
+// messages (messages.h): the checks of a start's settings, where the engine module is looked
+// for, the stream's tags, the planned video caps, their fixation and check, the video buffer pool.
 #pragma once
 
 #include <gst/gst.h>
+#include <gst/video/video.h>
 
-#include <mutex>
 #include <string>
 
 #include "engine/request.h"
-#include "h3videosrc_settings.h"
+#include "lifecycle.h"
+#include "settings.h"
 
-namespace h3src {
+namespace h3gst {
 
 // Registers the custom seed tag (GST_H3_TAG_SEED, gsth3videosrc.h); class_init of each element.
 void register_tags();
-
-// Locks `props_lock` (which guards `started`) for a property change, unless the element is
-// PAUSED or PLAYING or started: every property shapes the request or the engine, fixed once
-// started. Then the lock returned does not own it, and a warning naming the property is posted.
-std::unique_lock<std::mutex> lock_for_change(GstElement* element, GParamSpec* pspec, std::mutex& props_lock,
-                                             const bool& started);
 
 // Refuses what the engine would misread or what is plainly missing, posting an element error
 // that names the property; false then.
@@ -36,7 +31,17 @@ GstCaps* planned_video_caps(GstCaps* caps, const h3::ClipPlan& plan, gint fps_n,
 // square pixels, progressive, RGB preferred, sRGB (RGB) or BT.709 (I420) colorimetry.
 void fixate_video_caps(GstCaps* caps, const h3::ClipPlan& plan, gint fps_n, gint fps_d);
 
-// The running time of frame `n` at fps_n/fps_d.
-GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d);
+// `caps` (taken) restricted to the plan's audio rate (the model's audio VAE's).
+GstCaps* planned_audio_caps(GstCaps* caps, const Published& pub);
+// `n` interleaved f32 samples as S16LE, clamped to [-1, 1] and rounded to nearest.
+void write_s16(const float* in, int64_t n, int16_t* out);
 
-}  // namespace h3src
+// Whether negotiated video `info` is exactly the published plan: its size and rate, square
+// pixels, progressive.
+bool caps_match_plan(const GstVideoInfo& info, const Published& pub);
+// decide_allocation's pool: downstream's first (raised to a frame's size) or a new video pool,
+// with GstVideoMeta when downstream offers it; false with an error posted when it cannot hold
+// the frames.
+bool decide_video_pool(GstElement* element, GstQuery* query);
+
+}  // namespace h3gst

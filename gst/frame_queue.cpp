@@ -1,8 +1,8 @@
 #include "frame_queue.h"
 
-namespace h3src {
+namespace h3gst {
 
-FrameQueue::PopResult FrameQueue::pop(Frame* frame, h3gst::Failure* failure) {
+FrameQueue::PopResult FrameQueue::pop(Frame* frame, h3gst::EngineFailure* failure) {
   const Taken t = take_front(
       [&](const FrameChunk& c, int64_t i) {
         frame->index = c.first_frame + i;
@@ -23,4 +23,4 @@ FrameQueue::PopResult FrameQueue::pop(Frame* frame, h3gst::Failure* failure) {
   return PopResult::kError;
 }
 
-}  // namespace h3src
+}  // namespace h3gst

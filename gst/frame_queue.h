@@ -19,11 +19,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "boundary/failure.h"
+#include "boundary/engine_failure.h"
 #include "boundary/frame_chunk.h"
 #include "chunk_queue.h"
 
-namespace h3src {
+namespace h3gst {
 
 using h3gst::FrameChunk;
 
@@ -44,9 +44,9 @@ class FrameQueue : public ChunkQueue<FrameChunk> {
 
   // Consumer. Blocks while there is nothing to return. On kError, `failure`
   // (when not null) receives what fail() was given.
-  PopResult pop(Frame* frame, h3gst::Failure* failure = nullptr);
+  PopResult pop(Frame* frame, h3gst::EngineFailure* failure = nullptr);
 
   int64_t queued_frames() const { return queued_units(); }
 };
 
-}  // namespace h3src
+}  // namespace h3gst

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace h3src {
+namespace h3gst {
 
 FrameWriter::FrameWriter() {
   gst_video_info_init(&info_);
@@ -66,4 +66,4 @@ bool FrameWriter::write(const Frame& f, GstBuffer* buf) const {
   return true;
 }
 
-}  // namespace h3src
+}  // namespace h3gst

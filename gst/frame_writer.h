@@ -7,7 +7,7 @@
 
 #include "frame_queue.h"
 
-namespace h3src {
+namespace h3gst {
 
 class FrameWriter {
  public:
@@ -32,4 +32,4 @@ class FrameWriter {
   GstVideoConverter* converter_ = nullptr;
 };
 
-}  // namespace h3src
+}  // namespace h3gst

@@ -6,14 +6,10 @@
 
 #include "engine_loader.h"
 
-GST_DEBUG_CATEGORY_EXTERN(gst_h3_video_src_debug);
-#define GST_CAT_DEFAULT gst_h3_video_src_debug
+namespace h3gst {
 
-namespace h3src {
-
-using Clock = std::chrono::steady_clock;
-
-Generation::Generation(Observer& observer) : observer_(observer) {}
+Generation::Generation(Observer& observer, GstDebugCategory* category, GstObject* log_object)
+    : observer_(observer), category_(category), log_object_(log_object) {}
 
 Generation::~Generation() {
   stop();
@@ -55,7 +51,7 @@ void Generation::end() {
   audio_queue_.abort();
 }
 
-void Generation::cancel() {
+void Generation::cancel_and_arm_restart() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!planned_) return;  // still starting: nothing generated yet
   restart_pending_ = true;
@@ -65,7 +61,7 @@ void Generation::cancel() {
 }
 
 void Generation::restart() {
-  GST_DEBUG("restarting the request after a flush");
+  GST_CAT_DEBUG_OBJECT(category_, log_object_, "restarting the request after a flush");
   if (worker_.joinable()) worker_.join();
   restart_pending_ = false;
   queue_.reset();
@@ -73,44 +69,43 @@ void Generation::restart() {
   worker_ = std::thread(&Generation::run, this);
 }
 
-FrameQueue::PopResult Generation::pop(Frame* frame, h3gst::Failure* failure) {
+FrameQueue::PopResult Generation::pop(Frame* frame, EngineFailure* failure) {
   return queue_.pop(frame, failure);
 }
 
-AudioQueue::PopResult Generation::pop_audio(AudioSlice* slice, int64_t max_samples, h3gst::Failure* failure) {
+AudioQueue::PopResult Generation::pop_audio(AudioSlice* slice, int64_t max_samples, EngineFailure* failure) {
   return audio_queue_.pop(slice, max_samples, failure);
 }
 
 void Generation::worker_main() {
   std::string error, module_path;
-  const h3gst::EngineModule* module = h3gst::load_engine_module(request_.plugin_dir, &error, &module_path);
+  const EngineModule* module = load_engine_module(request_.plugin_dir, &error, &module_path);
   if (!module) {
     observer_.module_missing(error);
     complete_start(nullptr);
     return;
   }
-  GST_DEBUG("engine module %s", module_path.c_str());
-  h3gst::Failure failure;
+  GST_CAT_DEBUG_OBJECT(category_, log_object_, "engine module %s", module_path.c_str());
+  EngineFailure failure;
   if (!open_engine(*module, &failure)) {
     fail_start(failure, "Could not open the H3 model");
     return;
   }
-  h3::ClipPlan plan{};
-  if (!engine_->plan(request_.clip, &plan, &failure)) {
+  if (!engine_->plan(request_.clip, &plan_, &failure)) {
     fail_start(failure, "The requested clip is not possible");
     return;
   }
-  observer_.planned(plan);
-  if (complete_start(&plan)) run();
+  observer_.planned(plan_);
+  if (complete_start(&plan_)) run();
 }
 
-bool Generation::open_engine(const h3gst::EngineModule& module, h3gst::Failure* failure) {
+bool Generation::open_engine(const EngineModule& module, EngineFailure* failure) {
   h3::EngineOptions options = request_.engine;
   if (options.model_dir.empty()) options.model_dir = module.default_model_dir();
   if (engine_ && options == engine_options_) return true;
   engine_.reset();
   observer_.opening(options);
-  h3gst::EngineHandle* handle = module.open(
+  EngineHandle* handle = module.open(
       options, [this](const h3::Progress& p) { observer_.progress(p); }, failure);
   if (!handle) return false;
   engine_.reset(handle);
@@ -118,7 +113,7 @@ bool Generation::open_engine(const h3gst::EngineModule& module, h3gst::Failure* 
   return true;
 }
 
-void Generation::fail_start(const h3gst::Failure& failure, const char* what) {
+void Generation::fail_start(const EngineFailure& failure, const char* what) {
   observer_.start_failed(failure, what);
   complete_start(nullptr);
 }
@@ -144,32 +139,21 @@ void Generation::run() {
     engine_->reset_cancel();
     generating_ = true;
   }
-  Clock::time_point last = Clock::now();
-  bool timing = false;  // decoding has begun
-  h3::Progress latest{h3::Phase::kLoading};
-  auto on_progress = [&](const h3::Progress& p) {
-    if (!timing && p.phase == h3::Phase::kDecoding) {
-      timing = true;
-      last = Clock::now();
-    }
-    latest = p;
-    observer_.progress(p);
+  auto on_progress = [&](const h3::Progress& p) { observer_.progress(p); };
+  // The engine hands a chunk's frames over first and its soundtrack's stretch after (two
+  // FrameChunks with the same index): each goes to its own queue as soon as it exists.
+  auto on_chunk = [&](FrameChunk&& chunk) {
+    GST_CAT_LOG_OBJECT(category_, log_object_,
+                       "chunk %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " frames from %" G_GINT64_FORMAT
+                       ", %" G_GINT64_FORMAT " audio samples from %" G_GINT64_FORMAT,
+                       chunk.index, chunk.count, chunk.first_frame, chunk.audio.count,
+                       chunk.audio.first_sample);
+    if (chunk.count > 0) observer_.chunk_decoded(std::chrono::nanoseconds(chunk.decode_ns));
+    if (chunk.audio.count > 0 && !audio_queue_.push(std::move(chunk.audio))) return false;
+    return chunk.count == 0 || queue_.push(std::move(chunk));
   };
-  auto on_chunk = [&](h3gst::FrameChunk&& chunk) {
-    const auto now = Clock::now();
-    if (timing) observer_.chunk_decoded(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last));
-    timing = true;
-    GST_LOG("chunk %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " frames from %" G_GINT64_FORMAT
-            ", %" G_GINT64_FORMAT " audio samples from %" G_GINT64_FORMAT,
-            chunk.index, chunk.count, chunk.first_frame, chunk.audio.count, chunk.audio.first_sample);
-    // The audio first: see audio_queue_.
-    bool ok = chunk.audio.count == 0 || audio_queue_.push(std::move(chunk.audio));
-    ok = ok && queue_.push(std::move(chunk));
-    last = Clock::now();  // time spent waiting for downstream is not decode time
-    return ok;
-  };
-  h3gst::Failure failure;
-  const bool ok = engine_->generate(request_.clip, on_chunk, on_progress, &failure);
+  EngineFailure failure;
+  const bool ok = engine_->generate(request_.clip, plan_, on_chunk, on_progress, &failure);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     generating_ = false;
@@ -177,20 +161,15 @@ void Generation::run() {
   if (ok) {
     audio_queue_.finish();
     queue_.finish();
-    // Applications wait for phase=done to know decoding is over: make sure it comes.
-    if (latest.phase != h3::Phase::kDone) {
-      latest.phase = h3::Phase::kDone;
-      observer_.progress(latest);
-    }
   } else if (failure.kind == h3::ErrorKind::kCancelled) {
-    GST_DEBUG("request cancelled");
+    GST_CAT_DEBUG_OBJECT(category_, log_object_, "request cancelled");
     queue_.abort();
     audio_queue_.abort();
   } else {
-    GST_DEBUG("request failed: %s", failure.message.c_str());
+    GST_CAT_DEBUG_OBJECT(category_, log_object_, "request failed: %s", failure.message.c_str());
     queue_.fail(failure);
     audio_queue_.fail(failure);
   }
 }
 
-}  // namespace h3src
+}  // namespace h3gst

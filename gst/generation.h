@@ -1,10 +1,12 @@
-// One generation behind h3videosrc or h3src: the worker thread that opens the
-// engine (or reuses the open one), plans the request and runs it; the frame
-// queue the engine fills (and the audio queue, when the request asks for
-// audio); the engine handle; and the lock over them. It knows nothing of
-// the element: what the element must do at each step (post a message, complete
+// One generation behind h3videosrc or h3src (owned by their Lifecycle, lifecycle.h): the
+// worker thread that opens the engine (or reuses the open one), plans the request and runs it;
+// the frame queue the engine fills (and the audio queue, when the request asks for audio); the
+// engine handle; and the lock over them. It knows nothing of the element beyond the object and
+// debug category it logs with: what the element must do at each step (post a message, complete
 // the async start) comes back through an Observer.
 #pragma once
+
+#include <gst/gst.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,7 +20,7 @@
 #include "boundary/engine_module.h"
 #include "frame_queue.h"
 
-namespace h3src {
+namespace h3gst {
 
 class Generation {
  public:
@@ -31,7 +33,7 @@ class Generation {
     // The engine is being opened with `options` (nothing was open, or other options).
     virtual void opening(const h3::EngineOptions& options) = 0;
     // Opening the engine or planning the request failed; `what` says which.
-    virtual void start_failed(const h3gst::Failure& failure, const char* what) = 0;
+    virtual void start_failed(const EngineFailure& failure, const char* what) = 0;
     // The engine is open and the request planned; complete_start() follows
     // unless a stop has begun.
     virtual void planned(const h3::ClipPlan& plan) = 0;
@@ -41,9 +43,7 @@ class Generation {
     virtual void complete_start(const h3::ClipPlan* plan) = 0;
     // The engine's progress, while loading and while generating.
     virtual void progress(const h3::Progress& progress) = 0;
-    // A chunk's decode time: from the previous chunk's hand-over (or from the
-    // start of decoding) to its own; denoising and waiting for downstream are not
-    // part of it.
+    // A chunk's decode time as the engine measured it (FrameChunk::decode_ns).
     virtual void chunk_decoded(std::chrono::nanoseconds time) = 0;
   };
 
@@ -54,7 +54,8 @@ class Generation {
     size_t queue_chunks = 1;     // the frame queue's bound (the audio queue's is one more)
   };
 
-  explicit Generation(Observer& observer);
+  // Logs into `category` about `log_object` (the element).
+  Generation(Observer& observer, GstDebugCategory* category, GstObject* log_object);
   ~Generation();  // stop()
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
@@ -67,16 +68,16 @@ class Generation {
   // boundary, agreed across ranks), joins the worker and empties the queue.
   void stop();
   // A flush: cancels the request once it is planned (before that, nothing was
-  // generated yet); restart_pending() is then true until restart().
-  void cancel();
+  // generated yet) and arms a restart: restart_pending() is true until restart().
+  void cancel_and_arm_restart();
   bool restart_pending() const { return restart_pending_; }
-  // After cancel(): joins the cancelled worker and generates the clip again from
+  // After cancel_and_arm_restart(): joins the cancelled worker and generates the clip again from
   // its first frame (the engine is open and the request planned already).
   void restart();
   // One frame, blocking; see FrameQueue::pop. On kError, `failure` says why.
-  FrameQueue::PopResult pop(Frame* frame, h3gst::Failure* failure);
+  FrameQueue::PopResult pop(Frame* frame, EngineFailure* failure);
   // The next stretch of the soundtrack, blocking; see AudioQueue::pop.
-  AudioQueue::PopResult pop_audio(AudioSlice* slice, int64_t max_samples, h3gst::Failure* failure);
+  AudioQueue::PopResult pop_audio(AudioSlice* slice, int64_t max_samples, EngineFailure* failure);
   // GstBaseSrc unlock / unlock_stop: see FrameQueue::set_flushing (both queues).
   void set_flushing(bool flushing) {
     queue_.set_flushing(flushing);
@@ -90,19 +91,24 @@ class Generation {
 
  private:
   void worker_main();
-  bool open_engine(const h3gst::EngineModule& module, h3gst::Failure* failure);
-  void fail_start(const h3gst::Failure& failure, const char* what);
+  bool open_engine(const EngineModule& module, EngineFailure* failure);
+  void fail_start(const EngineFailure& failure, const char* what);
   // Under the lock: tells the observer unless a stop has begun; false if it has.
   bool complete_start(const h3::ClipPlan* plan);
   void run();
 
   Observer& observer_;
+  GstDebugCategory* const category_;
+  GstObject* const log_object_;
   Request request_;  // written by start() before the worker exists; read-only after
+  // The engine's plan of request_.clip: written by the worker before the start completes,
+  // handed back to the engine by every run (restarts too), so it is planned once.
+  h3::ClipPlan plan_{};
 
   // Guards `stopping_`, `generating_` and `planned_`: the worker completes the
   // start and begins generating only while `stopping_` is false, and stop() and
-  // cancel() cancel the engine only while `generating_`. Taken before the pad's
-  // stream lock (the lock order: gsth3videosrc.cpp, H3VideoSrcPrivate).
+  // cancel_and_arm_restart() cancel the engine only while `generating_`. Taken before
+  // the pad's stream lock (the lock order: docs/element.md, "Locks").
   std::mutex mutex_;
   bool stopping_ = false;
   bool generating_ = false;
@@ -110,17 +116,18 @@ class Generation {
 
   std::thread worker_;
   FrameQueue queue_{1};
-  // Each chunk's audio goes in before its frames, and the queue holds one stretch more
-  // than the frame queue holds chunks: whichever pad is behind always has data queued,
-  // so a consumer that waits for both pads in timestamp order (a muxer) cannot deadlock
-  // the engine (docs/element.md, h3src).
+  // The engine hands a chunk's frames over before it decodes the chunk's audio, and the
+  // audio queue holds one stretch more than the frame queue holds chunks: when the engine
+  // waits to push chunk k's frames, every stretch before k is queued, so a consumer that
+  // waits for both pads in timestamp order (a muxer) cannot deadlock the engine
+  // (docs/element.md, h3src).
   AudioQueue audio_queue_{2};
   std::atomic<bool> restart_pending_{false};
 
   // Open across stop() and start() while the options stay the same; written by
   // the worker only, released by close_engine() once no worker runs.
-  std::unique_ptr<h3gst::EngineHandle> engine_;
+  std::unique_ptr<EngineHandle> engine_;
   h3::EngineOptions engine_options_;
 };
 
-}  // namespace h3src
+}  // namespace h3gst

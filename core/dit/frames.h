@@ -11,8 +11,10 @@ constexpr int64_t kCanvasMultiple = 32;   // pixels
 constexpr int64_t kVaeSpatialRatio = 16;  // pixels per latent
 constexpr int64_t kFps = 24;
 constexpr int64_t kAudioLatentsPerSecond = 40;
-constexpr int64_t kAudioSampleRate = 32000;      // the audio VAE's waveform, per channel
-constexpr int64_t kAudioSamplesPerLatent = 800;  // its hop: 32000 / 40
+// The release's audio VAE hop (32 kHz / 40 latents per second). The waveform's rate and hop are
+// the model's own (ModelInfo::audio_rate, audio_hop, from audio_vae/'s config); this is only what
+// a plan counts with when the model has none.
+constexpr int64_t kAudioSamplesPerLatent = 800;
 
 bool is_valid_pixel_frames(int64_t frames);  // 17n+5, n >= 0
 bool is_valid_latent_frames(int64_t t);      // 5n+2, n >= 0

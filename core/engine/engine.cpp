@@ -631,6 +631,24 @@ void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const Progr
   impl_->run(std::move(j), cancel, at::Tensor(), progress, sink, &extras);
 }
 
+void Engine::generate(const GenerationRequest& req, const ClipPlan& planned, ChunkSink& sink,
+                      const ProgressFn& progress, CancelToken& cancel) {
+  const auto contradicts = [](int64_t asked, int64_t planned_value) {
+    return asked != 0 && asked != planned_value;
+  };
+  if (contradicts(req.width, planned.width) || contradicts(req.height, planned.height) ||
+      contradicts(req.num_frames, planned.num_frames) || contradicts(req.steps, planned.steps) ||
+      (req.audio && planned.audio_rate <= 0)) {
+    throw Error(ErrorKind::kInternal, "generate: the plan given is not plan()'s for this request");
+  }
+  Job j;
+  j.kind = Job::Kind::kGenerate;
+  j.request = req;
+  j.plan = planned;
+  j.free_text_encoder = impl_->opts.free_text_encoder;
+  impl_->run(std::move(j), cancel, at::Tensor(), progress, sink, nullptr);
+}
+
 void Engine::decode(const at::Tensor& video_latents, const ClipPlan& given, ChunkSink& sink,
                     const ProgressFn& progress, CancelToken& cancel) {
   const ModelInfo& m = impl_->model;

@@ -69,6 +69,8 @@ class Engine {
 
   // conditioning -> noise -> denoise -> streaming decode. Blocks the calling thread until done.
   // The sink's on_chunk runs on the calling thread, in order; it may block (back-pressure).
+  // With req.audio, each chunk's frames come first and its soundtrack's stretch after, as a
+  // chunk of the same index without frames (vae/chunk_sink.h).
   // Cancel is agreed across ranks at step and chunk boundaries; a cancelled request throws
   // h3::Error(kCancelled). A throwing sink stops all ranks at the next chunk boundary and its
   // error is rethrown here. Peers' failures come back as h3::Error(kDistributed) naming the rank.
@@ -77,6 +79,11 @@ class Engine {
                 CancelToken& cancel);
   void generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
                 CancelToken& cancel, const GenerateExtras& extras);
+  // The same with the plan plan(req) returned for this request, so that it is not planned (and
+  // its memory estimated) again: the GStreamer elements plan at start and generate after each
+  // flush. A plan whose size, length or steps contradict `req` is h3::Error(kInternal).
+  void generate(const GenerationRequest& req, const ClipPlan& planned, ChunkSink& sink,
+                const ProgressFn& progress, CancelToken& cancel);
 
   // The decode half of generate() on given final latents (video [1, C, plan.latent_frames,
   // canvas_h / 16, canvas_w / 16]): the same ranks, sink hand-over, trim and crop. Only the plan's

@@ -8,7 +8,7 @@ namespace h3 {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClipPlan, width, height, num_frames, canvas_width, canvas_height,
                                    latent_frames, total_chunks, steps, fps_n, fps_d, generated_frames,
-                                   evaluations, audio_latents, audio_samples)
+                                   evaluations, audio_latents, audio_samples, audio_rate)
 
 namespace engine_detail {
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "audio/config.h"
 #include "common/error.h"
 #include "dit/frames.h"
 #include "dit/sampler.h"
@@ -116,7 +117,16 @@ ModelInfo read_model(const std::string& dir) {
     m.prompt_encoder = text::has_prompt_encoder(dir);
   }
   const fs::path audio_vae = root / "audio_vae";
-  if (fs::is_directory(audio_vae)) m.audio_vae_dir = audio_vae.string();
+  if (fs::is_directory(audio_vae)) {
+    m.audio_vae_dir = audio_vae.string();
+    try {
+      const audio::AudioVaeConfig a = audio::find_audio_vae(m.audio_vae_dir).config;
+      m.audio_rate = a.sample_rate;
+      m.audio_hop = a.hop();
+    } catch (const std::exception&) {
+      // Left 0: a request with audio loads the decoder first, and that load names the problem.
+    }
+  }
   m.video_shift = read_shift(root / "scheduler", dit::kVideoShift);
   m.audio_shift = read_shift(root / "audio_scheduler", dit::kAudioShift);
 
@@ -162,7 +172,9 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   const dit::LatentGeometry geo = dit::latent_geometry(p.generated_frames, p.canvas_width, p.canvas_height);
   p.latent_frames = geo.t;
   p.audio_latents = geo.audio;
-  p.audio_samples = dit::audio_latents_for(p.num_frames) * dit::kAudioSamplesPerLatent;
+  p.audio_rate = m.audio_rate;
+  p.audio_samples =
+      dit::audio_latents_for(p.num_frames) * (m.audio_hop > 0 ? m.audio_hop : dit::kAudioSamplesPerLatent);
   p.fps_n = static_cast<int>(dit::kFps);
   p.fps_d = 1;
   p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();

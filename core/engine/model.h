@@ -28,6 +28,9 @@ struct ModelInfo {
   dit::DitConfig dit;
   vae::VaeConfig vae;
   double video_shift = 12.0, audio_shift = 3.0;  // scheduler/ and audio_scheduler/ "shift"
+  // The audio VAE's waveform (audio_vae/ config): samples per second and per latent. 0 when the
+  // folder has no audio VAE, or its config cannot be read (the decoder's load says why).
+  int64_t audio_rate = 0, audio_hop = 0;
   ModelDefaults defaults;
 };
 

@@ -32,9 +32,13 @@ struct ClipPlan {
   int64_t generated_frames = 0;  // 17n+5 frames the model makes (>= num_frames; the rest is trimmed)
   int64_t evaluations = 0;       // denoiser evaluations (steps - 1 unless the shifted grid repeats a value)
   int64_t audio_latents = 0;     // audio latents per stereo channel (of the generated frames)
-  // The soundtrack a request with audio receives, per channel at 32 kHz: 800 * round(num_frames
-  // * 5 / 3) samples, which differs from the video's num_frames / 24 s by at most 400 samples.
+  // The soundtrack a request with audio receives, per channel at audio_rate: hop * round(num_frames
+  // * 5 / 3) samples (the release: 800 per latent at 32 kHz), which differs from the video's
+  // num_frames / 24 s by at most half a hop.
   int64_t audio_samples = 0;
+  // Samples per second per channel: the model's audio VAE's (its config); 0 when the model has
+  // no audio VAE.
+  int64_t audio_rate = 0;
 };
 
 }  // namespace h3

@@ -12,13 +12,16 @@
 namespace h3::engine_detail {
 namespace {
 
-// Rank 0's sink: trims the clip to the requested frame count, hands each chunk over to the
-// calling thread and waits for it, and turns a requested cancel into a failure at the chunk
-// boundary (the decoder agrees on it across ranks).
+// Rank 0's sink: trims the clip to the requested frame count, hands each chunk's frames over to
+// the calling thread and waits for it, then (with audio) decodes the chunk's stretch of the
+// soundtrack and hands that over as a chunk of the same index without frames — the frames never
+// wait for the audio decode — and turns a requested cancel into a failure at the chunk boundary
+// (the decoder agrees on it across ranks). Each chunk carries its decode time.
 class HandOverSink : public ChunkSink {
  public:
   // `audio_rows` undefined: video only.
-  HandOverSink(const StageContext& c, const at::Tensor& audio_rows) : c_(c), audio_rows_(audio_rows) {}
+  HandOverSink(const StageContext& c, const at::Tensor& audio_rows)
+      : c_(c), audio_rows_(audio_rows), since_(Clock::now()) {}
 
   void on_chunk(const Chunk& c) override {
     const ClipPlan& plan = c_.plan;
@@ -40,14 +43,22 @@ class HandOverSink : public ChunkSink {
     e.chunk.final = frames_ + n == plan.num_frames;
     e.chunk.frames = n == c.frames.size(0) ? c.frames : c.frames.narrow(0, 0, n).contiguous();
     if (c.frames_f32.defined()) e.chunk.frames_f32 = c.frames_f32.narrow(0, 0, n).contiguous();
-    if (audio_rows_.defined()) add_audio(e.chunk, frames_ + n);
-    if (std::exception_ptr err = c_.mailbox.call(std::move(e))) {
-      sink_error_ = err;
-      std::rethrow_exception(err);
+    e.chunk.decode_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since_).count();
+    hand_over(std::move(e));
+    if (audio_rows_.defined()) {
+      Event a{Event::Kind::kChunk};
+      a.chunk.index = index_;
+      a.chunk.first_frame = frames_ + n;
+      a.chunk.total_frames = plan.num_frames;
+      a.chunk.final = frames_ + n == plan.num_frames;
+      add_audio(a.chunk, frames_ + n);
+      hand_over(std::move(a));
     }
     ++index_;
     frames_ += n;
     c_.post_progress(Phase::kDecoding, 0, 0, index_, frames_);
+    since_ =
+        Clock::now();  // the next chunk's decode time starts here: waiting for the caller is not part of it
   }
 
   std::exception_ptr sink_error() const { return sink_error_; }
@@ -69,9 +80,17 @@ class HandOverSink : public ChunkSink {
     audio_latents_ = end;
   }
 
+  void hand_over(Event e) {
+    if (std::exception_ptr err = c_.mailbox.call(std::move(e))) {
+      sink_error_ = err;
+      std::rethrow_exception(err);
+    }
+  }
+
   const StageContext& c_;
   const at::Tensor audio_rows_;
   int64_t index_ = 0, frames_ = 0, audio_latents_ = 0;
+  Clock::time_point since_;
   std::exception_ptr sink_error_;
 };
 

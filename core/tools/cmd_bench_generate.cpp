@@ -32,6 +32,7 @@ class TimingSink : public ChunkSink {
  public:
   TimingSink(Clock::time_point t0, bool keep) : t0_(t0), keep_(keep) {}
   void on_chunk(const Chunk& c) override {
+    if (!c.frames.defined()) return;  // a chunk's soundtrack stretch, after its frames
     if (frames == 0) first_chunk_s = std::chrono::duration<double>(Clock::now() - t0_).count();
     frames += c.frames.size(0);
     if (keep_) kept.push_back(c.frames);

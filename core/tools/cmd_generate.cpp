@@ -21,16 +21,14 @@
 namespace h3::tools {
 namespace {
 
-constexpr int kAudioRate = 32000;  // the audio VAE's rate (docs/h3-model.md §9)
-
-// Writes the frames as they come and keeps each chunk's audio stretch ([n, 2], interleaved) for
-// the WAV file; notes when the first chunk (and so the first audio) arrived.
+// Writes the frames as they come and keeps each chunk's audio stretch ([n, 2], interleaved, handed
+// over after the chunk's frames) for the WAV file; notes when the first frames arrived.
 class Y4mSink : public ChunkSink {
  public:
   explicit Y4mSink(Y4mWriter& w) : w_(w) {}
   void on_chunk(const Chunk& c) override {
     if (!first_) first_ = std::chrono::steady_clock::now();
-    w_.write(c.frames);
+    if (c.frames.defined()) w_.write(c.frames);  // a chunk's audio comes after its frames, alone
     if (c.audio.defined()) {
       if (c.first_sample != samples_) {
         throw Error(ErrorKind::kInternal, "chunk " + std::to_string(c.index) + "'s audio starts at sample " +
@@ -118,18 +116,19 @@ int run(Args& a) {
   engine->generate(req, sink, progress, cancel, extras);
   printer.finish();
   writer.close();
-  if (audio_out) audio::write_wav(*audio_out, sink.waveform(), kAudioRate);
+  if (audio_out) audio::write_wav(*audio_out, sink.waveform(), static_cast<int>(plan.audio_rate));
   if (!quiet) {
     std::fprintf(stderr, "h3 generate: wrote %lld frames to %s\n", (long long)writer.frames_written(),
                  out.c_str());
     if (audio_out) {
       std::fprintf(stderr, "h3 generate: wrote %lld stereo samples (%.3f s at %d Hz) to %s\n",
-                   (long long)sink.samples(), static_cast<double>(sink.samples()) / kAudioRate, kAudioRate,
-                   audio_out->c_str());
+                   (long long)sink.samples(),
+                   static_cast<double>(sink.samples()) / static_cast<double>(plan.audio_rate),
+                   static_cast<int>(plan.audio_rate), audio_out->c_str());
     }
     if (sink.first()) {
-      // With --audio the first chunk carries the first audio too: this is when both arrived.
-      std::fprintf(stderr, "h3 generate: first chunk%s after %.3f s\n", audio_out ? " (video and audio)" : "",
+      // The first chunk's frames; with --audio its soundtrack's stretch follows them.
+      std::fprintf(stderr, "h3 generate: first frames after %.3f s\n",
                    std::chrono::duration<double>(*sink.first() - t0).count());
     }
   }
@@ -158,8 +157,8 @@ H3_REGISTER_COMMAND(
     "  --ranks R            ranks as threads; the DiT runs tensor-parallel over them (default 1)\n"
     "  --out FILE.y4m       YUV4MPEG2 output (C444, BT.601 limited range, 24 fps); '-' = stdout\n"
     "  --audio FILE.wav     also decode the soundtrack (needs the model's audio_vae/) and write it as\n"
-    "                       a 32 kHz stereo WAV: round(F * 5 / 3) * 800 samples, which differs from\n"
-    "                       the video's F / 24 s by at most 400 samples (12.5 ms)\n"
+    "                       a stereo WAV at the model's rate (the release: 32 kHz and round(F * 5 / 3)\n"
+    "                       * 800 samples, which differ from the video's F / 24 s by at most 12.5 ms)\n"
     "  --save-latents FILE  also write the final `video` and `audio` latents (before decoding)\n"
     "  --device cpu|cuda    where the DiT and the VAE run (cuda: rank r on cuda:r, NCCL between ranks)\n"
     "  --free-text-encoder  drop the text encoder's weights once the prompt is encoded (the DiT\n"

@@ -23,12 +23,17 @@ struct Chunk {
   // fp32 RGB [n, H, W, 3] in [0, 1], the values `frames` was rounded from; only defined
   // when the decode was asked for float frames (DecodeOptions::float_frames).
   at::Tensor frames_f32;
-  // The soundtrack's stretch that goes with these frames, only when the request asked for
+  // The soundtrack's stretch that goes with chunk `index`, only when the request asked for
   // audio (GenerationRequest::audio; the engine fills it, the VAE never does): f32 [n, 2]
-  // interleaved stereo samples (left, right) in [-1, 1] at 32 kHz, the clip's samples
-  // [first_sample, first_sample + n). See docs/engine.md "Audio" for how the pieces align.
+  // interleaved stereo samples (left, right) in [-1, 1] at ClipPlan::audio_rate, the clip's
+  // samples [first_sample, first_sample + n). The engine hands a chunk's frames over first and
+  // its audio after, in a chunk of the same index without frames (`frames` undefined), so that
+  // the frames never wait for the audio decode. See docs/engine.md "Audio".
   at::Tensor audio;
   int64_t first_sample = 0;
+  // Set by the engine's hand-over: the time this chunk's frames took to decode, from the previous
+  // chunk's hand-over (or the decode's start) to this one, waiting for the consumer excluded.
+  int64_t decode_ns = 0;
 };
 
 class ChunkSink {

@@ -9,9 +9,9 @@
 
 namespace {
 
-using h3src::AudioChunk;
-using h3src::AudioQueue;
-using h3src::AudioSlice;
+using h3gst::AudioChunk;
+using h3gst::AudioQueue;
+using h3gst::AudioSlice;
 using PopResult = AudioQueue::PopResult;
 
 // `count` stereo sample frames from `first`; the left value of frame i is first + i, the right -(first + i).
@@ -118,7 +118,7 @@ TEST(AudioQueue, AFailureComesAfterTheQueuedSamples) {
   EXPECT_FALSE(q.push(make_stretch(3, 3)));
   AudioSlice s;
   ASSERT_EQ(q.pop(&s, 10), PopResult::kSamples);
-  h3gst::Failure f;
+  h3gst::EngineFailure f;
   ASSERT_EQ(q.pop(&s, 10, &f), PopResult::kError);
   EXPECT_EQ(f.kind, h3::ErrorKind::kFormat);
   EXPECT_EQ(f.message, "bad audio");

@@ -11,9 +11,9 @@
 
 namespace {
 
-using h3src::Frame;
-using h3src::FrameChunk;
-using h3src::FrameQueue;
+using h3gst::Frame;
+using h3gst::FrameChunk;
+using h3gst::FrameQueue;
 using PopResult = FrameQueue::PopResult;
 
 // A chunk of `count` 2x1 frames whose bytes all equal the frame's clip index.
@@ -169,7 +169,7 @@ TEST(FrameQueue, FailureComesAfterTheQueuedFramesWithItsCodeAndMessage) {
   EXPECT_FALSE(q.push(make_chunk(1, 1, 1)));
   Frame f;
   EXPECT_EQ(q.pop(&f), PopResult::kFrame);
-  h3gst::Failure failure;
+  h3gst::EngineFailure failure;
   EXPECT_EQ(q.pop(&f, &failure), PopResult::kError);
   EXPECT_EQ(failure.kind, h3::ErrorKind::kDistributed);
   EXPECT_EQ(failure.message, "rank 1 failed: out of memory");

@@ -43,7 +43,7 @@ void generate_audio(Engine& e, const GenerationRequest& r, AudioOutcome* out) {
 
 at::Tensor soundtrack(const CollectSink& s) {
   std::vector<at::Tensor> parts;
-  for (const auto& c : s.chunks) parts.push_back(c.audio);
+  for (const auto& c : s.audio) parts.push_back(c.audio);
   return at::cat(parts, 0);  // [N, 2]
 }
 
@@ -53,16 +53,21 @@ TEST(EngineAudio, EachChunkCarriesTheStretchUpToItsLastFrameAndTogetherTheWholeD
   AudioOutcome o;
   generate_audio(*e, with_audio(30), &o);
   ASSERT_GE(o.sink.chunks.size(), 2u);
+  ASSERT_EQ(o.sink.audio.size(), o.sink.chunks.size()) << "one stretch per chunk, each after its frames";
   EXPECT_EQ(o.plan.audio_samples, 800 * 50);  // round(30 * 5 / 3) = 50 latents
+  EXPECT_EQ(o.plan.audio_rate, 32000);        // the tiny model's audio_vae/config.json
   int64_t frames = 0, samples = 0;
-  for (const Chunk& c : o.sink.chunks) {
+  for (size_t i = 0; i < o.sink.chunks.size(); ++i) {
+    const Chunk& c = o.sink.audio[i];
     ASSERT_TRUE(c.audio.defined()) << "chunk " << c.index;
+    EXPECT_EQ(c.index, static_cast<int64_t>(i));
     EXPECT_EQ(c.audio.scalar_type(), at::kFloat);
     ASSERT_EQ(c.audio.dim(), 2);
     EXPECT_EQ(c.audio.size(1), 2);
     EXPECT_TRUE(c.audio.is_contiguous());
     EXPECT_EQ(c.first_sample, samples) << "chunk " << c.index;
-    frames += c.frames.size(0);
+    frames += o.sink.chunks[i].frames.size(0);
+    EXPECT_EQ(c.first_frame, frames) << "a stretch names where its frames end";
     samples += c.audio.size(0);
     // Up to the matching point of the chunk's last frame: 800 * round(frames * 5 / 3).
     EXPECT_EQ(samples, 800 * dit::audio_latents_for(frames)) << "chunk " << c.index;
@@ -98,6 +103,7 @@ TEST(EngineAudio, AVideoOnlyRequestCarriesNoAudio) {
   CancelToken cancel;
   e->generate(r, sink, {}, cancel);
   ASSERT_FALSE(sink.chunks.empty());
+  EXPECT_TRUE(sink.audio.empty());
   for (const Chunk& c : sink.chunks) EXPECT_FALSE(c.audio.defined());
 }
 

@@ -9,10 +9,20 @@
 
 namespace h3::test {
 
-// Keeps every chunk; checks the contract's ordering as they arrive.
+// Keeps every chunk; checks the contract's ordering as they arrive. A request with audio hands
+// each chunk's soundtrack stretch over after its frames, in a chunk of the same index without
+// frames: those go to `audio`.
 class CollectSink : public ChunkSink {
  public:
   void on_chunk(const Chunk& c) override {
+    if (!c.frames.defined()) {
+      EXPECT_TRUE(c.audio.defined()) << "a chunk with neither frames nor audio";
+      EXPECT_EQ(c.index, static_cast<int64_t>(chunks.size()) - 1) << "audio before its chunk's frames";
+      EXPECT_EQ(c.index, static_cast<int64_t>(audio.size())) << "two stretches for one chunk";
+      audio.push_back(c);
+      return;
+    }
+    EXPECT_FALSE(c.audio.defined()) << "frames and audio in one hand-over";
     EXPECT_EQ(c.index, static_cast<int64_t>(chunks.size()));
     EXPECT_EQ(c.first_frame, frames_so_far);
     EXPECT_FALSE(seen_final) << "a chunk after the final one";
@@ -27,7 +37,8 @@ class CollectSink : public ChunkSink {
     for (const auto& c : chunks) f.push_back(c.frames);
     return at::cat(f, 0);
   }
-  std::vector<Chunk> chunks;
+  std::vector<Chunk> chunks;  // the frames' chunks
+  std::vector<Chunk> audio;   // the soundtrack's stretches, one per chunk, after its frames
   int64_t frames_so_far = 0;
   bool seen_final = false;
 };

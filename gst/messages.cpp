@@ -1,11 +1,8 @@
-#include "h3videosrc_messages.h"
+#include "messages.h"
 
-GST_DEBUG_CATEGORY_EXTERN(gst_h3_video_src_debug);
-#define GST_CAT_DEFAULT gst_h3_video_src_debug
+namespace h3gst {
 
-namespace h3src {
-
-void post_failure(GstElement* element, const h3gst::Failure& failure, const char* what) {
+void post_failure(GstElement* element, const EngineFailure& failure, const char* what) {
   const gchar* msg = failure.message.c_str();
   const char* kind = h3::to_string(failure.kind);
   switch (failure.kind) {
@@ -50,33 +47,4 @@ void post_h3_progress(GstElement* element, const h3::Progress& p) {
   gst_element_post_message(element, gst_message_new_element(GST_OBJECT(element), s));
 }
 
-void PostingObserver::module_missing(const std::string& error) {
-  GST_ELEMENT_ERROR(element_, LIBRARY, INIT, ("Could not load the H3 engine: %s", error.c_str()), (nullptr));
-  post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, "could not load the H3 engine");
-}
-
-void PostingObserver::opening(const h3::EngineOptions& o) {
-  gchar* text =
-      g_strdup_printf("loading %s on %d %s rank(s)", o.model_dir.c_str(), o.ranks, o.device.c_str());
-  post_open_progress(element_, GST_PROGRESS_TYPE_CONTINUE, text, 0);
-  g_free(text);
-}
-
-void PostingObserver::start_failed(const h3gst::Failure& failure, const char* what) {
-  post_failure(element_, failure, what);
-  post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, what);
-}
-
-void PostingObserver::planned(const h3::ClipPlan& plan) {
-  GST_INFO_OBJECT(element_,
-                  "clip: %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                  " frames in %" G_GINT64_FORMAT " chunks, %" G_GINT64_FORMAT " steps",
-                  plan.width, plan.height, plan.num_frames, plan.total_chunks, plan.steps);
-  post_open_progress(element_, GST_PROGRESS_TYPE_COMPLETE, "model ready");
-}
-
-void PostingObserver::progress(const h3::Progress& progress) {
-  post_h3_progress(element_, progress);
-}
-
-}  // namespace h3src
+}  // namespace h3gst

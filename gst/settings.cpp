@@ -1,11 +1,11 @@
-#include "h3videosrc_settings.h"
+#include "settings.h"
 
 #include <gst/gst.h>
 
 #include <algorithm>
 #include <chrono>
 
-namespace h3src {
+namespace h3gst {
 namespace {
 
 constexpr auto kReady =
@@ -253,4 +253,4 @@ h3::EngineOptions to_engine_options(const Settings& s) {
   return o;
 }
 
-}  // namespace h3src
+}  // namespace h3gst

@@ -11,7 +11,7 @@
 #include "engine/options.h"
 #include "engine/request.h"
 
-namespace h3src {
+namespace h3gst {
 
 // The element's spelling of "the model's default" for width, height, num-frames
 // and steps. The engine's is 0 (h3::GenerationRequest); the element keeps -1 so
@@ -80,4 +80,4 @@ const char* explicit_zero(const Settings& s);
 h3::GenerationRequest to_request(const Settings& s);
 h3::EngineOptions to_engine_options(const Settings& s);
 
-}  // namespace h3src
+}  // namespace h3gst

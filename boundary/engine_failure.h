@@ -10,7 +10,7 @@
 
 namespace h3gst {
 
-struct Failure {
+struct EngineFailure {
   h3::ErrorKind kind = h3::ErrorKind::kInternal;
   std::string message;
 };

@@ -1,0 +1,273 @@
+#include "lifecycle.h"
+
+#include <utility>
+
+#include "element_common.h"
+#include "messages.h"
+
+namespace h3gst {
+
+Lifecycle::Lifecycle(GstElement* element, GstDebugCategory* category, CompleteStart complete_start)
+    : element_(element),
+      category_(category),
+      complete_start_(std::move(complete_start)),
+      generation_(*this, category, GST_OBJECT(element)) {}
+
+// ---------------------------------------------------------------------------
+// Properties
+// ---------------------------------------------------------------------------
+
+bool Lifecycle::set_property(guint id, const GValue* value, GParamSpec* pspec) {
+  GST_OBJECT_LOCK(element_);
+  if (GST_STATE(element_) > GST_STATE_READY || started_) {
+    GST_OBJECT_UNLOCK(element_);
+    GST_ELEMENT_WARNING(
+        element_, CORE, STATE_CHANGE,
+        ("Property '%s' can only be changed in the NULL or READY state; the change is ignored", pspec->name),
+        ("set while the element is PAUSED or PLAYING"));
+    return true;
+  }
+  const bool ours = h3gst::set_property(&props_, id, value);
+  GST_OBJECT_UNLOCK(element_);
+  return ours;
+}
+
+bool Lifecycle::get_property(guint id, GValue* value) const {
+  GST_OBJECT_LOCK(element_);
+  const bool ours = h3gst::get_property(props_, id, value);
+  GST_OBJECT_UNLOCK(element_);
+  return ours;
+}
+
+bool Lifecycle::live_property() const {
+  GST_OBJECT_LOCK(element_);
+  const bool live = props_.live;
+  GST_OBJECT_UNLOCK(element_);
+  return live;
+}
+
+// ---------------------------------------------------------------------------
+// States
+// ---------------------------------------------------------------------------
+
+bool Lifecycle::start(bool audio, bool live_ok) {
+  GST_OBJECT_LOCK(element_);
+  active_ = props_;
+  GST_OBJECT_UNLOCK(element_);
+  const Settings& s = active_;
+  if (!check_settings(element_, s)) return false;
+  if (s.live && !live_ok) {
+    GST_ELEMENT_ERROR(element_, RESOURCE, SETTINGS,
+                      ("%s does not support is-live=true: use h3videosrc is-live=true for a live video-only "
+                       "stream, or is-live=false",
+                       GST_OBJECT_NAME(gst_element_get_factory(element_))),
+                      (nullptr));
+    return false;
+  }
+  eos_requested_ = false;
+  failure_posted_ = false;
+  GST_OBJECT_LOCK(element_);
+  started_ = true;
+  pub_ = Published();
+  if (s.fps_n > 0) {
+    pub_.fps_n = s.fps_n;
+    pub_.fps_d = s.fps_d;
+  }
+  if (s.num_frames > 0) pub_.property_frames = s.num_frames;
+  GST_OBJECT_UNLOCK(element_);
+
+  post_open_progress(element_, GST_PROGRESS_TYPE_START, "opening the H3 engine");
+  Generation::Request request;
+  request.plugin_dir = plugin_dir_of(element_);
+  request.engine = to_engine_options(s);
+  request.clip = to_request(s);
+  request.clip.audio = audio;
+  request.queue_chunks = static_cast<size_t>(s.queue_chunks);
+  generation_.set_flushing(false);
+  generation_.start(std::move(request));
+  return true;
+}
+
+void Lifecycle::stop() {
+  generation_.stop();
+  generation_.set_flushing(false);
+  GST_OBJECT_LOCK(element_);
+  pub_.have_plan = false;
+  started_ = false;
+  GST_OBJECT_UNLOCK(element_);
+}
+
+bool Lifecycle::restart_if_flushed() {
+  if (!generation_.restart_pending()) return false;
+  GST_CAT_DEBUG_OBJECT(category_, element_, "generating the clip again after a flush");
+  generation_.restart();
+  return true;
+}
+
+void Lifecycle::request_eos() {
+  GST_CAT_DEBUG_OBJECT(category_, element_, "EOS requested: ending the clip");
+  eos_requested_ = true;
+  generation_.end();
+}
+
+// ---------------------------------------------------------------------------
+// Publications
+// ---------------------------------------------------------------------------
+
+Published Lifecycle::published() const {
+  GST_OBJECT_LOCK(element_);
+  const Published pub = pub_;
+  GST_OBJECT_UNLOCK(element_);
+  return pub;
+}
+
+void Lifecycle::publish_plan(const h3::ClipPlan& plan) {
+  GST_OBJECT_LOCK(element_);
+  pub_.plan = plan;
+  pub_.have_plan = true;
+  if (active_.fps_n <= 0) {
+    pub_.fps_n = plan.fps_n;
+    pub_.fps_d = plan.fps_d;
+  }
+  GST_OBJECT_UNLOCK(element_);
+}
+
+// ---------------------------------------------------------------------------
+// Streaming
+// ---------------------------------------------------------------------------
+
+void Lifecycle::post_failure_once(const EngineFailure& failure) {
+  if (!failure_posted_.exchange(true)) post_failure(element_, failure, "Generation failed");
+}
+
+Lifecycle::Pop Lifecycle::pop_frame(Frame* f, int64_t expected, Published* out) {
+  EngineFailure failure;
+  const FrameQueue::PopResult r = generation_.pop(f, &failure);
+  *out = published();
+  const Published& pub = *out;
+  switch (r) {
+    case FrameQueue::PopResult::kFrame: break;
+    case FrameQueue::PopResult::kFlushing: return Pop::kFlushing;
+    case FrameQueue::PopResult::kEnd: return Pop::kEnd;
+    case FrameQueue::PopResult::kError: post_failure_once(failure); return Pop::kError;
+  }
+  if (f->index != expected || f->width != pub.plan.width || f->height != pub.plan.height) {
+    GST_ELEMENT_ERROR(element_, STREAM, FAILED, ("The engine delivered an unexpected frame"),
+                      ("frame %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                       "), expected %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ")",
+                       f->index, f->width, f->height, expected, pub.plan.width, pub.plan.height));
+    return Pop::kError;
+  }
+  return Pop::kData;
+}
+
+Lifecycle::Pop Lifecycle::pop_audio(AudioSlice* a, int64_t max_samples, int64_t expected, Published* out) {
+  EngineFailure failure;
+  const AudioQueue::PopResult r = generation_.pop_audio(a, max_samples, &failure);
+  *out = published();
+  switch (r) {
+    case AudioQueue::PopResult::kSamples: break;
+    case AudioQueue::PopResult::kFlushing: return Pop::kFlushing;
+    case AudioQueue::PopResult::kEnd: return Pop::kEnd;
+    case AudioQueue::PopResult::kError: post_failure_once(failure); return Pop::kError;
+  }
+  if (a->first_sample != expected || a->channels != 2) {
+    GST_ELEMENT_ERROR(element_, STREAM, FAILED, ("The engine delivered unexpected audio"),
+                      ("%d-channel samples from %" G_GINT64_FORMAT ", expected 2 from %" G_GINT64_FORMAT,
+                       a->channels, a->first_sample, expected));
+    return Pop::kError;
+  }
+  return Pop::kData;
+}
+
+bool Lifecycle::ended_complete(int64_t delivered, int64_t planned, const char* unit) {
+  if (delivered == planned) return true;
+  GST_ELEMENT_ERROR(element_, STREAM, FAILED,
+                    ("The engine ended the clip after %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT " %s",
+                     delivered, planned, unit),
+                    (nullptr));
+  return false;
+}
+
+GstClockTime Lifecycle::frame_time(int64_t n, gint fps_n, gint fps_d) {
+  return gst_util_uint64_scale(static_cast<guint64>(n), static_cast<guint64>(fps_d) * GST_SECOND,
+                               static_cast<guint64>(fps_n));
+}
+
+void Lifecycle::stamp_frame(GstBuffer* buf, int64_t n, gint fps_n, gint fps_d) {
+  GST_BUFFER_PTS(buf) = frame_time(n, fps_n, fps_d);
+  GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
+  GST_BUFFER_DURATION(buf) = frame_time(n + 1, fps_n, fps_d) - GST_BUFFER_PTS(buf);
+  GST_BUFFER_OFFSET(buf) = static_cast<guint64>(n);
+  GST_BUFFER_OFFSET_END(buf) = static_cast<guint64>(n + 1);
+  if (n == 0) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
+}
+
+void Lifecycle::stamp_samples(GstBuffer* buf, int64_t first, int64_t count, gint rate) {
+  const auto at = [rate](int64_t s) {
+    return gst_util_uint64_scale(static_cast<guint64>(s), GST_SECOND, static_cast<guint64>(rate));
+  };
+  GST_BUFFER_PTS(buf) = at(first);
+  GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
+  GST_BUFFER_DURATION(buf) = at(first + count) - at(first);
+  GST_BUFFER_OFFSET(buf) = static_cast<guint64>(first);
+  GST_BUFFER_OFFSET_END(buf) = static_cast<guint64>(first + count);
+  if (first == 0) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
+}
+
+// ---------------------------------------------------------------------------
+// The generation's worker
+// ---------------------------------------------------------------------------
+
+void Lifecycle::module_missing(const std::string& error) {
+  GST_ELEMENT_ERROR(element_, LIBRARY, INIT, ("Could not load the H3 engine: %s", error.c_str()), (nullptr));
+  post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, "could not load the H3 engine");
+}
+
+void Lifecycle::opening(const h3::EngineOptions& o) {
+  gchar* text =
+      g_strdup_printf("loading %s on %d %s rank(s)", o.model_dir.c_str(), o.ranks, o.device.c_str());
+  post_open_progress(element_, GST_PROGRESS_TYPE_CONTINUE, text, 0);
+  g_free(text);
+}
+
+void Lifecycle::start_failed(const EngineFailure& failure, const char* what) {
+  failure_posted_ = true;
+  post_failure(element_, failure, what);
+  post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, what);
+}
+
+void Lifecycle::planned(const h3::ClipPlan& plan) {
+  GST_CAT_INFO_OBJECT(category_, element_,
+                      "clip: %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
+                      " frames in %" G_GINT64_FORMAT " chunks, %" G_GINT64_FORMAT " steps",
+                      plan.width, plan.height, plan.num_frames, plan.total_chunks, plan.steps);
+  post_open_progress(element_, GST_PROGRESS_TYPE_COMPLETE, "model ready");
+}
+
+void Lifecycle::complete_start(const h3::ClipPlan* plan) {
+  complete_start_(plan);
+}
+
+void Lifecycle::progress(const h3::Progress& progress) {
+  post_h3_progress(element_, progress);
+}
+
+// Like a re-measured processing deadline: a live element tells the pipeline when the slowest
+// chunk's decode time grew by more than a quarter over what it last reported.
+void Lifecycle::chunk_decoded(std::chrono::nanoseconds time) {
+  const auto t = static_cast<GstClockTime>(time.count());
+  bool post = false;
+  GST_OBJECT_LOCK(element_);
+  if (!GST_CLOCK_TIME_IS_VALID(pub_.chunk_time) || t > pub_.chunk_time) pub_.chunk_time = t;
+  const GstClockTime est = pub_.chunk_time;
+  if (active_.live &&
+      (!GST_CLOCK_TIME_IS_VALID(pub_.reported_latency) || est > pub_.reported_latency * 5 / 4)) {
+    pub_.reported_latency = est;
+    post = true;
+  }
+  GST_OBJECT_UNLOCK(element_);
+  if (post) gst_element_post_message(element_, gst_message_new_latency(GST_OBJECT(element_)));
+}
+
+}  // namespace h3gst

@@ -1,0 +1,129 @@
+// One lifecycle behind h3videosrc and h3src: the properties (under the object lock), the
+// settings snapshot a start takes, the Generation (engine worker, queues, engine handle), what
+// the worker publishes for the element's other threads (the plan, the rate, the live latency),
+// start and stop, the flush that generates the clip again, the application's EOS, and the frames
+// and samples taken from the queues, checked and stamped. Each element keeps what is its own —
+// caps, allocation, pads and streaming (fill(), the pad tasks) — as videotestsrc keeps its
+// element apart from its generator. Locks: docs/element.md, "Locks".
+#pragma once
+
+#include <gst/gst.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "generation.h"
+#include "settings.h"
+
+namespace h3gst {
+
+// What the generation's worker publishes once the start completes (and the live latency it
+// measures afterwards). Copied out under the object lock.
+struct Published {
+  bool have_plan = false;
+  h3::ClipPlan plan{};
+  gint fps_n = 24, fps_d = 1;    // the framerate property's rate, else the plan's
+  int64_t property_frames = -1;  // the num-frames property; -1: the model's default
+  // Live latency: the slowest chunk's decode time so far, and what was last reported.
+  GstClockTime chunk_time = GST_CLOCK_TIME_NONE;
+  GstClockTime reported_latency = GST_CLOCK_TIME_NONE;
+
+  // Frames of the clip: the plan's, the num-frames property's until the plan is known; -1: unknown.
+  int64_t frames() const { return have_plan ? plan.num_frames : property_frames; }
+};
+
+class Lifecycle final : private Generation::Observer {
+ public:
+  // The element's part of completing its start, on the generation's worker with the
+  // generation's lock held (never while a stop has begun). `plan` null: the start failed and
+  // the failure was posted. The element publishes the plan (publish_plan) where its streaming
+  // needs it: h3videosrc under its pad's stream lock, before gst_base_src_start_complete().
+  using CompleteStart = std::function<void(const h3::ClipPlan* plan)>;
+
+  Lifecycle(GstElement* element, GstDebugCategory* category, CompleteStart complete_start);
+  Lifecycle(const Lifecycle&) = delete;
+  Lifecycle& operator=(const Lifecycle&) = delete;
+
+  // ---- properties (GST_OBJECT_LOCK) ----
+  // A change while the element is started or above READY is refused with a warning naming the
+  // property (every property shapes the request or the engine). False: not one of ours.
+  bool set_property(guint id, const GValue* value, GParamSpec* pspec);
+  bool get_property(guint id, GValue* value) const;
+  bool live_property() const;
+
+  // ---- states ----
+  // READY -> PAUSED: takes the settings snapshot, checks it (false with an error posted),
+  // refuses is-live when `live_ok` is false, and starts the worker (opens the engine, plans,
+  // completes the start, generates). `audio`: the soundtrack too.
+  bool start(bool audio, bool live_ok);
+  // Stops the worker and forgets the plan. Idempotent: also after a failed start.
+  void stop();
+  // READY -> NULL: releases the engine kept across stop() and start() with the same options.
+  void close_engine() { generation_.close_engine(); }
+  // Wakes (true) or stops waking (false) consumers blocked in the queues: GstBaseSrc's
+  // unlock/unlock_stop, h3src's pad tasks around state changes and flushes.
+  void set_flushing(bool flushing) { generation_.set_flushing(flushing); }
+  // FLUSH_START: the running request is cancelled and its frames thrown away.
+  void flush_start() { generation_.cancel_and_arm_restart(); }
+  // The streaming thread after a flush: generates the clip again from its first frame and returns
+  // true (the element's streaming state starts over), or false when no flush threw one away.
+  bool restart_if_flushed();
+  // An EOS sent to the element (gst-launch-1.0 -e): the clip ends early, both queues wake.
+  void request_eos();
+  bool eos_requested() const { return eos_requested_; }
+
+  // ---- the worker's publications ----
+  Published published() const;
+  // The start's plan and rate for the other threads; from the CompleteStart callback.
+  void publish_plan(const h3::ClipPlan& plan);
+  // The start's snapshot of the properties: written by start(), read-only until stop().
+  const Settings& active() const { return active_; }
+
+  // ---- streaming ----
+  enum class Pop { kData, kFlushing, kEnd, kError };
+  // The next frame, which must be frame `expected` of the plan; `pub` receives the publication
+  // as it is once the frame came (the plan is out before any chunk is). kError: the generation's
+  // failure (posted once for both of h3src's pads) or a frame out of place was posted.
+  Pop pop_frame(Frame* frame, int64_t expected, Published* pub);
+  // The next stretch of at most `max_samples` sample frames, which must start at `expected`.
+  Pop pop_audio(AudioSlice* slice, int64_t max_samples, int64_t expected, Published* pub);
+  // kEnd: true when all `planned` units went out; else an error naming both counts is posted.
+  bool ended_complete(int64_t delivered, int64_t planned, const char* unit);
+
+  // PTS, DURATION and OFFSET/OFFSET_END from counts (gst_util_uint64_scale: no drift), DISCONT
+  // on the first: frame `n` at fps_n/fps_d, or the sample frames [first, first + count) at `rate`.
+  static void stamp_frame(GstBuffer* buf, int64_t n, gint fps_n, gint fps_d);
+  static void stamp_samples(GstBuffer* buf, int64_t first, int64_t count, gint rate);
+  static GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d);
+
+ private:
+  // Generation::Observer, on the worker thread.
+  void module_missing(const std::string& error) override;
+  void opening(const h3::EngineOptions& options) override;
+  void start_failed(const EngineFailure& failure, const char* what) override;
+  void planned(const h3::ClipPlan& plan) override;
+  void complete_start(const h3::ClipPlan* plan) override;
+  void progress(const h3::Progress& progress) override;
+  void chunk_decoded(std::chrono::nanoseconds time) override;
+
+  void post_failure_once(const EngineFailure& failure);
+
+  GstElement* const element_;
+  GstDebugCategory* const category_;
+  const CompleteStart complete_start_;
+
+  // GST_OBJECT_LOCK: the property values, whether a start took them, what the worker published.
+  Settings props_;
+  bool started_ = false;
+  Published pub_;
+
+  Settings active_;  // see active()
+  std::atomic<bool> eos_requested_{false};
+  std::atomic<bool> failure_posted_{false};  // h3src's two pads learn one failure: posted once
+
+  Generation generation_;  // last: its worker calls back into the members above until stop()
+};
+
+}  // namespace h3gst
