@@ -39,6 +39,7 @@ void Generation::stop() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = false;
     planned_ = false;
+    ending_ = false;
   }
   queue_.reset();
   audio_queue_.reset();
@@ -46,9 +47,13 @@ void Generation::stop() {
 
 void Generation::end() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (generating_) engine_->cancel();
-  queue_.abort();
-  audio_queue_.abort();
+  ending_ = true;
+  if (generating_) {
+    engine_->cancel();
+    return;
+  }
+  queue_.finish();
+  audio_queue_.finish();
 }
 
 void Generation::cancel_and_arm_restart() {
@@ -135,7 +140,7 @@ bool Generation::complete_start(const h3::ClipPlan* plan) {
 void Generation::run() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_) return;
+    if (stopping_ || ending_) return;  // ending_: the queues were finished already
     engine_->reset_cancel();
     generating_ = true;
   }
@@ -154,11 +159,13 @@ void Generation::run() {
   };
   EngineFailure failure;
   const bool ok = engine_->generate(request_.clip, plan_, on_chunk, on_progress, &failure);
+  bool ending = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     generating_ = false;
+    ending = ending_;
   }
-  if (ok) {
+  if (ok || (ending && failure.kind == h3::ErrorKind::kCancelled)) {
     audio_queue_.finish();
     queue_.finish();
   } else if (failure.kind == h3::ErrorKind::kCancelled) {

@@ -83,8 +83,10 @@ class Generation {
     queue_.set_flushing(flushing);
     audio_queue_.set_flushing(flushing);
   }
-  // Ends the stream early (an EOS event sent to the element): cancels the request
-  // and aborts both queues, without a restart. stop() joins the worker later.
+  // Ends the stream early (an EOS event sent to the element), without a restart. A running
+  // request is cancelled at its next chunk boundary and both queues end after what was handed
+  // over (the engine hands a chunk's audio over right after its frames, so both pads end at the
+  // same chunk); before the request runs, both queues end at once. stop() joins the worker later.
   void end();
   // Releases the engine (joins its rank threads). Only after stop().
   void close_engine() { engine_.reset(); }
@@ -105,7 +107,7 @@ class Generation {
   // handed back to the engine by every run (restarts too), so it is planned once.
   h3::ClipPlan plan_{};
 
-  // Guards `stopping_`, `generating_` and `planned_`: the worker completes the
+  // Guards `stopping_`, `generating_`, `planned_` and `ending_`: the worker completes the
   // start and begins generating only while `stopping_` is false, and stop() and
   // cancel_and_arm_restart() cancel the engine only while `generating_`. Taken before
   // the pad's stream lock (the lock order: docs/element.md, "Locks").
@@ -113,6 +115,7 @@ class Generation {
   bool stopping_ = false;
   bool generating_ = false;
   bool planned_ = false;
+  bool ending_ = false;  // end() was called: a cancelled request finishes the queues
 
   std::thread worker_;
   FrameQueue queue_{1};

@@ -385,11 +385,19 @@ static bool configure_audio(GstH3Src* self, const h3gst::Published& pub) {
 
 // The queue gave no data: at the clip's end (every unit delivered) or after an EOS sent to the
 // element the pad ends with EOS; otherwise (a flush, a state change, a failure posted) it pauses.
-static void no_data(GstH3Src* self, h3gst::SrcPad& pad, h3gst::Lifecycle::Pop why, int64_t planned,
-                    const char* unit) {
+// A pad that ends before its first data still starts its stream (caps from the plan), so that a
+// muxer gets a track it can describe: an application's EOS may come before the first chunk's
+// audio was decoded.
+static void no_data(GstH3Src* self, h3gst::SrcPad& pad, h3gst::Lifecycle::Pop why,
+                    const h3gst::Published& pub, int64_t planned, const char* unit,
+                    bool (*configure)(GstH3Src*, const h3gst::Published&)) {
   h3gst::Lifecycle& lc = self->priv->lifecycle;
-  pad.end(why == h3gst::Lifecycle::Pop::kEnd ? lc.ended_complete(pad.next, planned, unit)
-                                             : why == h3gst::Lifecycle::Pop::kFlushing && lc.eos_requested());
+  // After an application's EOS the queues end early, and that is no error.
+  const bool eos = why == h3gst::Lifecycle::Pop::kEnd
+                       ? lc.eos_requested() || lc.ended_complete(pad.next, planned, unit)
+                       : why == h3gst::Lifecycle::Pop::kFlushing && lc.eos_requested();
+  if (eos && !pad.configured() && pub.have_plan) configure(self, pub);
+  pad.end(eos);
 }
 
 static void gst_h3_src_video_loop(gpointer data) {
@@ -399,7 +407,8 @@ static void gst_h3_src_video_loop(gpointer data) {
   h3gst::Published pub;
   h3gst::Frame f;
   const h3gst::Lifecycle::Pop got = p->lifecycle.pop_frame(&f, pad.next, &pub);
-  if (got != h3gst::Lifecycle::Pop::kData) return no_data(self, pad, got, pub.plan.num_frames, "frames");
+  if (got != h3gst::Lifecycle::Pop::kData)
+    return no_data(self, pad, got, pub, pub.plan.num_frames, "frames", configure_video);
   if (!pad.configured() && !configure_video(self, pub)) return pad.end(false);
   GstBuffer* buf = pad.acquire();
   if (!buf) return;
@@ -423,7 +432,7 @@ static void gst_h3_src_audio_loop(gpointer data) {
   h3gst::AudioSlice a;
   const h3gst::Lifecycle::Pop got = p->lifecycle.pop_audio(&a, kAudioBufferSamples, pad.next, &pub);
   if (got != h3gst::Lifecycle::Pop::kData)
-    return no_data(self, pad, got, pub.plan.audio_samples, "audio samples");
+    return no_data(self, pad, got, pub, pub.plan.audio_samples, "audio samples", configure_audio);
   if (!pad.configured() && !configure_audio(self, pub)) return pad.end(false);
   GstBuffer* buf = pad.acquire();
   if (!buf) return;

@@ -4,8 +4,10 @@
 // tiles, two ranks (each decoding one tile, rank 0 gathering) give the one-rank frames; its
 // RGBA, BGRx and I420 buffers are the engine's RGB converted independently here (channel order,
 // alpha, BT.709 limited-range Y'CbCr); the same seed gives the same frames, another seed other
-// frames.
+// frames. h3src's pads are the engine's frames and soundtrack for the same request, byte for
+// byte, and its I420 is h3videosrc's.
 #include <ATen/ATen.h>
+#include <gst/app/gstappsink.h>
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
@@ -64,6 +66,24 @@ at::Tensor engine_frames(const Clip& c) {
   return all;
 }
 
+// Each plane's visible bytes of video buffer `b` ([rows, row bytes]; packed formats: one plane of
+// width * pixel-stride bytes a row), appended to `planes` (one list per plane).
+void append_planes(const GstVideoInfo& info, GstBuffer* b, std::vector<std::vector<at::Tensor>>* planes) {
+  GstVideoFrame f;
+  ASSERT_TRUE(gst_video_frame_map(&f, &info, b, GST_MAP_READ));
+  planes->resize(GST_VIDEO_FRAME_N_PLANES(&f));
+  for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&f); ++p) {
+    const int rows = GST_VIDEO_FRAME_COMP_HEIGHT(&f, p);
+    const int row_bytes = GST_VIDEO_FRAME_COMP_WIDTH(&f, p) * GST_VIDEO_FRAME_COMP_PSTRIDE(&f, p);
+    const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(&f, p);
+    const auto* px = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&f, p));
+    at::Tensor plane = at::empty({rows, row_bytes}, at::kByte);
+    for (int y = 0; y < rows; ++y) std::memcpy(plane[y].data_ptr<uint8_t>(), px + y * stride, row_bytes);
+    (*planes)[p].push_back(plane);
+  }
+  gst_video_frame_unmap(&f);
+}
+
 // The element's buffers for the clip in `format`: each plane's visible bytes, [n, rows, row
 // bytes] (packed formats: one plane of width * pixel-stride bytes a row).
 std::vector<at::Tensor> element_planes(const Clip& c, const char* format = "RGB") {
@@ -85,20 +105,8 @@ std::vector<at::Tensor> element_planes(const Clip& c, const char* format = "RGB"
       caps = gst_pad_get_current_caps(h->sinkpad);
       EXPECT_TRUE(gst_video_info_from_caps(&info, caps));
       EXPECT_STREQ(GST_VIDEO_INFO_NAME(&info), format);
-      frames.resize(GST_VIDEO_INFO_N_PLANES(&info));
     }
-    GstVideoFrame f;
-    EXPECT_TRUE(gst_video_frame_map(&f, &info, b, GST_MAP_READ));
-    for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&f); ++p) {
-      const int rows = GST_VIDEO_FRAME_COMP_HEIGHT(&f, p);
-      const int row_bytes = GST_VIDEO_FRAME_COMP_WIDTH(&f, p) * GST_VIDEO_FRAME_COMP_PSTRIDE(&f, p);
-      const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(&f, p);
-      const auto* px = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&f, p));
-      at::Tensor plane = at::empty({rows, row_bytes}, at::kByte);
-      for (int y = 0; y < rows; ++y) std::memcpy(plane[y].data_ptr<uint8_t>(), px + y * stride, row_bytes);
-      frames[p].push_back(plane);
-    }
-    gst_video_frame_unmap(&f);
+    append_planes(info, b, &frames);
     gst_buffer_unref(b);
   }
   if (caps) gst_caps_unref(caps);
@@ -331,6 +339,110 @@ TEST(H3VideoSrcConversion, I420IsTheEnginesRgbInBt709LimitedRange) {
   EXPECT_LE(ey, 1.5);
   EXPECT_LE(eu, 2.0);
   EXPECT_LE(ev, 2.0);
+}
+
+// ---- h3src: both pads are the engine's ----
+
+// The engine's frames and soundtrack for the clip with audio: uint8 [n, H, W, 3], f32 [samples, 2].
+struct EngineClip {
+  at::Tensor frames, samples;
+};
+
+EngineClip engine_av(const Clip& c) {
+  class Sink : public h3::ChunkSink {
+   public:
+    void on_chunk(const h3::Chunk& ch) override {
+      if (ch.frames.defined()) frames.push_back(ch.frames.contiguous());
+      if (ch.audio.defined()) audio.push_back(ch.audio.contiguous());
+    }
+    std::vector<at::Tensor> frames, audio;
+  } sink;
+  h3::EngineOptions o;
+  o.model_dir = h3::default_model_dir();
+  auto engine = h3::Engine::open(o);
+  h3::GenerationRequest r;
+  r.prompt = "a red kite";
+  r.width = c.width;
+  r.height = c.height;
+  r.num_frames = c.frames;
+  r.seed = c.seed;
+  r.audio = true;
+  h3::CancelToken cancel;
+  engine->generate(r, sink, {}, cancel);
+  return {at::cat(sink.frames, 0), at::cat(sink.audio, 0)};
+}
+
+// h3src's video pad in `format` (each plane's visible bytes, as element_planes) and its audio pad
+// in F32LE, for the clip, through appsinks.
+struct ElementClip {
+  std::vector<at::Tensor> planes;
+  at::Tensor samples;  // f32 [samples, 2]
+};
+
+ElementClip element_av(const Clip& c, const char* format) {
+  const std::string l =
+      "h3src name=s prompt=\"a red kite\" width=" + std::to_string(c.width) +
+      " height=" + std::to_string(c.height) + " num-frames=" + std::to_string(c.frames) +
+      " seed=" + std::to_string(c.seed) + " s.video ! video/x-raw,format=" + format +
+      " ! appsink name=v sync=false s.audio ! audio/x-raw,format=F32LE ! appsink name=a sync=false";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(l.c_str(), &err);
+  EXPECT_EQ(err, nullptr);
+  if (err) g_error_free(err);
+  ElementClip out;
+  if (!p) return out;
+  GstElement* v = h3test::by_name(p, "v");
+  GstElement* a = h3test::by_name(p, "a");
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  std::vector<std::vector<at::Tensor>> planes;
+  // appsink queues without a bound by default: one sink can be read to its end before the other.
+  while (GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(v), 120 * GST_SECOND)) {
+    GstVideoInfo info;
+    EXPECT_TRUE(gst_video_info_from_caps(&info, gst_sample_get_caps(sample)));
+    EXPECT_STREQ(GST_VIDEO_INFO_NAME(&info), format);
+    append_planes(info, gst_sample_get_buffer(sample), &planes);
+    gst_sample_unref(sample);
+  }
+  EXPECT_TRUE(gst_app_sink_is_eos(GST_APP_SINK(v))) << "the video pad did not end";
+  std::vector<float> samples;
+  while (GstSample* sample = gst_app_sink_try_pull_sample(GST_APP_SINK(a), 120 * GST_SECOND)) {
+    GstMapInfo map;
+    GstBuffer* b = gst_sample_get_buffer(sample);
+    EXPECT_TRUE(gst_buffer_map(b, &map, GST_MAP_READ));
+    const auto* f = reinterpret_cast<const float*>(map.data);
+    samples.insert(samples.end(), f, f + map.size / sizeof(float));
+    gst_buffer_unmap(b, &map);
+    gst_sample_unref(sample);
+  }
+  EXPECT_TRUE(gst_app_sink_is_eos(GST_APP_SINK(a))) << "the audio pad did not end";
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(v);
+  gst_object_unref(a);
+  gst_object_unref(p);
+  for (const auto& f : planes) out.planes.push_back(at::stack(f));
+  out.samples =
+      at::from_blob(samples.data(), {static_cast<int64_t>(samples.size() / 2), 2}, at::kFloat).clone();
+  return out;
+}
+
+TEST(H3SrcDeterminism, BothPadsAreTheEnginesFramesAndSamplesForTheSameRequest) {
+  const EngineClip want = engine_av(Clip{});
+  const ElementClip got = element_av(Clip{}, "RGB");
+  ASSERT_EQ(got.planes.size(), 1u);
+  EXPECT_TRUE(at::equal(got.planes[0].view({-1, kH, kW, 3}), want.frames)) << "video: the engine's RGB";
+  ASSERT_EQ(got.samples.sizes(), want.samples.sizes());
+  EXPECT_TRUE(at::equal(got.samples, want.samples)) << "audio: the engine's f32 samples";
+  EXPECT_GT(want.samples.abs().max().item<float>(), 0.0f);
+}
+
+// h3src's video pad converts as h3videosrc does (the same FrameWriter), whose I420 is checked
+// against BT.709 of the engine's RGB above.
+TEST(H3SrcDeterminism, ItsI420FramesAreH3VideoSrcsI420Frames) {
+  const std::vector<at::Tensor> video_src = element_planes(Clip{}, "I420");
+  const ElementClip src = element_av(Clip{}, "I420");
+  ASSERT_EQ(video_src.size(), 3u);
+  ASSERT_EQ(src.planes.size(), 3u);
+  for (size_t p = 0; p < 3; ++p) EXPECT_TRUE(at::equal(src.planes[p], video_src[p])) << "plane " << p;
 }
 
 }  // namespace

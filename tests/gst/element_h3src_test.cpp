@@ -1,6 +1,7 @@
 // h3src on the real engine and the tiny default model (which has an audio VAE): both pads'
 // caps, timestamps and EOS on one timeline, S16LE negotiation, state cycling, one slow or
-// unlinked pad holding nothing back, and a model without audio_vae/.
+// unlinked pad holding nothing back, a model without audio_vae/, is-live refused, both pads'
+// durations, and an application's EOS leaving a playable MP4.
 #include <glib/gstdio.h>
 #include <gst/audio/audio.h>
 #include <gst/gst.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -297,6 +299,117 @@ TEST(H3Src, SeeksAreRefused) {
   EXPECT_GT(d, 0);
   gst_element_set_state(p, GST_STATE_NULL);
   gst_object_unref(p);
+}
+
+TEST(H3Src, IsLiveIsRefusedNamingThePropertyAndTheAlternative) {
+  const auto r = run(element("is-live=true") + " s.video ! fakesink s.audio ! fakesink", nullptr, nullptr);
+  ASSERT_TRUE(r.error);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
+  EXPECT_NE(r.message.find("is-live=true"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("h3videosrc is-live=true"), std::string::npos) << r.message;
+}
+
+// The DURATION each pad answers once the clip is planned: the video's frames at 24 fps, the
+// soundtrack's samples at the model's rate; they end within one frame of each other.
+TEST(H3Src, TheAudioPadsDurationIsTheVideosWithinOneFrame) {
+  GstElement* p = parse(element() + " s.video ! fakesink s.audio ! fakesink");
+  ASSERT_EQ(gst_element_set_state(p, GST_STATE_PAUSED), GST_STATE_CHANGE_ASYNC);
+  ASSERT_EQ(gst_element_get_state(p, nullptr, nullptr, 120 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
+  GstElement* src = h3test::by_name(p, "s");
+  gint64 video = -1, audio = -1;
+  GstPad* vpad = gst_element_get_static_pad(src, "video");
+  GstPad* apad = gst_element_get_static_pad(src, "audio");
+  EXPECT_TRUE(gst_pad_query_duration(vpad, GST_FORMAT_TIME, &video));
+  EXPECT_TRUE(gst_pad_query_duration(apad, GST_FORMAT_TIME, &audio));
+  EXPECT_EQ(video, static_cast<gint64>(frame_at(kFrames)));
+  EXPECT_EQ(audio, static_cast<gint64>(sample_at(kSamples)));
+  EXPECT_LE(std::llabs(video - audio), static_cast<long long>(frame_at(1)));
+  gst_object_unref(vpad);
+  gst_object_unref(apad);
+  gst_object_unref(src);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(p);
+}
+
+// gst-launch-1.0 -e (or Ctrl-C with it): the application sends EOS to the pipeline mid-clip.
+// Both pads must end with EOS, so that mp4mux writes its index and the file plays with both
+// streams, each shorter than the whole clip.
+TEST(H3Src, AnApplicationEosEndsBothPadsAndLeavesAPlayableMp4WithBothStreams) {
+  gchar* dir = g_dir_make_tmp("h3gst-eos-XXXXXX", nullptr);
+  const std::string out = std::string(dir) + "/cut.mp4";
+  g_free(dir);
+  constexpr int64_t kLong = 124;  // eight chunks: the EOS lands long before the end
+  GstElement* p = parse("h3src name=s num-frames=" + std::to_string(kLong) +
+                        " width=" + std::to_string(kWidth) + " height=" + std::to_string(kHeight) +
+                        " s.video ! queue ! videoconvert ! x264enc ! mux. s.audio ! queue ! audioconvert ! "
+                        "avenc_aac ! mux. mp4mux name=mux ! filesink location=" +
+                        out);
+  Received v;
+  GstElement* src = h3test::by_name(p, "s");
+  GstPad* vpad = gst_element_get_static_pad(src, "video");
+  gst_pad_add_probe(vpad, GST_PAD_PROBE_TYPE_BUFFER, &Received::probe, &v, nullptr);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  // Waits for the first chunk's frames, then ends the clip as gst-launch-1.0 -e does.
+  for (int i = 0; i < 1200; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(v.m);
+      if (v.pts.size() >= 17) break;
+    }
+    g_usleep(100 * 1000);
+  }
+  {
+    std::lock_guard<std::mutex> lock(v.m);
+    ASSERT_GE(v.pts.size(), 17u) << "no chunk within 120 s";
+  }
+  gst_element_send_event(p, gst_event_new_eos());
+  GstBus* bus = gst_element_get_bus(p);
+  GstMessage* m = gst_bus_timed_pop_filtered(
+      bus, 120 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  ASSERT_NE(m, nullptr) << "no EOS within 120 s of the application's EOS: a pad did not end";
+  EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS);
+  gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(vpad);
+  gst_object_unref(src);
+  gst_object_unref(p);
+  size_t pushed = 0;
+  {
+    std::lock_guard<std::mutex> lock(v.m);
+    pushed = v.pts.size();
+  }
+  EXPECT_LT(static_cast<int64_t>(pushed), kLong) << "the EOS came after the whole clip";
+
+  // The file plays: both streams, the video ending after the first chunk and both before the
+  // whole clip (the audio of the chunks whose frames went out may not have been decoded yet).
+  const std::string probe =
+      "ffprobe -v error -show_entries stream=codec_type,duration -of csv=p=0 '" + out + "'";
+  FILE* f = popen(probe.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string text;
+  char line[256];
+  while (fgets(line, sizeof line, f)) text += line;
+  ASSERT_EQ(pclose(f), 0) << text << " (" << out << ")";
+  double vdur = -1, adur = -1;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const std::string row = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    const size_t comma = row.find(',');
+    if (comma != std::string::npos) {
+      const double d = std::atof(row.c_str() + comma + 1);
+      if (row.compare(0, comma, "video") == 0) vdur = d;
+      if (row.compare(0, comma, "audio") == 0) adur = d;
+    }
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  EXPECT_GE(vdur, 17.0 / 24 - 1e-3) << text;
+  EXPECT_LT(vdur, kLong / 24.0) << text;
+  EXPECT_GE(adur, 0.0) << text;
+  EXPECT_LT(adur, kLong / 24.0) << text;
+  std::filesystem::remove_all(std::filesystem::path(out).parent_path());
 }
 
 // A copy of the tiny model without audio_vae/ (links to everything else).
