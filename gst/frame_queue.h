@@ -1,5 +1,5 @@
-// A bounded queue (ChunkQueue) of decoded chunks between the engine (producer) and the
-// element's create() (consumer). It knows nothing of GStreamer so that it can be
+// A bounded queue (ChunkQueue) of decoded chunks between the engine (producer) and
+// h3videosrc's fill() or h3src's video pad task (consumer). It knows nothing of GStreamer so that it can be
 // unit-tested on its own.
 //
 // Bounded in chunks: push() blocks while `max_chunks` chunks are waiting (the

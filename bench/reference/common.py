@@ -8,7 +8,7 @@ import os
 
 import torch
 
-# The medium video decoder of issue 17: 4 layers x 512 (8 heads of 64), the release's 256-px tiles
+# The medium video decoder (docs/performance.md): 4 layers x 512 (8 heads of 64), the release's 256-px tiles
 # with a 64-px minimum overlap; latent [1, 24, 12, 16, 16] = 2 temporal clips of one tile each.
 VAE_DECODER = dict(decoder_num_layers=4, decoder_num_attention_heads=8, decoder_attention_head_dim=64)
 VAE_LATENT = (1, 24, 12, 16, 16)

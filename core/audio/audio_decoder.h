@@ -1,5 +1,5 @@
 // The H3 audio VAE decode: the DiT's audio rows to a stereo 32 kHz waveform
-// (docs/audio.md; H3-MODEL.md §9).
+// (docs/audio.md; docs/h3-model.md §9).
 //
 // rows [2·A, 32] (left channel's A rows first) -> [2, 32, A] -> z·std + mean ->
 // dec_in_proj (1x1 conv) -> BigVGAN (conv_pre, upsampling by the decoder rates

@@ -1,4 +1,4 @@
-// The H3 audio VAE's decoder configuration (H3-MODEL.md §9; docs/audio.md).
+// The H3 audio VAE's decoder configuration (docs/h3-model.md §9; docs/audio.md).
 //
 // Read from the diffusers `audio_vae/config.json` (AutoencoderKLMiniMaxH3Audio
 // keys) or from the release's native wrapper (config.json naming config.yaml and

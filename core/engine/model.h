@@ -1,7 +1,7 @@
 // A model folder as the engine sees it, read without touching the weights: the release layout
-// (model_index.json, transformer/, vae/, scheduler/, audio_scheduler/, text_encoder/) or the tiny
-// default's (the same, with the byte encoder in text_encoder/ and gst-h3 request defaults in
-// model_index.json under "gst_h3").
+// (model_index.json, transformer/, vae/, audio_vae/, scheduler/, audio_scheduler/, text_encoder/,
+// tokenizer/) or the tiny default's (the same, with gst-h3 request defaults in model_index.json
+// under "gst_h3"; an older tiny folder may hold the byte encoder in text_encoder/).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// A model folder's own prompt path (H3-MODEL.md §3): tokenizer/ (the H3 tokenizer) and
+// A model folder's own prompt path (docs/h3-model.md §3): tokenizer/ (the H3 tokenizer) and
 // text_encoder/ (Qwen3-VL) turn a prompt into the DiT's conditioning, hidden_states[K] of the
 // verbatim prompt with every row tagged text. K is the pipeline's `text_encoder_layer`
 // (model_index.json), 50 for the release.

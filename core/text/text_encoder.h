@@ -1,4 +1,4 @@
-// The Qwen3-VL language-model path H3 conditions on (H3-MODEL.md §2-3), for text-only prompts:
+// The Qwen3-VL language-model path H3 conditions on (docs/h3-model.md §2-3), for text-only prompts:
 // embed_tokens, then decoder layers (pre-norm GQA attention with per-head q/k RMSNorm and
 // interleaved mRoPE, causal; pre-norm SwiGLU), and the unnormalised hidden state after layer K-1
 // (`hidden_states[K]`, K = 50 of 64 for the release). The vision tower, the layers >= K, the

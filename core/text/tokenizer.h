@@ -1,6 +1,6 @@
 // The H3 tokenizer: Qwen2's byte-level BPE as the release's tokenizer/ folder defines it
 // (vocab.json, merges.txt, tokenizer_config.json), applied the way H3 presents a prompt to its
-// text encoder (H3-MODEL.md §3): verbatim, no chat template, no special tokens added.
+// text encoder (docs/h3-model.md §3): verbatim, no chat template, no special tokens added.
 //
 // encode(): every added token typed in the prompt is cut out as its id (leftmost, longest first;
 // the text around it stays ordinary text, spaces included); each remaining stretch is NFC-normalised,

@@ -33,7 +33,7 @@ at::Tensor random_rows(int64_t a, uint64_t seed) {
 TEST(AudioReach, ReleaseConfigNeeds29LatentsOfContext) {
   const AudioVaeConfig c;  // the release's defaults
   EXPECT_EQ(c.hop(), 800);
-  EXPECT_EQ(c.reach_samples(), 22893);  // H3-MODEL.md §9
+  EXPECT_EQ(c.reach_samples(), 22893);  // docs/h3-model.md §9
   EXPECT_EQ(c.context_latents(), 29);
   EXPECT_EQ(c.stage_channels(0), 512);
   EXPECT_EQ(c.stage_channels(6), 8);

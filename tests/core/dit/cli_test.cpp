@@ -1,7 +1,7 @@
 // The DiT's `h3` commands end to end, their output read back: `dit-forward` at TP 2 writes the
 // golden case's velocities (within 1e-4), and `inspect --shapes` finds the release checkpoint
 // indexes (both layouts) holding exactly the parameter set the release configs build: 638
-// tensors, 33.12 B parameters (H3-MODEL.md §2, from the FastVideo port).
+// tensors, 33.12 B parameters (docs/h3-model.md §2, from the FastVideo port).
 #include <gtest/gtest.h>
 #include <unistd.h>
 

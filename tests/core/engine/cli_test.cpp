@@ -267,7 +267,7 @@ TEST(Cli, InspectShapesOfTheTextEncoder) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("64 layers, hidden 5120, 64 query / 8 key-value heads x 128"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("hidden_states[50] reads embed_tokens + layers 0..49: tensors 551, "
                                           "parameters 25157829120"));
-  // The whole download, as the release index totals it (H3-MODEL.md §10.1).
+  // The whole download, as the release index totals it (docs/h3-model.md §10.1).
   EXPECT_THAT(r.out, ::testing::HasSubstr("the whole checkpoint (language model, lm_head, vision tower): "
                                           "tensors 1058, parameters 33357390064, 66714780128 bytes in bf16"));
   // Names against an index in the release's naming (the golden tiny encoder's two-shard index).

@@ -1,6 +1,6 @@
 // The whole Qwen3-VL checkpoint derived from config.json, held against real indexes: the tiny
 // golden encoder's (saved by transformers' Qwen3-VL, vision tower included) name for name, and
-// the release's text_encoder/ index by its totals (H3-MODEL.md §10.1: 1058 tensors,
+// the release's text_encoder/ index by its totals (docs/h3-model.md §10.1: 1058 tensors,
 // 66,714,780,128 bytes in bf16; ../shared holds only the release's config, not its index).
 #include "text/checkpoint_layout.h"
 
