@@ -51,8 +51,9 @@ class CountingSink : public h3::ChunkSink {
   explicit CountingSink(Timeline* t) : t_(t) {}
   void on_chunk(const h3::Chunk& c) override {
     const double t = now_s();
-    if (t_->first < 0) t_->first = t;
     t_->last = t;
+    if (!c.frames.defined()) return;  // a chunk's soundtrack stretch, after its frames
+    if (t_->first < 0) t_->first = t;
     t_->frames += c.frames.size(0);
   }
 
@@ -93,6 +94,21 @@ GstBusSyncReply on_bus(GstBus*, GstMessage* m, gpointer data) {
 }
 
 void on_audio_handoff(GstElement*, GstBuffer*, GstPad*, gpointer data) {
+  auto* run = static_cast<ElementRun*>(data);
+  std::lock_guard<std::mutex> lock(run->mutex);
+  if (run->t.first_audio < 0) run->t.first_audio = now_s();
+}
+
+// A buffer reaches a sink before it is rendered: in a non-live pipeline the first one waits in
+// preroll until every sink of the pipeline has prerolled (both of h3src's, each on its own first
+// data), so the first arrival is the earlier of the preroll and the render.
+void on_preroll(GstElement*, GstBuffer*, GstPad*, gpointer data) {
+  auto* run = static_cast<ElementRun*>(data);
+  std::lock_guard<std::mutex> lock(run->mutex);
+  if (run->t.first < 0) run->t.first = now_s();
+}
+
+void on_audio_preroll(GstElement*, GstBuffer*, GstPad*, gpointer data) {
   auto* run = static_cast<ElementRun*>(data);
   std::lock_guard<std::mutex> lock(run->mutex);
   if (run->t.first_audio < 0) run->t.first_audio = now_s();
@@ -209,10 +225,12 @@ int main(int argc, char** argv) {
   ElementRun run;
   GstElement* sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
   g_signal_connect(sink, "handoff", G_CALLBACK(on_handoff), &run);
+  g_signal_connect(sink, "preroll-handoff", G_CALLBACK(on_preroll), &run);
   gst_object_unref(sink);
   if (o.av) {
     GstElement* asink = gst_bin_get_by_name(GST_BIN(pipeline), "asink");
     g_signal_connect(asink, "handoff", G_CALLBACK(on_audio_handoff), &run);
+    g_signal_connect(asink, "preroll-handoff", G_CALLBACK(on_audio_preroll), &run);
     gst_object_unref(asink);
   }
   GstBus* bus = gst_element_get_bus(pipeline);
