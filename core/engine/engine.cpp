@@ -59,6 +59,23 @@ std::string message_of(const std::exception_ptr& e) {
   }
 }
 
+// How a rank of a process world meets its peers at rank 0's door (docs/distributed.md): rank 0
+// and every worker build theirs from the same settings, which the door compares at admission.
+dist::DoorOptions door_options(const ModelInfo& model, const std::string& rendezvous, int world_size,
+                               const std::string& token_file, const std::string& device,
+                               const std::string& compute_dtype, std::chrono::milliseconds timeout,
+                               int cuda_device) {
+  dist::DoorOptions d;
+  d.address = dist::parse_address(rendezvous, "rendezvous");
+  d.world_size = world_size;
+  d.token = dist::read_token_file(token_file);
+  d.settings = engine_detail::world_settings(model, world_size, device, compute_dtype);
+  d.world.timeout = timeout;
+  d.world.backend = device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
+  d.world.cuda_device = cuda_device;
+  return d;
+}
+
 Progress loading_progress(int64_t part, int64_t parts, double elapsed_s) {
   Progress p{Phase::kLoading};
   p.step = part;
@@ -505,15 +522,9 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
   impl->model = read_model(opts.model_dir);
   dit::check_tp(impl->model.dit, world_size);
   if (processes) {
-    dist::DoorOptions d;
-    d.address = dist::parse_address(opts.rendezvous, "rendezvous");
-    d.world_size = world_size;
-    d.token = dist::read_token_file(opts.token_file);
-    d.settings = engine_detail::world_settings(impl->model, world_size, opts.device, impl->compute_dtype);
-    d.world.timeout = opts.timeout;
-    d.world.backend = opts.device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
-    d.world.cuda_device = 0;
-    impl->door = std::make_unique<dist::DoorServer>(std::move(d));
+    impl->door = std::make_unique<dist::DoorServer>(door_options(impl->model, opts.rendezvous, world_size,
+                                                                 opts.token_file, opts.device,
+                                                                 impl->compute_dtype, opts.timeout, 0));
     impl->thread_ranks = false;
     impl->cuda_index = 0;
   }
@@ -568,15 +579,9 @@ void run_worker(const WorkerOptions& o) {
   impl.cuda_index = o.cuda_device;
   impl.model = read_model(o.model_dir);
   dit::check_tp(impl.model.dit, o.world_size);
-  dist::DoorOptions d;
-  d.address = dist::parse_address(o.rendezvous, "rendezvous");
-  d.world_size = o.world_size;
-  d.token = dist::read_token_file(o.token_file);
-  d.settings = engine_detail::world_settings(impl.model, o.world_size, o.device, impl.compute_dtype);
-  d.world.timeout = o.timeout;
-  d.world.backend = o.device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
-  d.world.cuda_device = o.cuda_device;
-  dist::DoorClient client(std::move(d), o.rank);
+  dist::DoorClient client(door_options(impl.model, o.rendezvous, o.world_size, o.token_file, o.device,
+                                       impl.compute_dtype, o.timeout, o.cuda_device),
+                          o.rank);
   const std::string me = "h3 worker: rank " + std::to_string(o.rank) + ": ";
   for (;;) {
     // Rank 0's store answered (the client waited at most the timeout for it); rank 0 opens its

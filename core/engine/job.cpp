@@ -6,46 +6,36 @@
 
 namespace h3 {
 
+// Field by field, by name: every rank reads what rank 0 wrote, whatever order or build.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClipPlan, width, height, num_frames, canvas_width, canvas_height,
                                    latent_frames, total_chunks, steps, fps_n, fps_d, generated_frames,
                                    evaluations, audio_latents, audio_samples, audio_rate)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GenerationRequest, prompt, embeds_path, width, height, num_frames, steps,
+                                   seed, audio)
 
 namespace engine_detail {
 
+// The macro maps a name it does not know to the first kind: decode_job refuses those first.
+NLOHMANN_JSON_SERIALIZE_ENUM(Job::Kind, {
+                                            {Job::Kind::kGenerate, "generate"},
+                                            {Job::Kind::kDecode, "decode"},
+                                            {Job::Kind::kStop, "stop"},
+                                        })
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Job, kind, request, plan, want_latents, free_text_encoder)
+
 std::string encode(const Job& job) {
-  const nlohmann::json o = {
-      {"kind", job.kind == Job::Kind::kGenerate ? "generate"
-               : job.kind == Job::Kind::kDecode ? "decode"
-                                                : "stop"},
-      {"prompt", job.request.prompt},
-      {"embeds_path", job.request.embeds_path},
-      {"seed", job.request.seed},
-      {"audio", job.request.audio},
-      {"want_latents", job.want_latents},
-      {"free_text_encoder", job.free_text_encoder},
-      {"plan", job.plan},
-  };
-  return o.dump();
+  return nlohmann::json(job).dump();
 }
 
 Job decode_job(const std::string& wire) {
   try {
     const auto o = nlohmann::json::parse(wire);
-    Job j;
     const std::string kind = o.at("kind").get<std::string>();
     if (kind != "generate" && kind != "decode" && kind != "stop") {
       throw Error(ErrorKind::kInternal, "a job from rank 0 has an unknown kind '" + kind + "'");
     }
-    j.kind = kind == "generate" ? Job::Kind::kGenerate
-             : kind == "decode" ? Job::Kind::kDecode
-                                : Job::Kind::kStop;
-    j.request.prompt = o.at("prompt").get<std::string>();
-    j.request.embeds_path = o.at("embeds_path").get<std::string>();
-    j.request.seed = o.at("seed").get<uint64_t>();
-    j.request.audio = o.at("audio").get<bool>();
-    j.want_latents = o.at("want_latents").get<bool>();
-    j.free_text_encoder = o.at("free_text_encoder").get<bool>();
-    j.plan = o.at("plan").get<ClipPlan>();
+    Job j = o.get<Job>();
+    // The ranks run the plan: the request's size and steps are the plan's.
     j.request.width = j.plan.width;
     j.request.height = j.plan.height;
     j.request.num_frames = j.plan.num_frames;

@@ -33,6 +33,7 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   p.evaluations = 6;
   p.audio_latents = 44;
   p.audio_samples = 800 * 68;
+  p.audio_rate = 32000;
 
   const Job r = decode_job(encode(j));
   EXPECT_EQ(r.kind, Job::Kind::kGenerate);
@@ -56,6 +57,7 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   EXPECT_EQ(r.plan.evaluations, 6);
   EXPECT_EQ(r.plan.audio_latents, 44);
   EXPECT_EQ(r.plan.audio_samples, 800 * 68);
+  EXPECT_EQ(r.plan.audio_rate, 32000);
   // The request's size and steps are the plan's.
   EXPECT_EQ(r.request.width, 320);
   EXPECT_EQ(r.request.height, 192);
@@ -75,6 +77,22 @@ TEST(Job, AMessageWithAFieldMissingIsAnInternalError) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInternal);
     EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos);
+  }
+}
+
+TEST(Job, AnUnknownKindIsAnInternalErrorNotAGenerateJob) {
+  Job j;
+  j.kind = Job::Kind::kStop;
+  std::string wire = encode(j);
+  const size_t at = wire.find("\"stop\"");
+  ASSERT_NE(at, std::string::npos) << wire;
+  wire.replace(at, 6, "\"shutdown\"");
+  try {
+    decode_job(wire);
+    FAIL() << "an unknown kind was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+    EXPECT_NE(std::string(e.what()).find("'shutdown'"), std::string::npos) << e.what();
   }
 }
 
