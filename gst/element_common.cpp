@@ -103,6 +103,15 @@ void fixate_video_caps(GstCaps* caps, const h3::ClipPlan& plan, gint fps_n, gint
     gst_structure_set(s, "chroma-site", G_TYPE_STRING, "mpeg2", nullptr);
 }
 
+void fixate_to_published(GstCaps* caps, const void* published) {
+  const auto& pub = *static_cast<const Published*>(published);
+  fixate_video_caps(caps, pub.plan, pub.fps_n, pub.fps_d);
+}
+
+void fixate_audio_f32(GstCaps* caps, const void*) {
+  gst_structure_fixate_field_string(gst_caps_get_structure(caps, 0), "format", "F32LE");
+}
+
 GstCaps* planned_audio_caps(GstCaps* caps, const Published& pub) {
   caps = gst_caps_make_writable(caps);
   gst_caps_set_simple(caps, "rate", G_TYPE_INT, static_cast<gint>(pub.plan.audio_rate), nullptr);

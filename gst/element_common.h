@@ -31,6 +31,10 @@ GstCaps* planned_video_caps(GstCaps* caps, const h3::ClipPlan& plan, gint fps_n,
 // square pixels, progressive, RGB preferred, sRGB (RGB) or BT.709 (I420) colorimetry.
 void fixate_video_caps(GstCaps* caps, const h3::ClipPlan& plan, gint fps_n, gint fps_d);
 
+// SrcPad::negotiate's fixations: video around the plan of `published` (a const Published*), and
+// audio preferring the engine's own F32LE over a conversion to S16LE.
+void fixate_to_published(GstCaps* caps, const void* published);
+void fixate_audio_f32(GstCaps* caps, const void*);
 // `caps` (taken) restricted to the plan's audio rate (the model's audio VAE's).
 GstCaps* planned_audio_caps(GstCaps* caps, const Published& pub);
 // `n` interleaved f32 samples as S16LE, clamped to [-1, 1] and rounded to nearest.

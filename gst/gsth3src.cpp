@@ -339,21 +339,11 @@ static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* q
 
 // ---- Streaming: one task per pad ----
 
-static void fixate_video(GstCaps* caps, const void* data) {
-  const auto& pub = *static_cast<const h3gst::Published*>(data);
-  h3gst::fixate_video_caps(caps, pub.plan, pub.fps_n, pub.fps_d);
-}
-
-// The engine's samples are f32: prefer them over a conversion to S16LE.
-static void fixate_audio(GstCaps* caps, const void*) {
-  gst_structure_fixate_field_string(gst_caps_get_structure(caps, 0), "format", "F32LE");
-}
-
 static bool configure_video(GstH3Src* self, const h3gst::Published& pub) {
   H3SrcPrivate* p = self->priv;
   GstCaps* offered = h3gst::planned_video_caps(gst_pad_get_pad_template_caps(p->video.pad()), pub.plan,
                                                pub.fps_n, pub.fps_d);
-  GstCaps* caps = p->video.negotiate(offered, fixate_video, &pub);
+  GstCaps* caps = p->video.negotiate(offered, h3gst::fixate_to_published, &pub);
   if (!caps) return false;
   GstVideoInfo info;
   const bool ok = gst_video_info_from_caps(&info, caps) && p->writer.configure(info) &&
@@ -365,8 +355,9 @@ static bool configure_video(GstH3Src* self, const h3gst::Published& pub) {
 
 static bool configure_audio(GstH3Src* self, const h3gst::Published& pub) {
   H3SrcPrivate* p = self->priv;
-  GstCaps* caps = p->audio.negotiate(
-      h3gst::planned_audio_caps(gst_pad_get_pad_template_caps(p->audio.pad()), pub), fixate_audio, nullptr);
+  GstCaps* caps =
+      p->audio.negotiate(h3gst::planned_audio_caps(gst_pad_get_pad_template_caps(p->audio.pad()), pub),
+                         h3gst::fixate_audio_f32, nullptr);
   if (!caps) return false;
   GstAudioInfo info;
   bool ok = gst_audio_info_from_caps(&info, caps) && GST_AUDIO_INFO_RATE(&info) == pub.plan.audio_rate &&
@@ -383,19 +374,13 @@ static bool configure_audio(GstH3Src* self, const h3gst::Published& pub) {
   return ok;
 }
 
-// The queue gave no data: at the clip's end (every unit delivered) or after an EOS sent to the
-// element the pad ends with EOS; otherwise (a flush, a state change, a failure posted) it pauses.
-// A pad that ends before its first data still starts its stream (caps from the plan), so that a
-// muxer gets a track it can describe: an application's EOS may come before the first chunk's
-// audio was decoded.
+// The queue gave no data: the pad ends with EOS or pauses (Lifecycle::stream_ends). A pad that
+// ends before its first data still starts its stream (caps from the plan), so that a muxer gets a
+// track it can describe: an application's EOS may come before the first chunk's audio.
 static void no_data(GstH3Src* self, h3gst::SrcPad& pad, h3gst::Lifecycle::Pop why,
                     const h3gst::Published& pub, int64_t planned, const char* unit,
                     bool (*configure)(GstH3Src*, const h3gst::Published&)) {
-  h3gst::Lifecycle& lc = self->priv->lifecycle;
-  // After an application's EOS the queues end early, and that is no error.
-  const bool eos = why == h3gst::Lifecycle::Pop::kEnd
-                       ? lc.eos_requested() || lc.ended_complete(pad.next, planned, unit)
-                       : why == h3gst::Lifecycle::Pop::kFlushing && lc.eos_requested();
+  const bool eos = self->priv->lifecycle.stream_ends(why, pad.next, planned, unit);
   if (eos && !pad.configured() && pub.have_plan) configure(self, pub);
   pad.end(eos);
 }

@@ -189,6 +189,11 @@ bool Lifecycle::ended_complete(int64_t delivered, int64_t planned, const char* u
   return false;
 }
 
+bool Lifecycle::stream_ends(Pop why, int64_t delivered, int64_t planned, const char* unit) {
+  if (why == Pop::kEnd) return eos_requested_ || ended_complete(delivered, planned, unit);
+  return why == Pop::kFlushing && eos_requested_;
+}
+
 GstClockTime Lifecycle::frame_time(int64_t n, gint fps_n, gint fps_d) {
   return gst_util_uint64_scale(static_cast<guint64>(n), static_cast<guint64>(fps_d) * GST_SECOND,
                                static_cast<guint64>(fps_n));

@@ -91,6 +91,10 @@ class Lifecycle final : private Generation::Observer {
   Pop pop_audio(AudioSlice* slice, int64_t max_samples, int64_t expected, Published* pub);
   // kEnd: true when all `planned` units went out; else an error naming both counts is posted.
   bool ended_complete(int64_t delivered, int64_t planned, const char* unit);
+  // Whether a stream whose queue gave no data (`why`) ends with EOS: at the clip's end when every
+  // unit went out (ended_complete), and after an application's EOS (the queues then end early, or
+  // wake as flushing); not for a flush, a state change or a failure.
+  bool stream_ends(Pop why, int64_t delivered, int64_t planned, const char* unit);
 
   // PTS, DURATION and OFFSET/OFFSET_END from counts (gst_util_uint64_scale: no drift), DISCONT
   // on the first: frame `n` at fps_n/fps_d, or the sample frames [first, first + count) at `rate`.
