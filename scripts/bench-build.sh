@@ -8,6 +8,8 @@
 #   ci-cold      .ci/run in a third fresh clone, an empty compile cache (with --ci)
 # Not part of the test suite: it takes about 40 minutes on a 2-core machine. The clones go under
 # $TMPDIR and are removed afterwards; the compile caches are temporary ones (a fresh machine's).
+# Each run's log is kept in $H3_BENCH_LOGS (default: bench-build-logs/ in this clone, git-ignored)
+# and its phase lines are printed under its figure.
 # Usage: scripts/bench-build.sh [--ci] [COMMIT]   (default: HEAD of this clone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,9 @@ if [ "${1:-}" = --ci ]; then
 fi
 rev=$(git rev-parse "${1:-HEAD}")
 work=$(mktemp -d "${TMPDIR:-/tmp}/h3-bench-build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+logs=${H3_BENCH_LOGS:-$(pwd)/bench-build-logs}
+mkdir -p "$logs"
+trap 'cp "$work"/*.log "$logs"/ 2>/dev/null; rm -rf "$work"' EXIT
 export CCACHE_DIR=$work/ccache  # a cache of our own, empty at first, as on a fresh machine
 src=$(pwd)
 
@@ -40,7 +44,10 @@ timed() {
   t1=$(date +%s.%N)
   python3 -c "import sys; s=float(sys.argv[2])-float(sys.argv[1]); print('%d min %04.1f s' % (s//60, s%60))" "$t0" "$t1"
 }
-line() { printf 'bench-build: %-16s %-14s %s\n' "$1" "$2" "$3"; }
+line() {
+  printf 'bench-build: %-16s %-14s %s\n' "$1" "$2" "$3"
+  grep -hE '^(demo|test): .*(done|total|tests:)' "$work/$1.log" 2>/dev/null | sed 's/^/    /' || true
+}
 
 echo "bench-build: commit $rev, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 clone a
