@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,22 +46,29 @@ class CollectSink : public h3::ChunkSink {
   std::vector<at::Tensor> chunks;
 };
 
-// The engine's own frames for the clip: uint8 [n, H, W, 3].
-at::Tensor engine_frames(const Clip& c) {
+// The engine opened for the clip's ranks and dtype, and the clip's request (as the elements make it).
+std::unique_ptr<h3::Engine> engine_for(const Clip& c) {
   h3::EngineOptions o;
   o.model_dir = h3::default_model_dir();
   o.ranks = c.ranks;
   o.compute_dtype = c.compute_dtype;
-  auto engine = h3::Engine::open(o);
+  return h3::Engine::open(o);
+}
+h3::GenerationRequest request_for(const Clip& c) {
   h3::GenerationRequest r;
   r.prompt = "a red kite";
   r.width = c.width;
   r.height = c.height;
   r.num_frames = c.frames;
   r.seed = c.seed;
+  return r;
+}
+
+// The engine's own frames for the clip: uint8 [n, H, W, 3].
+at::Tensor engine_frames(const Clip& c) {
   CollectSink sink;
   h3::CancelToken cancel;
-  engine->generate(r, sink, {}, cancel);
+  engine_for(c)->generate(request_for(c), sink, {}, cancel);
   const at::Tensor all = at::cat(sink.chunks, 0);
   EXPECT_EQ(all.size(0), c.frames);
   return all;
@@ -357,18 +365,10 @@ EngineClip engine_av(const Clip& c) {
     }
     std::vector<at::Tensor> frames, audio;
   } sink;
-  h3::EngineOptions o;
-  o.model_dir = h3::default_model_dir();
-  auto engine = h3::Engine::open(o);
-  h3::GenerationRequest r;
-  r.prompt = "a red kite";
-  r.width = c.width;
-  r.height = c.height;
-  r.num_frames = c.frames;
-  r.seed = c.seed;
+  h3::GenerationRequest r = request_for(c);
   r.audio = true;
   h3::CancelToken cancel;
-  engine->generate(r, sink, {}, cancel);
+  engine_for(c)->generate(r, sink, {}, cancel);
   return {at::cat(sink.frames, 0), at::cat(sink.audio, 0)};
 }
 
