@@ -99,7 +99,6 @@ class Engine {
 
  private:
   struct Impl;
-  friend void run_worker(const WorkerOptions& opts);  // a worker runs Impl's rank side
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,6 +1,6 @@
 // What the rank worker's stages (conditioning, denoise, decode) share: the rank's group and
 // loaded parts, the model, rank 0's hand-over to the calling thread and the caller's cancel
-// token. The dispatcher (engine.cpp) builds one per job and runs the stages in order on
+// token. The rank server (rank_server.cpp) builds one per job and runs the stages in order on
 // every rank; every decision they take is agreed across ranks (docs/engine.md).
 #pragma once
 

@@ -1,0 +1,81 @@
+#include "engine/job_channel.h"
+
+#include <utility>
+
+#include "common/error.h"
+
+namespace h3::engine_detail {
+
+JobChannel::Outcome JobChannel::dispatch(DispatchedJob job, const ProgressFn& progress, ChunkSink& sink,
+                                         const GenerateExtras* extras) {
+  Outcome o;
+  if (!slot_.offer(std::move(job))) return o;
+  o.offered = true;
+  o.error = pump(progress, &sink, extras);
+  // Rank 0 answers only for a job it took, so nothing is left to take here; withdrawn all the
+  // same, so that no job can outlive the call that dispatched it.
+  slot_.withdraw();
+  return o;
+}
+
+std::exception_ptr JobChannel::pump(const ProgressFn& progress, ChunkSink* sink,
+                                    const GenerateExtras* extras) {
+  for (;;) {
+    Event e = mailbox_.take();
+    switch (e.kind) {
+      case Event::Kind::kProgress:
+        // A progress callback is an observer: what it throws does not stop the request.
+        if (progress) {
+          try {
+            progress(e.progress);
+          } catch (...) {
+          }
+        }
+        if (e.awaits_answer) mailbox_.answer(nullptr);
+        break;
+      case Event::Kind::kChunk: {
+        std::exception_ptr err;
+        try {
+          if (!sink) throw Error(ErrorKind::kInternal, "a chunk arrived with no sink");
+          sink->on_chunk(e.chunk);
+        } catch (...) {
+          err = std::current_exception();
+        }
+        e.chunk = Chunk{};  // the sink may keep the tensors; the engine drops its references
+        mailbox_.answer(err);
+        break;
+      }
+      case Event::Kind::kLatents: {
+        std::exception_ptr err;
+        try {
+          if (extras && extras->on_latents) extras->on_latents(e.video, e.audio);
+        } catch (...) {
+          err = std::current_exception();
+        }
+        mailbox_.answer(err);
+        break;
+      }
+      case Event::Kind::kDone: return e.error;
+    }
+  }
+}
+
+void JobChannel::post_progress(const Progress& p) {
+  Event e{Event::Kind::kProgress};
+  e.progress = p;
+  mailbox_.post(std::move(e));
+}
+
+void JobChannel::post_done(std::exception_ptr err) {
+  Event e{Event::Kind::kDone};
+  e.error = std::move(err);
+  mailbox_.post(std::move(e));
+}
+
+bool JobChannel::report_ready(std::exception_ptr err) {
+  if (ready_reported_.exchange(true)) return false;
+  post_done(std::move(err));
+  return true;
+}
+
+}  // namespace h3::engine_detail

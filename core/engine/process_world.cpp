@@ -1,0 +1,111 @@
+#include "engine/process_world.h"
+
+#include <cstdio>
+
+#include "common/error.h"
+#include "dist/world.h"
+#include "dit/transformer.h"
+#include "engine/compute_dtype.h"
+#include "engine/engine.h"
+#include "engine/world_settings.h"
+
+namespace h3 {
+namespace engine_detail {
+
+dist::DoorOptions door_options(const ModelInfo& model, const DoorSettings& s) {
+  dist::DoorOptions d;
+  d.address = dist::parse_address(s.rendezvous, "rendezvous");
+  d.world_size = s.world_size;
+  d.token = dist::read_token_file(s.token_file);
+  d.settings = world_settings(model, s.world_size, s.device, s.compute_dtype);
+  d.world.timeout = s.timeout;
+  d.world.backend = s.device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
+  d.world.cuda_device = s.cuda_device;
+  return d;
+}
+
+ProcessWorld::ProcessWorld(const dist::DoorOptions& door, RankServer& server, JobChannel& channel)
+    : door_(std::make_unique<dist::DoorServer>(door)), server_(server), channel_(channel) {}
+
+void ProcessWorld::run() {
+  for (;;) {
+    std::unique_ptr<dist::Group> g;
+    std::exception_ptr err;
+    try {
+      g = door_->form();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    if (g) {
+      const RankServer::Ended how = server_.run(*g);
+      g.reset();  // a broken group's ranks are gone: its close waits at most the timeout
+      if (how == RankServer::Ended::kStopped) return;
+    } else {
+      server_.health().mark_broken(message_of(err));
+      channel_.report_ready(err);  // to the opener, or to the request that asked for the formation
+    }
+    if (!channel_.slot().wait_for_rejoin()) return;
+  }
+}
+
+void ProcessWorld::form_again(const ProgressFn& progress) {
+  server_.health().clear_broken();
+  channel_.rearm_ready_report();
+  channel_.slot().request_rejoin();
+  const std::exception_ptr err = channel_.pump(progress, nullptr, nullptr);
+  if (err) {
+    server_.health().mark_broken(message_of(err));
+    std::rethrow_exception(err);
+  }
+  // The request goes to the world formed again only once its rank 0 waits for it: the order in
+  // which a stale job once ran (the slot makes it harmless; this makes the order the same in
+  // every run, so the process-world tests exercise it each time).
+  channel_.slot().wait_until_taking();
+}
+
+}  // namespace engine_detail
+
+void run_worker(const WorkerOptions& o) {
+  using engine_detail::RankServer;
+  if (o.device != "cpu" && o.device != "cuda") {
+    throw Error(ErrorKind::kInvalidArgument, "device = \"" + o.device + "\": must be cpu or cuda:K");
+  }
+  if (o.timeout.count() <= 0) throw Error(ErrorKind::kInvalidArgument, "timeout must be positive");
+  const ModelInfo model = read_model(o.model_dir);
+  dit::check_tp(model.dit, o.world_size);
+  engine_detail::RankSetup setup;
+  setup.device = o.device;
+  setup.compute_dtype = engine_detail::resolve_compute_dtype(o.compute_dtype, o.device);
+  setup.thread_ranks = false;
+  setup.cuda_index = o.cuda_device;
+  engine_detail::DoorSettings door;
+  door.rendezvous = o.rendezvous;
+  door.world_size = o.world_size;
+  door.token_file = o.token_file;
+  door.device = o.device;
+  door.compute_dtype = setup.compute_dtype;
+  door.timeout = o.timeout;
+  door.cuda_device = o.cuda_device;
+  dist::DoorClient client(engine_detail::door_options(model, door), o.rank);
+  engine_detail::JobChannel unused;  // a worker is never rank 0: it hands nothing to a caller
+  RankServer server(model, setup, unused);
+  const std::string me = "h3 worker: rank " + std::to_string(o.rank) + ": ";
+  for (;;) {
+    // Rank 0's store answered (the client waited at most the timeout for it); rank 0 opens its
+    // door at open and, after a lost rank, at its next request, however long that takes: a
+    // restarted worker waits for it as long as rank 0's store is there.
+    std::unique_ptr<dist::Group> g = client.join(std::chrono::milliseconds(0));
+    if (!g) return;  // rank 0 closed while this rank waited
+    std::fprintf(stderr, "%sjoined a world of %d ranks at %s\n", me.c_str(), o.world_size,
+                 o.rendezvous.c_str());
+    std::exception_ptr own_load_error;
+    const RankServer::Ended how = server.run(*g, &own_load_error);
+    if (how == RankServer::Ended::kStopped) return;
+    if (own_load_error) std::rethrow_exception(own_load_error);
+    std::fprintf(stderr, "%sthe world broke (%s); waiting for rank 0 to form it again\n", me.c_str(),
+                 server.health().broken_reason().c_str());
+    server.health().clear_broken();
+  }
+}
+
+}  // namespace h3

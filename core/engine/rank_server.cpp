@@ -1,0 +1,231 @@
+#include "engine/rank_server.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "common/error.h"
+#include "dist/agree.h"
+#include "dit/frames.h"
+#include "engine/compute_dtype.h"
+#include "engine/job.h"
+#include "engine/stage_conditioning.h"
+#include "engine/stage_decode.h"
+#include "engine/stage_denoise.h"
+#include "vae/cpu_threads.h"
+
+namespace h3::engine_detail {
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+namespace {
+
+Progress loading_progress(int64_t part, int64_t parts, double elapsed_s) {
+  Progress p{Phase::kLoading};
+  p.step = part;
+  p.total_steps = parts;
+  p.elapsed_s = elapsed_s;
+  return p;
+}
+
+}  // namespace
+
+void WorldHealth::mark_broken(const std::string& why) {
+  std::lock_guard<std::mutex> lk(m_);
+  if (broken_.empty()) broken_ = why;
+}
+
+std::string WorldHealth::broken_reason() const {
+  std::lock_guard<std::mutex> lk(m_);
+  return broken_;
+}
+
+void WorldHealth::clear_broken() {
+  std::lock_guard<std::mutex> lk(m_);
+  broken_.clear();
+}
+
+RankServer::RankServer(const ModelInfo& model, RankSetup setup, JobChannel& channel)
+    : model_(model), setup_(std::move(setup)), channel_(channel) {}
+
+RankServer::Ended RankServer::run(dist::Group& g, std::exception_ptr* own_load_error) {
+  const bool root = g.rank() == 0;
+  if (g.size() > 1 && setup_.thread_ranks) {
+    // Ranks share this host's cores: each takes its share, or every rank's GEMMs would fan
+    // out over every core and contend (OpenBLAS's pool is process-wide; see vae/cpu_threads.h).
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    vae::set_cpu_threads(std::max(1, cores / g.size()));
+  }
+  RankParts local;
+  RankParts& parts = setup_.thread_ranks ? local : kept_;
+  const auto t0 = Clock::now();
+  dist::LocalFailure f;
+  try {
+    if (!setup_.thread_ranks && kept_.dit) {
+      // A survivor of the last world: its parts run on the new group. A restarted rank loads.
+      parts.dit->use_group(&g);
+      if (parts.prompt) parts.prompt->use_group(&g);
+    } else {
+      load_parts(g, parts, t0);
+    }
+  } catch (...) {
+    f.capture();
+    if (!setup_.thread_ranks) kept_ = RankParts{};  // half-loaded parts are not kept
+  }
+  try {
+    dist::agree_or_throw(g, f);
+  } catch (...) {
+    // Before the caller hears of it: a process world's next request forms the world again.
+    if (!setup_.thread_ranks)
+      health_.mark_broken("a rank failed to load its shards: " + message_of(std::current_exception()));
+    if (root) channel_.report_ready(std::current_exception());
+    if (own_load_error && f) *own_load_error = f.exception;
+    return Ended::kLoadFailed;
+  }
+  if (root) {
+    load_s_ = seconds_since(t0);
+    channel_.slot().open_for_jobs();  // before the caller hears that the world is ready
+    channel_.report_ready(nullptr);
+  }
+  const bool stopped = serve(g, parts);
+  if (root) {
+    // A job offered after the last one was taken, which this world will never run: its
+    // caller gets the group's failure (and a process world forms again for it).
+    if (channel_.slot().close_for_jobs()) {
+      health_.lost_before_delivery = !setup_.thread_ranks;
+      channel_.post_done(std::make_exception_ptr(Error(
+          ErrorKind::kDistributed,
+          "the ranks lost each other before the request reached them (" + health_.broken_reason() + ")")));
+    }
+  }
+  return stopped ? Ended::kStopped : Ended::kBroken;
+}
+
+void RankServer::load_parts(dist::Group& g, RankParts& parts, Clock::time_point t0) {
+  const bool root = g.rank() == 0;
+  const int64_t n = model_.byte_encoder || model_.prompt_encoder ? 3 : 2;
+  if (root) channel_.post_progress(loading_progress(0, n, 0.0));
+  // device=cuda: rank r runs on cuda:r (Engine::open checked that enough GPUs are visible).
+  const c10::Device device =
+      setup_.device == "cuda"
+          ? c10::Device(c10::kCUDA,
+                        static_cast<c10::DeviceIndex>(setup_.cuda_index >= 0 ? setup_.cuda_index : g.rank()))
+          : c10::Device(c10::kCPU);
+  const at::ScalarType dtype = compute_scalar_type(setup_.compute_dtype);
+  if (root && dtype == at::kBFloat16 && !device.is_cuda()) note_emulated_bf16();
+  dit::TransformerOptions to;
+  to.device = device;
+  to.dtype = dtype;
+  parts.dit.emplace(dit::Transformer::load(model_.transformer_dir, &g, to));
+  if (root) channel_.post_progress(loading_progress(1, n, seconds_since(t0)));
+  parts.vae.emplace(vae::VideoDecoder::load(model_.vae_dir).to(device));
+  if (root) channel_.post_progress(loading_progress(2, n, seconds_since(t0)));
+  const auto check_width = [&](int64_t width, const char* what) {
+    if (width != model_.dit.text_dim) {
+      throw Error(ErrorKind::kMismatch,
+                  model_.text_encoder_dir + ": the " + what + " makes " + std::to_string(width) +
+                      "-wide rows but the transformer takes text_dim " + std::to_string(model_.dit.text_dim));
+    }
+  };
+  if (root && model_.byte_encoder) {
+    parts.bytes.emplace(text::ByteEncoder::load(model_.text_encoder_dir));
+    check_width(parts.bytes->text_dim(), "byte encoder");
+    channel_.post_progress(loading_progress(3, n, seconds_since(t0)));
+  }
+  if (model_.prompt_encoder) {
+    text::EncoderOptions eo;
+    eo.device = device;
+    eo.dtype = dtype;
+    parts.prompt.emplace(text::PromptEncoder::load(model_.dir, 0, &g, eo));
+    check_width(parts.prompt->encoder().width(), "text encoder");
+    if (root) channel_.post_progress(loading_progress(3, n, seconds_since(t0)));
+  }
+}
+
+// Serves rank 0's jobs until rank 0 says stop (true) or the group broke (false). Every rank
+// learns what comes next from rank 0's broadcast, threads and processes alike; while rank 0
+// waits for its caller's next request, the peers wait for it without the collective timeout,
+// as long as rank 0 shows that it is alive (Group::run_on_owner).
+bool RankServer::serve(dist::Group& g, RankParts& parts) {
+  const bool root = g.rank() == 0;
+  for (;;) {
+    // Rank 0: the job a caller waits for, taken out of the slot with its token; it lives
+    // exactly as long as this iteration.
+    std::optional<DispatchedJob> dispatched;
+    bool delivered = false;  // every rank has the job: what fails from here on is the request's
+    try {
+      std::string wire;
+      g.run_on_owner(
+          0,
+          [&] {
+            if (!root) return;
+            dispatched = channel_.slot().take();
+            Job next;
+            next.kind = Job::Kind::kStop;
+            if (dispatched) next = dispatched->job;
+            wire = encode(next);
+          },
+          "waiting for rank 0's next request");
+      const Job j = decode_job(g.broadcast_string(wire, 0));
+      delivered = true;
+      if (j.kind == Job::Kind::kStop) return true;
+      run_job(g, parts, j, dispatched ? &*dispatched : nullptr);
+      if (root) channel_.post_done(nullptr);
+    } catch (...) {
+      const std::exception_ptr e = std::current_exception();
+      // The ranks lost each other: this group cannot serve any more. Marked before the
+      // caller hears of the failure, so that its next request sees it.
+      if (g.broken()) health_.mark_broken(message_of(e));
+      if (root && dispatched) {
+        if (!delivered && g.broken() && !setup_.thread_ranks) health_.lost_before_delivery = true;
+        channel_.post_done(e);
+      }
+      if (g.broken()) return false;
+    }
+  }
+}
+
+// Every rank: rank 0's job, then its stages in order. `mine`: on rank 0, what its caller
+// handed over with the job (token, latents, start); null on the other ranks.
+void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const DispatchedJob* mine) {
+  const bool root = g.rank() == 0;
+  if (root && (!mine || !mine->cancel)) {
+    throw Error(ErrorKind::kInternal, "rank 0 was given a job without its caller's cancel token");
+  }
+  const ClipPlan& p = j.plan;
+  const CancelToken& token = mine ? *mine->cancel : no_cancel_;
+  const Clock::time_point start = mine ? mine->start : Clock::now();
+  const at::Tensor latents = mine ? mine->decode_latents : at::Tensor();
+  const StageContext c{g, model_, parts, channel_.mailbox(), token, p, start};
+  at::Tensor video, audio;
+  if (j.kind == Job::Kind::kGenerate) {
+    // Before any work, so that a model without audio_vae/ fails at once.
+    if (j.request.audio) load_audio_decoder(c);
+    const text::Conditioning cond = conditioning_stage(c, j.request, j.free_text_encoder);
+    dit::Latents x = denoise_stage(c, j, cond);
+    video = std::move(x.video);
+    if (j.request.audio) audio = std::move(x.audio);
+  } else {
+    const int64_t h = p.canvas_height / dit::kVaeSpatialRatio, w = p.canvas_width / dit::kVaeSpatialRatio;
+    video = root ? latents.to(at::kCPU, at::kFloat).contiguous()
+                 : at::empty({1, model_.vae.latent_channels, p.latent_frames, h, w}, at::kFloat);
+    g.broadcast(video, 0);
+  }
+  decode_stage(c, video, audio);
+  if (root) {
+    const int64_t steps = j.kind == Job::Kind::kGenerate ? p.evaluations : 0;
+    c.post_progress(Phase::kDone, steps, steps, p.total_chunks, p.num_frames);
+  }
+}
+
+}  // namespace h3::engine_detail
