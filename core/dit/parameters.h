@@ -2,7 +2,8 @@
 // shape, release dtype, tensor-parallel split and the member of DitWeights it binds to.
 // Everything that names or shapes a DiT tensor follows from declare_parameters():
 // dit_parameters() (checkpoint validation, `h3 inspect --shapes`, random weights, the
-// full-size compatibility test, shapes only), and DitWeights::bind() and named().
+// full-size compatibility test, shapes only, `h3 bench load`'s checkpoint), and
+// DitWeights::bind() and named() (the loader's splits and dtypes).
 #pragma once
 
 #include <cstdint>
@@ -20,8 +21,9 @@ struct ParamSpec {
   std::vector<int64_t> shape;  // full (unsharded) shape
   bool fp32 = false;           // stored in fp32 in the release (the 12 patch/time/head tensors); else bf16
   bool adaln = false;          // an AdaLN projection (blocks' adaln_proj.linear and norm_out.linear)
-  // How tensor parallelism splits it (docs/h3-model.md §10.4; io::dit_split gives the same
-  // from the name, for the loader).
+  // How tensor parallelism splits it (docs/h3-model.md §10.4): q/k/v and the AdaLN projection
+  // by output rows, the gated FFN input per half, attention and FFN outputs by input columns
+  // (their biases replicated), everything else replicated. The loader shards by this.
   io::Split split = io::Split::kReplicated;
   int64_t numel() const;
   // The shape one of `tp` ranks holds.

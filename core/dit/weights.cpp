@@ -9,12 +9,12 @@
 namespace h3::dit {
 
 DitWeights DitWeights::bind(const DitConfig& c, int tp,
-                            const std::function<at::Tensor(const std::string&)>& get) {
+                            const std::function<at::Tensor(const ParamSpec&)>& get) {
   DitWeights w;
   w.refiner.resize(static_cast<size_t>(c.num_refiner_layers));
   w.blocks.resize(static_cast<size_t>(c.num_layers));
   declare_parameters(c, w, [&](const ParamSpec& spec, at::Tensor& slot) {
-    slot = get(spec.name);
+    slot = get(spec);
     const std::vector<int64_t> want = spec.local_shape(tp);
     if (!slot.defined() || slot.sizes() != at::IntArrayRef(want)) {
       throw Error(ErrorKind::kMismatch,

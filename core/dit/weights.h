@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dit/config.h"
+#include "dit/parameters.h"
 
 namespace h3::dit {
 
@@ -41,11 +42,10 @@ struct DitWeights {
   LinearWeights norm_out_linear;
   LinearWeights proj_out, audio_proj_out;
 
-  // Fills every tensor declared by declare_parameters (dit/parameters.h) from
-  // `get(canonical_name)`, which returns this rank's tensor (shard or whole), and checks its
-  // shape against the declaration for a group of `tp` ranks.
-  static DitWeights bind(const DitConfig& c, int tp,
-                         const std::function<at::Tensor(const std::string&)>& get);
+  // Fills every tensor declared by declare_parameters (dit/parameters.h) from `get(spec)`,
+  // which returns this rank's tensor (shard or whole: the spec says how it splits and whether
+  // it stays fp32), and checks its shape against the declaration for a group of `tp` ranks.
+  static DitWeights bind(const DitConfig& c, int tp, const std::function<at::Tensor(const ParamSpec&)>& get);
 
   // Every tensor with its canonical name (this rank's shards).
   std::vector<std::pair<std::string, at::Tensor>> named() const;

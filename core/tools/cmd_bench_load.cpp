@@ -25,8 +25,9 @@
 #include <thread>
 
 #include "common/error.h"
+#include "dit/config.h"
+#include "dit/parameters.h"
 #include "io/checkpoint.h"
-#include "io/shard_plan.h"
 #include "io/weights.h"
 #include "tools/command.h"
 #include "tools/scratch_dir.h"
@@ -34,10 +35,23 @@
 namespace h3::tools {
 namespace {
 
-// Widths: the release's proportions (inner = 4/3 hidden, ffn = 8/3 hidden,
-// time embedding = hidden / 2, AdaLN = 18 x hidden) at hidden 1536.
-constexpr int64_t kHidden = 1536, kHeads = 16, kHeadDim = 128, kInner = kHeads * kHeadDim, kFfn = 4096,
-                  kTemb = 768, kAdaln = 18 * kHidden, kText = 1024, kRefiners = 2;
+// The checkpoint's DiT: the release's proportions (inner = 4/3 hidden, ffn = 8/3 hidden, time
+// embedding = hidden / 2, AdaLN = 18 x hidden) at hidden 1536; its tensors are the declaration's
+// (dit/parameters.h), in the release's dtypes.
+dit::DitConfig bench_config(int64_t blocks) {
+  dit::DitConfig c;
+  c.hidden_size = 1536;
+  c.num_layers = blocks;
+  c.num_refiner_layers = 2;
+  c.num_heads = 16;
+  c.head_dim = 128;
+  c.ffn_dim = 4096;
+  c.text_dim = 1024;
+  c.time_embed_hidden_dim = 1536;
+  c.time_embed_dim = 768;
+  c.validate("h3 bench load");
+  return c;
+}
 
 struct Spec {
   std::string name;
@@ -47,38 +61,8 @@ struct Spec {
 
 std::vector<Spec> model_specs(int64_t blocks) {
   std::vector<Spec> s;
-  auto block = [&](const std::string& p, bool adaln) {
-    s.push_back({p + "norm1.weight", {kHidden}, at::kBFloat16});
-    s.push_back({p + "norm2.weight", {kHidden}, at::kBFloat16});
-    for (const char* n : {"to_q", "to_k", "to_v"})
-      s.push_back({p + "attn." + n + ".weight", {kInner, kHidden}, at::kBFloat16});
-    s.push_back({p + "attn.norm_q.weight", {kHeadDim}, at::kBFloat16});
-    s.push_back({p + "attn.norm_k.weight", {kHeadDim}, at::kBFloat16});
-    s.push_back({p + "attn.to_out.0.weight", {kHidden, kInner}, at::kBFloat16});
-    s.push_back({p + "ff.net.0.proj.weight", {2 * kFfn, kHidden}, at::kBFloat16});
-    s.push_back({p + "ff.net.2.weight", {kHidden, kFfn}, at::kBFloat16});
-    if (adaln) {
-      s.push_back({p + "adaln_proj.linear.weight", {kAdaln, kTemb}, at::kBFloat16});
-      s.push_back({p + "adaln_proj.linear.bias", {kAdaln}, at::kBFloat16});
-    }
-  };
-  auto linear = [&](const std::string& n, int64_t out, int64_t in, at::ScalarType t) {
-    s.push_back({n + ".weight", {out, in}, t});
-    s.push_back({n + ".bias", {out}, t});
-  };
-  linear("proj_in", kHidden, 96, at::kFloat);
-  linear("audio_proj_in", kHidden, 32, at::kFloat);
-  linear("context_embedder", kHidden, kText, at::kBFloat16);
-  linear("time_embedder.linear_1", kHidden, 256, at::kFloat);
-  linear("time_embedder.linear_2", kTemb, kHidden, at::kFloat);
-  for (int64_t i = 0; i < kRefiners; ++i)
-    block("token_refiner.refiner_blocks." + std::to_string(i) + ".", false);
-  s.push_back({"token_refiner.final_norm.weight", {kHidden}, at::kBFloat16});
-  for (int64_t i = 0; i < blocks; ++i) block("transformer_blocks." + std::to_string(i) + ".", true);
-  s.push_back({"norm_out.norm.weight", {kHidden}, at::kBFloat16});
-  linear("norm_out.linear", 2 * kHidden, kTemb, at::kBFloat16);
-  linear("proj_out", 96, kHidden, at::kFloat);
-  linear("audio_proj_out", 32, kHidden, at::kFloat);
+  for (const auto& p : dit::dit_parameters(bench_config(blocks)))
+    s.push_back({p.name, p.shape, p.fp32 ? at::kFloat : at::kBFloat16});
   return s;
 }
 
@@ -120,6 +104,7 @@ std::string write_checkpoint(const std::string& dir, int64_t blocks) {
     }
     io::write_safetensors(dir + "/" + name, tensors);
   }
+  std::ofstream(dir + "/config.json") << bench_config(blocks).to_json();
   const std::string index_path = dir + "/diffusion_pytorch_model.safetensors.index.json";
   std::ofstream(index_path) << index.dump(1);
   return index_path;
@@ -155,10 +140,14 @@ struct RankFigures {
 RankFigures run_rank(const std::string& ckpt, bool naive, int rank, int tp) {
   RankFigures f;
   auto t0 = std::chrono::steady_clock::now();
-  io::Weights w = io::Weights::open(ckpt, {io::ModelKind::kDit, kHeads, kHeadDim});
+  // Every tensor split as the engine's loader splits it: by its declaration for the folder's config.
+  const dit::DitConfig c = dit::DitConfig::load(std::filesystem::path(ckpt).parent_path().string());
+  io::Weights w = io::Weights::open(ckpt, {io::ModelKind::kDit, c.num_heads, c.head_dim});
+  std::map<std::string, io::Split> splits;
+  for (const auto& p : dit::dit_parameters(c)) splits[p.name] = p.split;
   std::vector<at::Tensor> kept;
   for (const auto& name : w.names()) {
-    const io::Shard shard{io::dit_split(name), rank, tp};
+    const io::Shard shard{splits.at(name), rank, tp};
     auto shape = w.shard_shape(name, shard);
     f.ideal += c10::multiply_integers(shape) * c10::elementSize(w.dtype(name));
     if (!naive) {
@@ -218,6 +207,7 @@ int run_parent(int64_t blocks, const std::string& tmp_root) {
   const std::string& dir = scratch.path();
 
   const auto specs = model_specs(blocks);
+  const dit::DitConfig c = bench_config(blocks);
   uint64_t total = 0, largest = 0;
   for (const auto& s : specs) {
     total += bytes_of(s);
@@ -227,9 +217,10 @@ int run_parent(int64_t blocks, const std::string& tmp_root) {
       "h3 bench load: synthetic H3-shaped DiT, %lld blocks + %lld refiner blocks (hidden %lld, %lld heads x "
       "%lld, "
       "ffn %lld, AdaLN %lld x %lld), bf16 with fp32 heads\n",
-      static_cast<long long>(blocks), static_cast<long long>(kRefiners), static_cast<long long>(kHidden),
-      static_cast<long long>(kHeads), static_cast<long long>(kHeadDim), static_cast<long long>(kFfn),
-      static_cast<long long>(kAdaln), static_cast<long long>(kTemb));
+      static_cast<long long>(blocks), static_cast<long long>(c.num_refiner_layers),
+      static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_heads),
+      static_cast<long long>(c.head_dim), static_cast<long long>(c.ffn_dim),
+      static_cast<long long>(c.adaln_width()), static_cast<long long>(c.time_embed_dim));
   auto t0 = std::chrono::steady_clock::now();
   const std::string index = write_checkpoint(dir, blocks);
   std::printf(

@@ -80,13 +80,13 @@ void checkpoint_summary(const std::string& path, std::FILE* out) {
   }
 }
 
-// The DiT's tensor-parallel plan over (canonical name, bytes) pairs: bytes per split kind, and
-// what each of `tp` ranks keeps.
-void print_shard_plan(const std::vector<std::pair<std::string, uint64_t>>& tensors, const dit::DitConfig& c,
+// The DiT's tensor-parallel plan over (split, bytes) pairs, one per declared tensor: bytes per
+// split kind, and what each of `tp` ranks keeps.
+void print_shard_plan(const std::vector<std::pair<io::Split, uint64_t>>& tensors, const dit::DitConfig& c,
                       int tp, const std::string& source, std::FILE* out) {
   std::map<io::Split, std::pair<int64_t, uint64_t>> by_split;
-  for (const auto& [name, bytes] : tensors) {
-    auto& d = by_split[io::dit_split(name)];
+  for (const auto& [split, bytes] : tensors) {
+    auto& d = by_split[split];
     d.first += 1;
     d.second += bytes;
   }
@@ -108,20 +108,22 @@ void print_shard_plan(const std::vector<std::pair<std::string, uint64_t>>& tenso
 
 void shard_plan_of_checkpoint(const std::string& dir, const dit::DitConfig& c, int tp, std::FILE* out) {
   const auto w = io::Weights::open(dir, io::LayoutParams{io::ModelKind::kDit, c.num_heads, c.head_dim});
-  std::vector<std::pair<std::string, uint64_t>> tensors;
-  for (const auto& n : w.names()) {
+  // The tensors the loader takes, in the checkpoint's dtypes; anything else in it is never loaded.
+  std::vector<std::pair<io::Split, uint64_t>> tensors;
+  for (const auto& p : dit::dit_parameters(c)) {
+    if (!w.contains(p.name)) continue;
     int64_t numel = 1;
-    for (int64_t d : w.shape(n)) numel *= d;
-    tensors.emplace_back(n, static_cast<uint64_t>(numel) * c10::elementSize(w.dtype(n)));
+    for (int64_t d : w.shape(p.name)) numel *= d;
+    tensors.emplace_back(p.split, static_cast<uint64_t>(numel) * c10::elementSize(w.dtype(p.name)));
   }
   print_shard_plan(tensors, c, tp, w.is_native() ? "native layout, converted" : "diffusers layout", out);
 }
 
 // Without the weights: the parameter set the config implies, in the release's dtypes.
 void shard_plan_of_config(const dit::DitConfig& c, int tp, std::FILE* out) {
-  std::vector<std::pair<std::string, uint64_t>> tensors;
+  std::vector<std::pair<io::Split, uint64_t>> tensors;
   for (const auto& p : dit::dit_parameters(c)) {
-    tensors.emplace_back(p.name, static_cast<uint64_t>(p.numel()) * (p.fp32 ? 4u : 2u));
+    tensors.emplace_back(p.split, static_cast<uint64_t>(p.numel()) * (p.fp32 ? 4u : 2u));
   }
   print_shard_plan(tensors, c, tp, "from the config, release dtypes", out);
 }

@@ -135,11 +135,12 @@ TEST(FullSizeModel, ParameterSetMatchesTheDiffusersIndex) {
   EXPECT_EQ(fp32, 12);
 }
 
-TEST(FullSizeModel, DeclaredSplitsAreTheLoadersAndDivideTheShapes) {
+TEST(FullSizeModel, DeclaredSplitsFollowTheH3MapAndDivideTheShapes) {
   auto c = DitConfig::load(release("transformer/config.json"));
   std::map<io::Split, int> per_split;
+  std::map<std::string, io::Split> split_of;
   for (const auto& s : dit_parameters(c)) {
-    EXPECT_EQ(s.split, io::dit_split(s.name)) << s.name;
+    split_of[s.name] = s.split;
     ++per_split[s.split];
     const auto local = s.local_shape(8);
     ASSERT_EQ(local.size(), s.shape.size()) << s.name;
@@ -153,6 +154,31 @@ TEST(FullSizeModel, DeclaredSplitsAreTheLoadersAndDivideTheShapes) {
   EXPECT_EQ(per_split[io::Split::kColumn], 5 * blocks + 3 * refiner);
   EXPECT_EQ(per_split[io::Split::kFusedColumn], blocks + refiner);
   EXPECT_EQ(per_split[io::Split::kRow], 2 * (blocks + refiner));
+  // By name, as docs/h3-model.md §10.4 gives the map (the loader shards by these declarations).
+  using io::Split;
+  for (const auto& [name, split] : std::vector<std::pair<std::string, Split>>{
+           {"transformer_blocks.3.attn.to_q.weight", Split::kColumn},
+           {"transformer_blocks.3.attn.to_k.weight", Split::kColumn},
+           {"token_refiner.refiner_blocks.0.attn.to_v.weight", Split::kColumn},
+           {"transformer_blocks.3.adaln_proj.linear.weight", Split::kColumn},
+           {"transformer_blocks.3.adaln_proj.linear.bias", Split::kColumn},
+           {"transformer_blocks.3.ff.net.0.proj.weight", Split::kFusedColumn},
+           {"token_refiner.refiner_blocks.1.ff.net.0.proj.weight", Split::kFusedColumn},
+           {"transformer_blocks.3.attn.to_out.0.weight", Split::kRow},
+           {"transformer_blocks.3.ff.net.2.weight", Split::kRow},
+           {"proj_in.weight", Split::kReplicated},
+           {"context_embedder.weight", Split::kReplicated},
+           {"time_embedder.linear_1.weight", Split::kReplicated},
+           {"norm_out.linear.weight", Split::kReplicated},
+           {"norm_out.norm.weight", Split::kReplicated},
+           {"proj_out.weight", Split::kReplicated},
+           {"audio_proj_out.bias", Split::kReplicated},
+           {"transformer_blocks.0.norm1.weight", Split::kReplicated},
+           {"transformer_blocks.0.attn.norm_q.weight", Split::kReplicated},
+           {"token_refiner.final_norm.weight", Split::kReplicated}}) {
+    ASSERT_TRUE(split_of.count(name)) << name;
+    EXPECT_EQ(split_of.at(name), split) << name;
+  }
 }
 
 TEST(FullSizeModel, ParameterSetMatchesTheNativeIndexAfterConversion) {

@@ -42,13 +42,7 @@ TEST(Layout, ReleaseNativeDitNamesMapOntoTheDiffusersRelease) {
   EXPECT_EQ(swapped, 52);
   auto d = keys(diff);
   EXPECT_EQ(mapped, std::multiset<std::string>(d.begin(), d.end()));
-
-  // The plan on the release names: what each split kind covers.
-  std::map<Split, int> count;
-  for (const auto& n : d) ++count[dit_split(n)];
-  EXPECT_EQ(count[Split::kColumn], 52 * 3 + 50 * 2);  // q, k, v; adaln weight + bias
-  EXPECT_EQ(count[Split::kFusedColumn], 52);
-  EXPECT_EQ(count[Split::kRow], 52 * 2);
+  // What each split kind covers on these names: the declaration's (FullSizeModel tests, core_dit).
 }
 
 TEST(Layout, VaeDecoderRenames) {

@@ -8,6 +8,8 @@
 
 #include <set>
 
+#include "dit/config.h"
+#include "dit/parameters.h"
 #include "io/shard_plan.h"
 #include "io_test_util.h"
 
@@ -25,31 +27,35 @@ at::Tensor distinct(std::vector<int64_t> shape, int64_t offset) {
   return (at::randperm(n, at::kLong).to(at::kFloat) + static_cast<float>(offset)).reshape(shape);
 }
 
-// A small DiT-shaped model in canonical names covering every split kind.
+// A small DiT-shaped model in canonical names covering every split kind, and the split this
+// test loads each tensor with (the DiT's own splits are its declaration's, dit/parameters.h).
+std::map<std::string, Split> model_splits;
 std::map<std::string, at::Tensor> canonical_model() {
   at::manual_seed(7);
   std::map<std::string, at::Tensor> m;
   int64_t off = 0;
-  auto add = [&](const std::string& n, std::vector<int64_t> s) {
+  auto add = [&](const std::string& n, std::vector<int64_t> s, Split split = Split::kReplicated) {
     m[n] = distinct(s, off);
+    model_splits[n] = split;
     off += 100000;
   };
   for (const std::string b : {"transformer_blocks.0.", "token_refiner.refiner_blocks.1."}) {
-    add(b + "attn.to_q.weight", {kHeads * kHeadDim, kHidden});
-    add(b + "attn.to_k.weight", {kHeads * kHeadDim, kHidden});
-    add(b + "attn.to_v.weight", {kHeads * kHeadDim, kHidden});
+    add(b + "attn.to_q.weight", {kHeads * kHeadDim, kHidden}, Split::kColumn);
+    add(b + "attn.to_k.weight", {kHeads * kHeadDim, kHidden}, Split::kColumn);
+    add(b + "attn.to_v.weight", {kHeads * kHeadDim, kHidden}, Split::kColumn);
     add(b + "attn.norm_q.weight", {kHeadDim});
-    add(b + "attn.to_out.0.weight", {kHidden, kHeads * kHeadDim});
-    add(b + "ff.net.0.proj.weight", {2 * kFfn, kHidden});
-    add(b + "ff.net.2.weight", {kHidden, kFfn});
+    add(b + "attn.to_out.0.weight", {kHidden, kHeads * kHeadDim}, Split::kRow);
+    add(b + "ff.net.0.proj.weight", {2 * kFfn, kHidden}, Split::kFusedColumn);
+    add(b + "ff.net.2.weight", {kHidden, kFfn}, Split::kRow);
     add(b + "norm1.weight", {kHidden});
   }
-  add("transformer_blocks.0.adaln_proj.linear.weight", {18 * kHidden, kIn});
-  add("transformer_blocks.0.adaln_proj.linear.bias", {18 * kHidden});
+  add("transformer_blocks.0.adaln_proj.linear.weight", {18 * kHidden, kIn}, Split::kColumn);
+  add("transformer_blocks.0.adaln_proj.linear.bias", {18 * kHidden}, Split::kColumn);
   add("proj_in.weight", {kHidden, 6});
   add("proj_in.bias", {kHidden});
   m["scale_0d"] = at::scalar_tensor(3.5, at::kFloat);
   m["empty"] = at::zeros({0, 4});
+  model_splits["scale_0d"] = model_splits["empty"] = Split::kReplicated;
   return m;
 }
 
@@ -135,7 +141,7 @@ TEST_P(ShardTest, EveryRankOwnsExactlyItsSlice) {
     const auto& files = w.checkpoint().files();
     for (int tp : {1, 2, 4}) {
       for (const auto& [name, full] : model) {
-        const Split split = dit_split(name);
+        const Split split = model_splits.at(name);
         seen.insert(split);
         EXPECT_EQ(w.shape(name), full.sizes().vec());
         for (int r = 0; r < tp; ++r) {
@@ -286,7 +292,7 @@ TEST(Weights, UnknownNativeNameAndMixedLayoutsAreErrors) {
 
 // Loading the native file must give exactly the diffusers file's tensors.
 void expect_layouts_equal(const std::string& native_path, const std::string& diffusers_path,
-                          const LayoutParams& p, bool check_dit_shards) {
+                          const LayoutParams& p, const std::map<std::string, Split>& splits = {}) {
   Weights n = Weights::open(native_path, p);
   Weights d = Weights::open(diffusers_path, p);
   EXPECT_TRUE(n.is_native());
@@ -297,41 +303,26 @@ void expect_layouts_equal(const std::string& native_path, const std::string& dif
     EXPECT_EQ(n.shape(name), d.shape(name));
     EXPECT_EQ(n.dtype(name), d.dtype(name));
     EXPECT_TRUE(at::equal(n.load(name), d.checkpoint().view(name)));
-    if (!check_dit_shards) continue;
+    if (splits.empty()) continue;
     for (int r = 0; r < 2; ++r) {
-      Shard s{dit_split(name), r, 2};
+      Shard s{splits.at(name), r, 2};
       EXPECT_TRUE(at::equal(n.load(name, s), d.load(name, s)));
     }
   }
 }
 
 TEST(Weights, GoldenTinyDitNativeEqualsDiffusers) {
+  // Shards compared as the DiT's loader takes them: split by the declaration.
+  const std::string diffusers = testing::test_data("golden/h3_dit/transformer_tiny");
+  std::map<std::string, Split> splits;
+  for (const auto& s : dit::dit_parameters(dit::DitConfig::load(diffusers))) splits[s.name] = s.split;
   expect_layouts_equal(testing::test_data("golden/h3_dit/transformer_tiny_native/model.safetensors"),
-                       testing::test_data("golden/h3_dit/transformer_tiny"), {ModelKind::kDit, 2, 128}, true);
+                       diffusers, {ModelKind::kDit, 2, 128}, splits);
 }
 
 TEST(Weights, GoldenTinyVaeNativeEqualsDiffusers) {
   expect_layouts_equal(testing::test_data("golden/h3_vae/native/source/model.safetensors"),
-                       testing::test_data("golden/h3_vae/diffusers"), {ModelKind::kVideoVae, 2, 32}, false);
-}
-
-TEST(ShardPlan, SplitsFollowTheH3Map) {
-  EXPECT_EQ(dit_split("transformer_blocks.3.attn.to_q.weight"), Split::kColumn);
-  EXPECT_EQ(dit_split("transformer_blocks.3.attn.to_k.weight"), Split::kColumn);
-  EXPECT_EQ(dit_split("token_refiner.refiner_blocks.0.attn.to_v.weight"), Split::kColumn);
-  EXPECT_EQ(dit_split("transformer_blocks.3.adaln_proj.linear.weight"), Split::kColumn);
-  EXPECT_EQ(dit_split("transformer_blocks.3.adaln_proj.linear.bias"), Split::kColumn);
-  EXPECT_EQ(dit_split("transformer_blocks.3.ff.net.0.proj.weight"), Split::kFusedColumn);
-  EXPECT_EQ(dit_split("transformer_blocks.3.attn.to_out.0.weight"), Split::kRow);
-  EXPECT_EQ(dit_split("transformer_blocks.3.ff.net.2.weight"), Split::kRow);
-  EXPECT_EQ(dit_split("transformer_blocks.3.attn.to_out.0.bias"), Split::kReplicated);
-  EXPECT_EQ(dit_split("transformer_blocks.3.ff.net.2.bias"), Split::kReplicated);
-  for (const char* n : {"proj_in.weight", "context_embedder.weight", "time_embedder.linear_1.weight",
-                        "norm_out.linear.weight", "norm_out.norm.weight", "proj_out.weight",
-                        "audio_proj_out.bias", "transformer_blocks.0.norm1.weight",
-                        "transformer_blocks.0.attn.norm_q.weight", "token_refiner.final_norm.weight"}) {
-    EXPECT_EQ(dit_split(n), Split::kReplicated) << n;
-  }
+                       testing::test_data("golden/h3_vae/diffusers"), {ModelKind::kVideoVae, 2, 32});
 }
 
 TEST(ShardPlan, TpMustDivideHeadsFfnAndAdaln) {
