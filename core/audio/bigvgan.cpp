@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "audio/decoder_modules.h"
 #include "common/error.h"
 
 namespace h3::audio {
@@ -43,46 +44,50 @@ class Binder {
     return t;
   }
 
-  // A weight-normed convolution: folds v·g/||v|| (norm over every axis but 0, which is the
-  // output channel of a Conv1d and the input channel of a ConvTranspose1d) once, here.
-  Conv weight_normed(const std::string& prefix, at::IntArrayRef shape, bool bias) const {
-    const std::vector<int64_t> g_shape{shape[0], 1, 1};
-    Conv c;
-    at::Tensor g = optional(prefix + ".weight_g", g_shape);
-    at::Tensor v = optional(prefix + ".weight_v", shape);
-    if (!g.defined() && !v.defined()) {
-      g = optional(prefix + ".parametrizations.weight.original0", g_shape);
-      v = optional(prefix + ".parametrizations.weight.original1", shape);
-    }
-    if (g.defined() && v.defined()) {
-      c.weight = at::_weight_norm(v, g, 0).contiguous();
-    } else if (!g.defined() && !v.defined()) {
-      c.weight = optional(prefix + ".weight", shape);  // weight norm already removed
-      if (!c.weight.defined()) {
-        missing("'" + prefix + ".weight_g' / '" + prefix + ".weight_v' (nor '" + prefix +
-                ".parametrizations.weight.original0' / 'original1', nor a plain '" + prefix + ".weight')");
-      }
+  // A convolution: a weight-normed one has v·g/||v|| folded once, here (norm over every axis
+  // but 0, which is the output channel of a Conv1d and the input channel of a ConvTranspose1d).
+  void conv(const ConvSpec& spec, Conv& c) const {
+    const std::string& prefix = spec.prefix;
+    const at::IntArrayRef shape(spec.shape);
+    if (!spec.weight_normed) {
+      c.weight = required(prefix + ".weight", shape);
     } else {
-      missing(std::string("the other half of the weight-norm pair of '") + prefix + "' (found only its " +
-              (g.defined() ? "magnitude g" : "direction v") + ")");
+      const std::vector<int64_t> g_shape{shape[0], 1, 1};
+      at::Tensor g = optional(prefix + ".weight_g", g_shape);
+      at::Tensor v = optional(prefix + ".weight_v", shape);
+      if (!g.defined() && !v.defined()) {
+        g = optional(prefix + ".parametrizations.weight.original0", g_shape);
+        v = optional(prefix + ".parametrizations.weight.original1", shape);
+      }
+      if (g.defined() && v.defined()) {
+        c.weight = at::_weight_norm(v, g, 0).contiguous();
+      } else if (!g.defined() && !v.defined()) {
+        c.weight = optional(prefix + ".weight", shape);  // weight norm already removed
+        if (!c.weight.defined()) {
+          missing("'" + prefix + ".weight_g' / '" + prefix + ".weight_v' (nor '" + prefix +
+                  ".parametrizations.weight.original0' / 'original1', nor a plain '" + prefix + ".weight')");
+        }
+      } else {
+        missing(std::string("the other half of the weight-norm pair of '") + prefix + "' (found only its " +
+                (g.defined() ? "magnitude g" : "direction v") + ")");
+      }
     }
-    if (bias) c.bias = required(prefix + ".bias", {shape[0]});
-    return c;
+    if (spec.bias == ConvSpec::Bias::kRequired) c.bias = required(prefix + ".bias", {spec.out_channels()});
+    if (spec.bias == ConvSpec::Bias::kOptional) c.bias = optional(prefix + ".bias", {spec.out_channels()});
   }
 
-  AntiAliasedSnake activation(const std::string& prefix, int64_t channels, int64_t taps) const {
-    AntiAliasedSnake a;
-    const at::Tensor alpha = required(prefix + ".act.alpha", {channels});
-    const at::Tensor beta = required(prefix + ".act.beta", {channels});
+  void snake(const SnakeSpec& spec, AntiAliasedSnake& a) const {
+    const int64_t channels = spec.channels, taps = spec.taps;
+    const at::Tensor alpha = required(spec.prefix + ".act.alpha", {channels});
+    const at::Tensor beta = required(spec.prefix + ".act.beta", {channels});
     // SnakeBeta with log-scale parameters: x + 1/(e^beta + 1e-9) · sin²(x · e^alpha).
     a.alpha = alpha.exp().view({1, channels, 1});
     a.inv_beta = (1.0 / (beta.exp() + 1e-9)).view({1, channels, 1});
     // One filter for every channel, as the reference expands it.
-    a.up_filter = required(prefix + ".upsample.filter", {1, 1, taps});
-    a.down_filter = required(prefix + ".downsample.lowpass.filter", {1, 1, taps});
+    a.up_filter = required(spec.prefix + ".upsample.filter", {1, 1, taps});
+    a.down_filter = required(spec.prefix + ".downsample.lowpass.filter", {1, 1, taps});
     const at::Tensor f = a.up_filter.flatten();
     a.up_polyphase = at::stack({f.slice(0, 0, taps, 2).flip(0), f.slice(0, 1, taps, 2).flip(0)}).unsqueeze(1);
-    return a;
   }
 
  private:
@@ -95,15 +100,6 @@ class Binder {
   const std::string& origin_;
   const std::function<at::Tensor(const std::string&)>& fetch_;
 };
-
-std::string resblock_prefix(int64_t index) {
-  return "decoder.resblocks." + std::to_string(index);
-}
-
-// Stage i's AMP blocks are resblocks [i·K, (i+1)·K) with K = the number of kernel sizes.
-int64_t resblock_index(const AudioVaeConfig& c, int64_t stage, size_t kernel) {
-  return stage * static_cast<int64_t>(c.resblock_kernel_sizes.size()) + static_cast<int64_t>(kernel);
-}
 
 }  // namespace
 
@@ -118,38 +114,7 @@ DecoderWeights bind_decoder_weights(const AudioVaeConfig& c, const std::string& 
   };
   w.latents_mean = stats(c.latents_mean);
   w.latents_std = stats(c.latents_std);
-  w.dec_in_proj.weight = b.required("dec_in_proj.weight", {c.latent_dim, c.latent_channels, 1});
-  w.dec_in_proj.bias = b.required("dec_in_proj.bias", {c.latent_dim});
-  w.conv_pre = b.weight_normed("decoder.conv_pre", {c.decoder_dim, c.latent_dim, c.conv_pre_kernel}, true);
-  for (int64_t i = 0; i < c.num_stages(); ++i) {
-    const int64_t in = c.decoder_dim >> i, out = c.stage_channels(i);
-    // A transposed convolution's weight is [in, out, k]: weight norm runs over the input channel.
-    Conv up = b.weight_normed("decoder.ups." + std::to_string(i) + ".0", {in, out, c.decoder_kernel_sizes[i]},
-                              false);
-    up.bias = b.required("decoder.ups." + std::to_string(i) + ".0.bias", {out});
-    w.ups.push_back(std::move(up));
-    for (size_t j = 0; j < c.resblock_kernel_sizes.size(); ++j) {
-      const std::string p = resblock_prefix(resblock_index(c, i, j));
-      AmpBlock blk;
-      blk.kernel = c.resblock_kernel_sizes[j];
-      blk.dilations = c.resblock_dilation_sizes[j];
-      for (size_t n = 0; n < blk.dilations.size(); ++n) {
-        const std::string sn = std::to_string(n);
-        blk.convs1.push_back(b.weight_normed(p + ".convs1." + sn, {out, out, blk.kernel}, true));
-        blk.convs2.push_back(b.weight_normed(p + ".convs2." + sn, {out, out, blk.kernel}, true));
-        blk.activations.push_back(
-            b.activation(p + ".activations." + std::to_string(2 * n), out, c.anti_alias_taps));
-        blk.activations.push_back(
-            b.activation(p + ".activations." + std::to_string(2 * n + 1), out, c.anti_alias_taps));
-      }
-      w.resblocks.push_back(std::move(blk));
-    }
-  }
-  const int64_t last = c.stage_channels(c.num_stages() - 1);
-  w.activation_post = b.activation("decoder.activation_post", last, c.anti_alias_taps);
-  w.conv_post = b.weight_normed("decoder.conv_post", {1, last, c.conv_post_kernel}, false);
-  w.conv_post.bias =
-      b.optional("decoder.conv_post.bias", {1});  // absent in H3 (BigVGAN's use_bias_at_final off)
+  declare_decoder_modules(c, w, b);
   return w;
 }
 
@@ -175,55 +140,46 @@ at::Tensor kaiser_sinc_filter(int64_t taps) {
   return filter.view({1, 1, taps});
 }
 
-std::vector<std::pair<std::string, at::Tensor>> random_checkpoint(const AudioVaeConfig& c, uint64_t seed) {
-  at::Generator gen = at::detail::createCPUGenerator(seed);
-  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+namespace {
+
+// Draws a decoder's stored tensors in declaration (checkpoint) order from one generator: the
+// same seed gives the same weights.
+struct RandomWriter {
+  at::Generator gen;
+  at::Tensor filter;  // the real anti-aliasing filter, which a checkpoint stores as it is
   std::vector<std::pair<std::string, at::Tensor>> out;
-  // Drawn in checkpoint order from one generator: the same seed gives the same weights.
-  auto randn = [&](at::IntArrayRef shape, double std) { return at::randn(shape, gen, f32) * std; };
-  // A weight-normed conv: random direction v, magnitude g = gain per row (the folded rows
-  // then have norm `gain`, which keeps a signal's scale about `gain` times its input's).
-  auto normed = [&](const std::string& p, at::IntArrayRef shape, double gain, bool bias) {
-    out.emplace_back(p + ".weight_g", (at::rand({shape[0], 1, 1}, gen, f32) * 0.5 + 0.75) * gain);
-    out.emplace_back(p + ".weight_v", randn(shape, 1.0));
-    if (bias) out.emplace_back(p + ".bias", randn({shape[0]}, 0.02));
-  };
-  const at::Tensor filter = kaiser_sinc_filter(c.anti_alias_taps);
-  auto act = [&](const std::string& p, int64_t ch) {
-    out.emplace_back(p + ".act.alpha", randn({ch}, 0.2));
-    out.emplace_back(p + ".act.beta", randn({ch}, 0.2));
-    out.emplace_back(p + ".upsample.filter", filter.clone());
-    out.emplace_back(p + ".downsample.lowpass.filter", filter.clone());
-  };
-  out.emplace_back("dec_in_proj.weight",
-                   randn({c.latent_dim, c.latent_channels, 1}, 1.0 / std::sqrt(c.latent_channels)));
-  out.emplace_back("dec_in_proj.bias", randn({c.latent_dim}, 0.02));
-  normed("decoder.conv_pre", {c.decoder_dim, c.latent_dim, c.conv_pre_kernel}, 1.0, true);
-  for (int64_t i = 0; i < c.num_stages(); ++i) {
-    const int64_t in = c.decoder_dim >> i, ch = c.stage_channels(i);
-    const std::string up = "decoder.ups." + std::to_string(i) + ".0";
-    // Per input channel norm: each input spreads over out·k taps; gain 1/sqrt(rate·...) keeps
-    // the upsampled signal's scale near its input's.
-    normed(up, {in, ch, c.decoder_kernel_sizes[i]},
-           std::sqrt(static_cast<double>(c.decoder_rates[i]) * ch / in), false);
-    out.emplace_back(up + ".bias", randn({ch}, 0.02));
-    for (size_t j = 0; j < c.resblock_kernel_sizes.size(); ++j) {
-      const std::string p = resblock_prefix(resblock_index(c, i, j));
-      const int64_t k = c.resblock_kernel_sizes[j];
-      for (size_t n = 0; n < c.resblock_dilation_sizes[j].size(); ++n) {
-        normed(p + ".convs1." + std::to_string(n), {ch, ch, k}, 0.5, true);
-      }
-      for (size_t n = 0; n < c.resblock_dilation_sizes[j].size(); ++n) {
-        normed(p + ".convs2." + std::to_string(n), {ch, ch, k}, 0.5, true);
-      }
-      for (size_t a = 0; a < 2 * c.resblock_dilation_sizes[j].size(); ++a)
-        act(p + ".activations." + std::to_string(a), ch);
-    }
+
+  at::Tensor randn(at::IntArrayRef shape, double std) {
+    return at::randn(shape, gen, at::TensorOptions().dtype(at::kFloat)) * std;
   }
-  const int64_t last = c.stage_channels(c.num_stages() - 1);
-  act("decoder.activation_post", last);
-  normed("decoder.conv_post", {1, last, c.conv_post_kernel}, 0.15, false);
-  return out;
+  void conv(const ConvSpec& s, Conv&) {
+    if (s.weight_normed) {
+      // Random direction v, magnitude g = scale per row (the folded rows then have norm `scale`).
+      const auto f32 = at::TensorOptions().dtype(at::kFloat);
+      out.emplace_back(s.prefix + ".weight_g",
+                       (at::rand({s.shape[0], 1, 1}, gen, f32) * 0.5 + 0.75) * s.random_scale);
+      out.emplace_back(s.prefix + ".weight_v", randn(s.shape, 1.0));
+    } else {
+      out.emplace_back(s.prefix + ".weight", randn(s.shape, s.random_scale));
+    }
+    if (s.bias == ConvSpec::Bias::kRequired)
+      out.emplace_back(s.prefix + ".bias", randn({s.out_channels()}, 0.02));
+  }
+  void snake(const SnakeSpec& s, AntiAliasedSnake&) {
+    out.emplace_back(s.prefix + ".act.alpha", randn({s.channels}, 0.2));
+    out.emplace_back(s.prefix + ".act.beta", randn({s.channels}, 0.2));
+    out.emplace_back(s.prefix + ".upsample.filter", filter.clone());
+    out.emplace_back(s.prefix + ".downsample.lowpass.filter", filter.clone());
+  }
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, at::Tensor>> random_checkpoint(const AudioVaeConfig& c, uint64_t seed) {
+  RandomWriter w{at::detail::createCPUGenerator(seed), kaiser_sinc_filter(c.anti_alias_taps), {}};
+  DecoderWeights slots;  // unused: the writer needs the declaration's names and shapes only
+  declare_decoder_modules(c, slots, w);
+  return std::move(w.out);
 }
 
 namespace {
@@ -276,9 +232,11 @@ at::Tensor run_decoder(const DecoderWeights& w, const AudioVaeConfig& c, const a
     const Conv& up = w.ups[i];
     const int64_t rate = c.decoder_rates[i], k = up.weight.size(2);
     x = at::conv_transpose1d(x, up.weight, up.bias, rate, (k - rate) / 2);
-    // The stage's output is the mean of its AMP blocks, each applied to the same input.
-    at::Tensor sum = amp_block(x, w.resblocks[resblock_index(c, i, 0)]);
-    for (size_t j = 1; j < kernels; ++j) sum = sum + amp_block(x, w.resblocks[resblock_index(c, i, j)]);
+    // The stage's output is the mean of its AMP blocks (resblocks [i·K, (i+1)·K), K kernel
+    // sizes), each applied to the same input.
+    const AmpBlock* blocks = &w.resblocks[static_cast<size_t>(i) * kernels];
+    at::Tensor sum = amp_block(x, blocks[0]);
+    for (size_t j = 1; j < kernels; ++j) sum = sum + amp_block(x, blocks[j]);
     x = sum / static_cast<double>(kernels);
   }
   x = anti_aliased_snake(x, w.activation_post);

@@ -57,8 +57,8 @@ class HandOverSink : public ChunkSink {
     ++index_;
     frames_ += n;
     c_.post_progress(Phase::kDecoding, 0, 0, index_, frames_);
-    since_ =
-        Clock::now();  // the next chunk's decode time starts here: waiting for the caller is not part of it
+    // The next chunk's decode time starts here: waiting for the caller is not part of it.
+    since_ = Clock::now();
   }
 
   std::exception_ptr sink_error() const { return sink_error_; }

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "text/encoder_config.h"
+#include "text/encoder_parameters.h"
 
 namespace h3::text {
 

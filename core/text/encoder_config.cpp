@@ -143,37 +143,6 @@ std::string EncoderConfig::to_json() const {
   return j.dump(2) + "\n";
 }
 
-int64_t EncoderParameter::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-std::vector<EncoderParameter> encoder_parameters(const EncoderConfig& c, int64_t layers) {
-  const std::string lm = "model.language_model.";
-  const int64_t H = c.hidden_size, D = c.head_dim, F = c.intermediate_size;
-  std::vector<EncoderParameter> out{{lm + "embed_tokens.weight", {c.vocab_size, H}}};
-  for (int64_t i = 0; i < layers; ++i) {
-    const std::string p = lm + "layers." + std::to_string(i) + ".";
-    out.push_back({p + "input_layernorm.weight", {H}});
-    out.push_back({p + "mlp.down_proj.weight", {H, F}});
-    out.push_back({p + "mlp.gate_proj.weight", {F, H}});
-    out.push_back({p + "mlp.up_proj.weight", {F, H}});
-    out.push_back({p + "post_attention_layernorm.weight", {H}});
-    out.push_back({p + "self_attn.k_norm.weight", {D}});
-    out.push_back({p + "self_attn.k_proj.weight", {c.kv_width(), H}});
-    out.push_back({p + "self_attn.o_proj.weight", {H, c.q_width()}});
-    out.push_back({p + "self_attn.q_norm.weight", {D}});
-    out.push_back({p + "self_attn.q_proj.weight", {c.q_width(), H}});
-    out.push_back({p + "self_attn.v_proj.weight", {c.kv_width(), H}});
-  }
-  return out;
-}
-
-EncoderParameter final_norm_parameter(const EncoderConfig& c) {
-  return {"model.language_model.norm.weight", {c.hidden_size}};
-}
-
 int64_t conditioning_layer_of(const std::string& model_dir) {
   const fs::path p = fs::path(model_dir) / "model_index.json";
   if (!fs::is_regular_file(p)) return kReleaseConditioningLayer;

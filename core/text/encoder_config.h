@@ -41,17 +41,6 @@ struct EncoderConfig {
   std::string to_json() const;
 };
 
-// The language model's tensors that conditioning on hidden_states[layers] reads, with their full
-// shapes: embed_tokens and every tensor of layers 0..layers-1 (checkpoint names, release prefix).
-struct EncoderParameter {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t numel() const;
-};
-std::vector<EncoderParameter> encoder_parameters(const EncoderConfig& c, int64_t layers);
-// The final norm, which the conditioning never reads (a whole checkpoint has it).
-EncoderParameter final_norm_parameter(const EncoderConfig& c);
-
 // The conditioning layer K (H3 conditions on hidden_states[K], the output of layers 0..K-1):
 // the release's value, which diffusers calls `text_encoder_layer`.
 constexpr int64_t kReleaseConditioningLayer = 50;

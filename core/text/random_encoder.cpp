@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "io/safetensors.h"
+#include "text/encoder_parameters.h"
 
 namespace h3::text {
 

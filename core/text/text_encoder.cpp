@@ -21,26 +21,29 @@
 namespace h3::text {
 namespace {
 
-enum class Part { kWhole, kRows, kCols };  // whole, split by output rows, split by input columns
-
 // Reads one tensor (or this rank's part of it) into storage of its own, after checking its full
 // shape against the config.
-at::Tensor read(const io::Checkpoint& ck, const std::string& name, const std::vector<int64_t>& shape,
-                Part part, int rank, int size, const EncoderOptions& o, at::ScalarType dtype) {
-  const io::TensorInfo* info = ck.find(name);
+at::Tensor read(const io::Checkpoint& ck, const EncoderParameter& p, int rank, int size,
+                const EncoderOptions& o, at::ScalarType dtype) {
+  const io::TensorInfo* info = ck.find(p.name);
   if (!info) {
-    throw Error(ErrorKind::kNotFound, ck.path() + ": tensor '" + name +
+    throw Error(ErrorKind::kNotFound, ck.path() + ": tensor '" + p.name +
                                           "' is missing: the checkpoint does not hold the text encoder its "
                                           "config.json describes");
   }
-  if (info->shape != shape) {
-    throw Error(ErrorKind::kMismatch, ck.file_of(name)->path() + ": tensor '" + name + "' is " +
+  if (info->shape != p.shape) {
+    throw Error(ErrorKind::kMismatch, ck.file_of(p.name)->path() + ": tensor '" + p.name + "' is " +
                                           shape_string(info->shape) + " but config.json implies " +
-                                          shape_string(shape));
+                                          shape_string(p.shape));
   }
-  at::Tensor v = ck.view(name);
-  if (part == Part::kRows) v = v.narrow(0, rank * shape[0] / size, shape[0] / size);
-  if (part == Part::kCols) v = v.narrow(1, rank * shape[1] / size, shape[1] / size);
+  at::Tensor v = ck.view(p.name);
+  switch (p.split) {
+    case io::Split::kReplicated: break;
+    case io::Split::kColumn: v = v.narrow(0, rank * p.shape[0] / size, p.shape[0] / size); break;
+    case io::Split::kRow: v = v.narrow(1, rank * p.shape[1] / size, p.shape[1] / size); break;
+    case io::Split::kFusedColumn:
+      throw Error(ErrorKind::kInternal, p.name + ": the text encoder declares no fused tensor");
+  }
   at::Tensor out = at::empty(v.sizes(), at::TensorOptions().dtype(dtype).device(o.device));
   out.copy_(v);
   return out;
@@ -138,34 +141,17 @@ TextEncoder TextEncoder::load(const std::string& dir, int64_t layer, dist::Group
   const at::ScalarType dtype = o.dtype.value_or(o.device.is_cuda() ? at::kBFloat16 : at::kFloat);
 
   const io::Checkpoint ck = io::Checkpoint::open(dir);
-  const int r = tp.rank(), n = tp.size();
-  auto get = [&](const std::string& name, std::vector<int64_t> shape, Part part = Part::kWhole) {
-    return read(ck, kPrefix + name, shape, part, r, n, o, dtype);
-  };
-  const int64_t H = c.hidden_size, D = c.head_dim, F = c.intermediate_size;
-  e.embed_tokens_ = get("embed_tokens.weight", {c.vocab_size, H});
-  for (int64_t i = 0; i < layer; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    EncoderLayerWeights w;
-    w.input_layernorm = get(p + "input_layernorm.weight", {H});
-    w.post_attention_layernorm = get(p + "post_attention_layernorm.weight", {H});
-    w.q_proj = get(p + "self_attn.q_proj.weight", {c.q_width(), H}, Part::kRows);
-    w.k_proj = get(p + "self_attn.k_proj.weight", {c.kv_width(), H}, Part::kRows);
-    w.v_proj = get(p + "self_attn.v_proj.weight", {c.kv_width(), H}, Part::kRows);
-    w.q_norm = get(p + "self_attn.q_norm.weight", {D});
-    w.k_norm = get(p + "self_attn.k_norm.weight", {D});
-    w.o_proj = get(p + "self_attn.o_proj.weight", {H, c.q_width()}, Part::kCols);
-    w.gate_proj = get(p + "mlp.gate_proj.weight", {F, H}, Part::kRows);
-    w.up_proj = get(p + "mlp.up_proj.weight", {F, H}, Part::kRows);
-    w.down_proj = get(p + "mlp.down_proj.weight", {H, F}, Part::kCols);
-    e.layers_.push_back(std::move(w));
-  }
+  e.weights_.layers.resize(static_cast<size_t>(layer));
+  declare_encoder_parameters(c, e.weights_, [&](const EncoderParameter& p, at::Tensor& slot) {
+    slot = read(ck, p, tp.rank(), tp.size(), o, dtype);
+  });
   return e;
 }
 
 at::Tensor TextEncoder::forward(const at::Tensor& ids_in, const at::Tensor& positions,
                                 std::vector<at::Tensor>* all) const {
-  if (!embed_tokens_.defined()) {
+  const at::Tensor& embed_tokens = weights_.embed_tokens;
+  if (!embed_tokens.defined()) {
     throw Error(ErrorKind::kInvalidArgument, dir_ + ": the text encoder's weights were released");
   }
   const EncoderConfig& c = config_;
@@ -179,7 +165,7 @@ at::Tensor TextEncoder::forward(const at::Tensor& ids_in, const at::Tensor& posi
     throw Error(ErrorKind::kInvalidArgument, "text encoder: positions must be [3, " + std::to_string(L) +
                                                  "], got " + shape_string(positions.sizes().vec()));
   }
-  const auto dev = embed_tokens_.device();
+  const auto dev = embed_tokens.device();
   auto ids = ids_in.reshape({L}).to(at::kCPU, at::kLong);
   const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
   if (lo < 0 || hi >= c.vocab_size) {
@@ -188,13 +174,13 @@ at::Tensor TextEncoder::forward(const at::Tensor& ids_in, const at::Tensor& posi
                                                  std::to_string(c.vocab_size - 1) + ")");
   }
   const dit::TensorParallel tp(group_);
-  auto h = embed_tokens_.index_select(0, ids.to(dev));  // [L, hidden]
+  auto h = embed_tokens.index_select(0, ids.to(dev));  // [L, hidden]
   if (all) all->assign(1, h);
   auto [cos, sin] = mrope_cos_sin(c, positions.to(dev));
   cos = cos.to(h.scalar_type()).unsqueeze(1);  // [L, 1, D]: broadcast over heads
   sin = sin.to(h.scalar_type()).unsqueeze(1);
   const int64_t D = c.head_dim;
-  for (const auto& w : layers_) {
+  for (const auto& w : weights_.layers) {
     auto x = rms_norm(h, w.input_layernorm, c.rms_norm_eps);
     auto q = rms_norm(at::linear(x, w.q_proj).view({L, -1, D}), w.q_norm, c.rms_norm_eps);
     auto k = rms_norm(at::linear(x, w.k_proj).view({L, -1, D}), w.k_norm, c.rms_norm_eps);
@@ -241,33 +227,15 @@ void TextEncoder::use_group(dist::Group* group) {
 
 std::vector<std::pair<std::string, at::Tensor>> TextEncoder::named() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  if (embed_tokens_.defined()) out.emplace_back(std::string(kPrefix) + "embed_tokens.weight", embed_tokens_);
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const auto& w = layers_[i];
-    const std::string p = std::string(kPrefix) + "layers." + std::to_string(i) + ".";
-    for (const auto& [n, t] : std::vector<std::pair<const char*, const at::Tensor*>>{
-             {"input_layernorm.weight", &w.input_layernorm},
-             {"post_attention_layernorm.weight", &w.post_attention_layernorm},
-             {"self_attn.q_proj.weight", &w.q_proj},
-             {"self_attn.k_proj.weight", &w.k_proj},
-             {"self_attn.v_proj.weight", &w.v_proj},
-             {"self_attn.q_norm.weight", &w.q_norm},
-             {"self_attn.k_norm.weight", &w.k_norm},
-             {"self_attn.o_proj.weight", &w.o_proj},
-             {"mlp.gate_proj.weight", &w.gate_proj},
-             {"mlp.up_proj.weight", &w.up_proj},
-             {"mlp.down_proj.weight", &w.down_proj}}) {
-      if (t->defined()) out.emplace_back(p + n, *t);
-    }
-  }
+  declare_encoder_parameters(config_, weights_, [&](const EncoderParameter& p, const at::Tensor& t) {
+    if (t.defined()) out.emplace_back(p.name, t);
+  });
   return out;
 }
 
 void TextEncoder::release() {
-  const bool on_cpu = embed_tokens_.defined() && embed_tokens_.device().is_cpu();
-  embed_tokens_ = at::Tensor();
-  layers_.clear();
-  layers_.shrink_to_fit();
+  const bool on_cpu = weights_.embed_tokens.defined() && weights_.embed_tokens.device().is_cpu();
+  weights_ = EncoderWeights{};
   // Most CPU weights are blocks under glibc's mmap threshold: freed, they stay in the malloc arenas
   // (the rank thread's, between later allocations) and the resident size hardly moves. Trimming
   // hands their whole pages back to the kernel. (CUDA weights go back to the caching allocator,

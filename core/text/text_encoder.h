@@ -21,21 +21,13 @@
 
 #include "text/conditioning.h"
 #include "text/encoder_config.h"
+#include "text/encoder_parameters.h"
 
 namespace h3::dist {
 class Group;
 }
 
 namespace h3::text {
-
-struct EncoderLayerWeights {
-  at::Tensor input_layernorm, post_attention_layernorm;  // [hidden]
-  at::Tensor q_proj, k_proj, v_proj;                     // [local heads * head_dim, hidden]
-  at::Tensor q_norm, k_norm;                             // [head_dim]
-  at::Tensor o_proj;                                     // [hidden, local heads * head_dim]
-  at::Tensor gate_proj, up_proj;                         // [local intermediate, hidden]
-  at::Tensor down_proj;                                  // [hidden, local intermediate]
-};
 
 struct EncoderOptions {
   c10::Device device = c10::Device(c10::kCPU);
@@ -45,8 +37,6 @@ struct EncoderOptions {
 
 class TextEncoder {
  public:
-  static constexpr const char* kPrefix = "model.language_model.";  // Qwen3VLForConditionalGeneration
-
   // Loads embed_tokens and layers 0..layer-1 of `dir` (a text_encoder/ folder: config.json and a
   // checkpoint, sharded or not) for hidden_states[layer]; with a group of several ranks, this
   // rank's shards. Throws h3::Error: kInvalidArgument (layer not in 1..num_layers-1, or a group
@@ -78,13 +68,12 @@ class TextEncoder {
   std::vector<std::pair<std::string, at::Tensor>> named() const;
   // Drops the weights (an engine can free them after encoding); forward then throws.
   void release();
-  bool released() const { return !embed_tokens_.defined(); }
+  bool released() const { return !weights_.embed_tokens.defined(); }
   const std::string& dir() const { return dir_; }
 
  private:
   EncoderConfig config_;
-  at::Tensor embed_tokens_;
-  std::vector<EncoderLayerWeights> layers_;
+  EncoderWeights weights_;  // this rank's shards, bound by declare_encoder_parameters
   int64_t k_ = 0;
   dist::Group* group_ = nullptr;
   int tp_rank_ = 0, tp_size_ = 1;

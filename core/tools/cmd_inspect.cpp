@@ -14,6 +14,7 @@
 #include "io/layout.h"
 #include "text/checkpoint_layout.h"
 #include "text/encoder_config.h"
+#include "text/encoder_parameters.h"
 #include "tools/command.h"
 #include "tools/inspect_model.h"
 
