@@ -1,4 +1,4 @@
-"""Reference vectors for the chunk-causal (RAVEN-Streaming) sampler: issue 28, item 6.
+"""Reference vectors for the chunk-causal (RAVEN-Streaming) sampler.
 
     python make_vectors.py --raven DIR [--transformer DIR] --out DIR [--check-only]
 
@@ -462,7 +462,7 @@ def main() -> None:
         cases.append(case)
 
     meta = {
-        "what": "reference vectors of the chunk-causal (RAVEN-Streaming) sampler, issue 28 item 6; README.md",
+        "what": "reference vectors of the chunk-causal (RAVEN-Streaming) sampler; README.md",
         "made_by": "bench/reference/causal/make_vectors.sh (make_vectors.py, causal_lane.py)",
         "versions": {"torch": torch.__version__, "diffusers": diffusers.__version__, "python": sys.version.split()[0],
                      "raven_commit": RAVEN_COMMIT, "raven_files_sha256": RAVEN_FILES},

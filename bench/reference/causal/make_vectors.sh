@@ -1,5 +1,5 @@
 #!/bin/bash
-# Writes the chunk-causal (RAVEN-Streaming) reference vectors: tests/data/causal (issue 28, item 6).
+# Writes the chunk-causal (RAVEN-Streaming) reference vectors: tests/data/causal.
 #
 #   bench/reference/causal/make_vectors.sh RAVEN [OUT]      (OUT defaults to tests/data/causal)
 #   bench/reference/causal/make_vectors.sh RAVEN --check-only
