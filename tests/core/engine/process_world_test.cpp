@@ -30,7 +30,11 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr auto kTimeout = std::chrono::seconds(4);  // short: the failure tests wait for it
+// The collective timeout of a world that should serve: long enough that a loaded machine never
+// reaches it (a lost peer is found at once, by its closed connection, not by this timeout).
+constexpr auto kServingTimeout = std::chrono::seconds(60);
+// The timeout of a world that never forms (a rank absent or refused): each such test waits for it.
+constexpr auto kFormingFailsTimeout = std::chrono::seconds(4);
 
 GenerationRequest small_request() {
   GenerationRequest r;
@@ -115,6 +119,8 @@ bool exited_with(int status, int code) {
 }
 
 struct World {
+  explicit World(std::chrono::seconds t = kServingTimeout) : timeout(t) {}
+  std::chrono::seconds timeout;
   test::TempDir dir{"procworld"};
   int port = free_port();
   std::string token = write_token(dir / "token", "a shared secret of this test world");
@@ -132,7 +138,7 @@ struct World {
             "--token-file",
             token_file.empty() ? token : token_file,
             "--timeout",
-            std::to_string(kTimeout.count())};
+            std::to_string(timeout.count())};
   }
   Child worker(const std::string& name, int rank = 1, const std::string& token_file = "") {
     return Child::start(worker_args(rank, 2, token_file), dir / (name + ".log"));
@@ -143,7 +149,7 @@ struct World {
     o.rendezvous = address();
     o.world_size = world;
     o.token_file = token;
-    o.timeout = kTimeout;
+    o.timeout = timeout;
     return o;
   }
 };
@@ -226,7 +232,7 @@ void kill_worker_during(Phase phase) {
   }
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("request failed %.2f s after it started (timeout %lld s)\n", waited,
-              static_cast<long long>(kTimeout.count()));
+              static_cast<long long>(w.timeout.count()));
   ASSERT_TRUE(killed);
   const int st = worker.wait();
   EXPECT_TRUE(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
@@ -301,7 +307,7 @@ TEST(ProcessWorld, AWorkerKilledWhileIdleIsReplacedWithoutFailingTheNextRequest)
 }
 
 TEST(ProcessWorld, RankZeroNamesTheRankThatNeverArrived) {
-  World w;
+  World w{kFormingFailsTimeout};
   try {
     Engine::open(w.rank0());
     FAIL() << "opened without its worker";
@@ -312,14 +318,14 @@ TEST(ProcessWorld, RankZeroNamesTheRankThatNeverArrived) {
 }
 
 TEST(ProcessWorld, AWorkerWhoseRankZeroNeverAppearsExitsOneNamingTheAddress) {
-  World w;
+  World w{kFormingFailsTimeout};
   Child worker = w.worker("alone");
   EXPECT_TRUE(exited_with(worker.wait(), 1)) << worker.output();
   EXPECT_THAT(worker.output(), HasSubstr("rank 0 never appeared at " + w.address()));
 }
 
 TEST(ProcessWorld, AWrongTokenIsRefusedOnBothSides) {
-  World w;
+  World w{kFormingFailsTimeout};
   const std::string wrong = write_token(w.dir / "wrong", "not the secret of this world");
   Child worker = w.worker("wrong", 1, wrong);
   try {
@@ -334,7 +340,7 @@ TEST(ProcessWorld, AWrongTokenIsRefusedOnBothSides) {
 }
 
 TEST(ProcessWorld, ATokenFileOthersCanReadIsRefused) {
-  World w;
+  World w{kFormingFailsTimeout};
   const std::string open_file = write_token(w.dir / "readable", "a shared secret of this test world", 0640);
   Child worker = w.worker("readable", 1, open_file);
   EXPECT_TRUE(exited_with(worker.wait(), 1)) << worker.output();
@@ -351,7 +357,7 @@ TEST(ProcessWorld, ATokenFileOthersCanReadIsRefused) {
 }
 
 TEST(ProcessWorld, AWorkerWithDifferentSettingsIsRefusedWithWhatDiffers) {
-  World w;
+  World w{kFormingFailsTimeout};
   // The same model, with a transformer config that differs by one byte (still valid JSON).
   const fs::path other = w.dir / "other-model";
   fs::copy(default_model_dir(), other, fs::copy_options::recursive);
@@ -374,12 +380,12 @@ TEST(ProcessWorld, AWorkerWithDifferentSettingsIsRefusedWithWhatDiffers) {
 // refused naming compute-dtype, one given --compute-dtype bf16 joins and the world's clip is
 // that of two bf16 thread ranks.
 TEST(ProcessWorld, AWorkerComputesInRankZerosComputeDtypeOrIsRefusedNamingIt) {
-  World w;
-  EngineOptions o = w.rank0();
-  o.compute_dtype = "bf16";
-  Child fp32 = w.worker("fp32");
+  World refused{kFormingFailsTimeout};
+  EngineOptions bf16_rank0 = refused.rank0();
+  bf16_rank0.compute_dtype = "bf16";
+  Child fp32 = refused.worker("fp32");
   try {
-    Engine::open(o);
+    Engine::open(bf16_rank0);
     FAIL() << "opened with a worker computing in fp32 under a bf16 rank 0";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("compute-dtype (rank 0: bf16, rank 1: fp32)"));
@@ -387,6 +393,9 @@ TEST(ProcessWorld, AWorkerComputesInRankZerosComputeDtypeOrIsRefusedNamingIt) {
   EXPECT_TRUE(exited_with(fp32.wait(), 1)) << fp32.output();
   EXPECT_THAT(fp32.output(), HasSubstr("compute-dtype (rank 0: bf16, rank 1: fp32)"));
 
+  World w;  // a world that serves: the long timeout
+  EngineOptions o = w.rank0();
+  o.compute_dtype = "bf16";
   std::vector<std::string> args = w.worker_args();
   args.insert(args.end(), {"--compute-dtype", "bf16"});
   Child bf16 = Child::start(args, w.dir / "bf16.log");
@@ -406,7 +415,7 @@ TEST(ProcessWorld, AWorkerComputesInRankZerosComputeDtypeOrIsRefusedNamingIt) {
 }
 
 TEST(ProcessWorld, AWorkerWithAnUnknownComputeDtypeExitsOneNamingTheFlag) {
-  World w;
+  World w{kFormingFailsTimeout};
   std::vector<std::string> args = w.worker_args();
   args.insert(args.end(), {"--compute-dtype", "fp16"});
   Child worker = Child::start(args, w.dir / "fp16.log");
