@@ -1,11 +1,13 @@
 #!/bin/sh
-# Builds the safetensors-header libFuzzer target with clang++ (the project itself
-# compiles with g++, and libFuzzer needs clang's -fsanitize=fuzzer runtime).
+# Builds a libFuzzer target with clang++ (the project itself compiles with g++, and libFuzzer
+# needs clang's -fsanitize=fuzzer runtime). Only the parsers under test are instrumented.
 #
-#   scripts/build-fuzzer.sh --probe CLANGXX        exit 0 when CLANGXX can link a fuzzer
-#   scripts/build-fuzzer.sh CLANGXX OUTPUT SRCDIR [TORCH_ROOT]  build OUTPUT from the sources in SRCDIR
+#   scripts/build-fuzzer.sh --probe CLANGXX                          exit 0 when CLANGXX can link a fuzzer
+#   scripts/build-fuzzer.sh CLANGXX TARGET OUTPUT SRCDIR [TORCH_ROOT]  build TARGET as OUTPUT
 #
-# Called by tests/fuzz/meson.build (option -Dfuzzers) and by scripts/fuzz-safetensors.sh.
+# TARGET: safetensors (the safetensors header parser) or door (a process world's door records
+# and its store front end's handshake). Called by tests/fuzz/meson.build (option -Dfuzzers) and
+# by scripts/fuzz.sh.
 set -eu
 
 if [ "${1:-}" = "--probe" ]; then
@@ -18,15 +20,32 @@ if [ "${1:-}" = "--probe" ]; then
 fi
 
 cxx=$1
-out=$2
-src=$3
-# The project's LibTorch (scripts/torch-root.sh) unless a 4th argument names one.
-torch=${4:-$("$src/scripts/torch-root.sh")}
-[ -n "$torch" ] || { echo "build-fuzzer: no LibTorch (run scripts/install-deps.sh)" >&2; exit 1; }
-# c10 headers (ScalarType) come from LibTorch's include folder; libc10 resolves
-# the few out-of-line helpers they reference. Only the parser is instrumented.
-"$cxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -D_GLIBCXX_USE_CXX11_ABI=1 -I"$src/core" -isystem "$torch/include" \
-  "$src/tests/fuzz/safetensors_header_fuzz.cpp" "$src/core/io/safetensors_header.cpp" \
-  "$src/core/io/json_strict.cpp" "$src/core/common/error.cpp" "$src/core/common/shape.cpp" \
-  -L"$torch/lib" -Wl,-rpath,"$torch/lib" -lc10 -o "$out"
+target=$2
+out=$3
+src=$4
+flags="-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GLIBCXX_USE_CXX11_ABI=1"
+case "$target" in
+  safetensors)
+    # The project's LibTorch (scripts/torch-root.sh) unless a 5th argument names one: c10
+    # headers (ScalarType) come from its include folder; libc10 resolves the few out-of-line
+    # helpers they reference.
+    torch=${5:-$("$src/scripts/torch-root.sh")}
+    [ -n "$torch" ] || { echo "build-fuzzer: no LibTorch (run scripts/install-deps.sh)" >&2; exit 1; }
+    # shellcheck disable=SC2086
+    "$cxx" $flags -I"$src/core" -isystem "$torch/include" \
+      "$src/tests/fuzz/safetensors_header_fuzz.cpp" "$src/core/io/safetensors_header.cpp" \
+      "$src/core/io/json_strict.cpp" "$src/core/common/error.cpp" "$src/core/common/shape.cpp" \
+      -L"$torch/lib" -Wl,-rpath,"$torch/lib" -lc10 -o "$out"
+    ;;
+  door)
+    # No LibTorch: the records and the handshake need libcrypto and nlohmann_json only.
+    # shellcheck disable=SC2086
+    "$cxx" $flags -I"$src/core" \
+      "$src/tests/fuzz/door_records_fuzz.cpp" "$src/core/dist/door_records.cpp" "$src/core/dist/store_front.cpp" \
+      "$src/core/dist/crypto.cpp" "$src/core/common/error.cpp" -lcrypto -pthread -o "$out"
+    ;;
+  *)
+    echo "build-fuzzer: unknown target '$target' (safetensors or door)" >&2
+    exit 2
+    ;;
+esac

@@ -4,17 +4,14 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <openssl/crypto.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -22,6 +19,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "dist/membership.h"
 #include "dist/sealed_store.h"
 
 namespace h3::dist {
@@ -31,18 +29,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-constexpr size_t kMinTokenChars = 16;
 constexpr std::chrono::milliseconds kPoll{20};
-// Public keys (readable by anyone who reaches the store): only what admission needs.
-constexpr const char* kOpenKey = "h3door/open";  // "<generation> <challenge>" or "formed <generation>"
-// Sealed: a stranger cannot forge it.
+constexpr std::chrono::seconds kStillWaitingEvery{60};
+// Public keys (behind the front end, only token holders reach them; each record authenticated).
+constexpr const char* kOpenKey = "h3door/open";
 constexpr const char* kClosedKey = "h3door/closed";
 
-std::string hello_key(int64_t gen, int rank) {
-  return "h3door/" + std::to_string(gen) + "/" + std::to_string(rank) + "/hello";
+std::string hello_key(const std::string& run, int64_t gen, int rank) {
+  return "h3door/" + run + "/" + std::to_string(gen) + "/" + std::to_string(rank) + "/hello";
 }
-std::string verdict_key(int64_t gen, int rank) {
-  return "h3door/" + std::to_string(gen) + "/" + std::to_string(rank) + "/verdict";
+std::string verdict_key(const std::string& run, int64_t gen, int rank) {
+  return "h3door/" + run + "/" + std::to_string(gen) + "/" + std::to_string(rank) + "/verdict";
 }
 std::string world_prefix(int64_t gen) {
   return "h3world/" + std::to_string(gen);
@@ -57,20 +54,6 @@ std::string string_of(const std::vector<uint8_t>& v) {
 
 std::string first_line(const std::string& s) {
   return s.substr(0, s.find('\n'));
-}
-
-bool same_mac(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
-std::string hello_mac(const std::string& token, int64_t gen, int rank, const std::string& challenge,
-                      const std::string& nonce, const std::string& settings) {
-  return to_hex(hmac_sha256(token, "hello\n" + std::to_string(gen) + "\n" + std::to_string(rank) + "\n" +
-                                       challenge + "\n" + nonce + "\n" + settings));
-}
-std::string admit_mac(const std::string& token, int64_t gen, int rank, const std::string& nonce) {
-  return to_hex(
-      hmac_sha256(token, "admit\n" + std::to_string(gen) + "\n" + std::to_string(rank) + "\n" + nonce));
 }
 
 std::string seconds(std::chrono::milliseconds t) {
@@ -230,38 +213,6 @@ void log_line(const std::string& s) {
 
 }  // namespace
 
-std::string read_token_file(const std::string& path) {
-  struct stat st {};
-  if (path.empty()) {
-    throw Error(
-        ErrorKind::kInvalidArgument,
-        "a rendezvous needs a token file (token-file / --token-file): a file only its owner may read");
-  }
-  if (stat(path.c_str(), &st) != 0) {
-    throw Error(ErrorKind::kNotFound, "token file " + path + ": " + std::strerror(errno));
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "token file " + path + " may be read or written by its group or others: run `chmod 600 " +
-                    path + "`");
-  }
-  std::ifstream in(path);
-  std::string line;
-  if (!in || !std::getline(in, line)) {
-    if (!in.eof() || line.empty())
-      throw Error(ErrorKind::kNotFound, "token file " + path + ": cannot read it");
-  }
-  const size_t b = line.find_first_not_of(" \t\r");
-  const size_t e = line.find_last_not_of(" \t\r");
-  const std::string token = b == std::string::npos ? std::string() : line.substr(b, e - b + 1);
-  if (token.size() < kMinTokenChars) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "token file " + path + ": the token must be at least " + std::to_string(kMinTokenChars) +
-                    " characters (for instance `head -c 32 /dev/urandom | base64 > " + path + "`)");
-  }
-  return token;
-}
-
 Address parse_address(const std::string& s, const std::string& what) {
   const size_t colon = s.rfind(':');
   auto bad = [&](const std::string& why) {
@@ -294,26 +245,38 @@ DoorServer::DoorServer(DoorOptions opts) : opts_(std::move(opts)) {
                 "world-size = " + std::to_string(opts_.world_size) +
                     ": a rendezvous needs at least 2 ranks (rank 0 and a worker)");
   }
-  const int fd = listen_on(opts_.address, &port_);
+  keys_ = door::run_keys(opts_.token, door::new_run_id());
+  const int public_fd = listen_on(opts_.address, &port_);
+  // The store itself on loopback only: what reaches it from the network comes through the front end.
+  int store_port = 0;
+  const int store_fd = listen_on(Address{"127.0.0.1", 0}, &store_port);
   c10d::TCPStoreOptions o;
-  o.port = static_cast<uint16_t>(port_);
+  o.port = static_cast<uint16_t>(store_port);
   o.isServer = true;
   o.waitWorkers = false;
   o.timeout = opts_.world.timeout;
-  o.masterListenFd = fd;
+  o.masterListenFd = store_fd;
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(opts_.address.host, o);
+    store_ = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
   } catch (const std::exception& e) {
-    close(fd);
-    throw Error(ErrorKind::kDistributed, "rank 0: could not serve the rendezvous store on " +
+    close(store_fd);
+    close(public_fd);
+    throw Error(ErrorKind::kDistributed, "rank 0: could not serve the rendezvous store for " +
                                              opts_.address.str() + ": " + first_line(e.what()));
   }
-  sealed_ = make_sealed_store(store_, opts_.token);
+  FrontEndLimits limits;
+  limits.max_connections = 2 * opts_.world_size;  // each worker's store client, and as many spare
+  limits.handshake = std::min<std::chrono::milliseconds>(opts_.world.timeout, std::chrono::seconds(10));
+  // A dead link is given up on within half the timeout, so that a rank that fails a collective
+  // on the timeout finds its store connection already closed instead of waiting on it again.
+  limits.liveness = opts_.world.timeout / 2;
+  front_ = std::make_unique<StoreFrontEnd>(public_fd, store_port, opts_.token, limits);
+  sealed_ = make_sealed_store(store_, opts_.token, keys_.run_id);
 }
 
 DoorServer::~DoorServer() {
   try {
-    sealed_->set(kClosedKey, bytes_of("closed"));
+    store_->set(kClosedKey, bytes_of(door::encode_closed(keys_, served_)));
     // Workers waiting for a new generation poll a few times a second: let them read it.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   } catch (...) {
@@ -322,9 +285,10 @@ DoorServer::~DoorServer() {
 
 std::unique_ptr<Group> DoorServer::form() {
   const int64_t gen = ++generation_;
-  const std::string challenge = to_hex(random_bytes(16));
+  door::OpenRecord open{keys_.run_id, opts_.world_size, gen, to_hex(random_bytes(16)), false};
   const auto timeout = opts_.world.timeout;
-  store_->set(kOpenKey, bytes_of(std::to_string(gen) + " " + challenge));
+  const int64_t wrong_proofs_before = front_->counts().wrong_proof;
+  store_->set(kOpenKey, bytes_of(door::encode_open(open, opts_.token)));
   std::vector<int> pending;
   for (int r = 1; r < opts_.world_size; ++r) pending.push_back(r);
   std::vector<std::string> refusals;
@@ -332,46 +296,42 @@ std::unique_ptr<Group> DoorServer::form() {
   while (!pending.empty() && Clock::now() < deadline) {
     for (auto it = pending.begin(); it != pending.end();) {
       const int r = *it;
-      const std::string key = hello_key(gen, r);
+      const std::string key = hello_key(keys_.run_id, gen, r);
       if (!store_->check({key})) {
         ++it;
         continue;
       }
       const std::string raw = string_of(store_->get(key));
       store_->deleteKey(key);
-      json verdict = {{"admitted", false}};
-      std::string reason;
-      std::string nonce;
-      try {
-        const json hello = json::parse(raw);
-        nonce = hello.at("nonce").get<std::string>();
-        const std::string settings = hello.at("settings").get<std::string>();
-        const std::string mac = hello.at("mac").get<std::string>();
-        if (!same_mac(mac, hello_mac(opts_.token, gen, r, challenge, nonce, settings))) {
-          reason =
-              "wrong token: its proof over this rendezvous' challenge does not verify with rank 0's token";
-        } else if (const std::string diff = settings_difference(opts_.settings, settings, r); !diff.empty()) {
-          reason = "its model or settings differ from rank 0's: " + diff;
-        }
-      } catch (const json::exception&) {
-        reason = "its greeting is not the h3 door's (a stranger, or another program, at the rendezvous)";
+      std::string why;
+      const std::optional<door::Hello> hello = door::verify_hello(raw, keys_, gen, r, open.challenge, &why);
+      std::string verdict;
+      if (!hello) {
+        // Nothing of it is read: rank 0 cannot tell whose it was, nor prove anything to its writer.
+        verdict = door::encode_unauthenticated_refusal(why);
+      } else if (const std::string diff = settings_difference(opts_.settings, hello->settings, r);
+                 !diff.empty()) {
+        why = "its model or settings differ from rank 0's: " + diff;
+        verdict = door::encode_verdict(false, why, keys_, gen, r, hello->nonce);
+      } else {
+        verdict = door::encode_verdict(true, "", keys_, gen, r, hello->nonce);
       }
-      if (reason.empty()) {
-        verdict = {{"admitted", true}, {"mac", admit_mac(opts_.token, gen, r, nonce)}};
+      if (hello && why.empty()) {
         log_line("rank 0: rank " + std::to_string(r) + " admitted at " + opts_.address.str());
         it = pending.erase(it);
       } else {
-        verdict["reason"] = reason;
-        refusals.push_back("rank " + std::to_string(r) + ": " + reason);
+        why = door::printable(why);
+        refusals.push_back("rank " + std::to_string(r) + ": " + why);
         log_line("rank 0: refused a peer claiming rank " + std::to_string(r) + " at " + opts_.address.str() +
-                 ": " + reason);
+                 ": " + why);
         ++it;
       }
-      store_->set(verdict_key(gen, r), bytes_of(verdict.dump()));
+      store_->set(verdict_key(keys_.run_id, gen, r), bytes_of(verdict));
     }
     if (!pending.empty()) std::this_thread::sleep_for(kPoll);
   }
-  store_->set(kOpenKey, bytes_of("formed " + std::to_string(gen)));
+  open.formed = true;
+  store_->set(kOpenKey, bytes_of(door::encode_open(open, opts_.token)));
   if (!pending.empty()) {
     std::string ranks;
     for (int r : pending) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
@@ -380,13 +340,20 @@ std::unique_ptr<Group> DoorServer::form() {
                       seconds(timeout) + " (start each with `h3 worker --rendezvous " + opts_.address.str() +
                       " --world-size " + std::to_string(opts_.world_size) + " --rank R --token-file FILE`)";
     for (const auto& r : refusals) msg += "; refused " + r;
+    if (const int64_t wrong = front_->counts().wrong_proof - wrong_proofs_before; wrong > 0) {
+      msg += "; " + std::to_string(wrong) + " connection" + (wrong > 1 ? "s" : "") +
+             " to the rendezvous failed the token check (a worker with the wrong token?)";
+    }
     throw Error(ErrorKind::kDistributed, msg);
   }
   auto store = c10::make_intrusive<c10d::PrefixStore>(world_prefix(gen), sealed_);
   const std::string host = is_loopback(opts_.address.host)   ? "127.0.0.1"
                            : is_wildcard(opts_.address.host) ? std::string()
                                                              : opts_.address.host;
-  return make_store_group(store, 0, opts_.world_size, opts_.world, host);
+  std::unique_ptr<Group> g = make_store_group(store, 0, opts_.world_size, opts_.world, host);
+  prove_membership(*g, opts_.token, keys_.run_id, gen);
+  served_ = true;
+  return g;
 }
 
 // ---- a worker ----
@@ -397,23 +364,32 @@ DoorClient::DoorClient(DoorOptions opts, int rank) : opts_(std::move(opts)), ran
                                                  std::to_string(opts_.world_size - 1) + " of a world of " +
                                                  std::to_string(opts_.world_size));
   }
+  const std::string me = "rank " + std::to_string(rank_);
+  if (!wait_for_listener(opts_.address, opts_.world.timeout)) {
+    throw Error(ErrorKind::kDistributed, me + ": rank 0 never appeared at " + opts_.address.str() +
+                                             " within " + seconds(opts_.world.timeout) +
+                                             " (nothing accepted a connection there)");
+  }
+  // c10d's store client talks to this process's tunnel, which proves the token to rank 0's front end.
+  tunnel_ = std::make_unique<StoreTunnel>(opts_.address.host, opts_.address.port, opts_.token,
+                                          opts_.world.timeout / 2);
   c10d::TCPStoreOptions o;
-  o.port = static_cast<uint16_t>(opts_.address.port);
+  o.port = static_cast<uint16_t>(tunnel_->port());
   o.isServer = false;
   o.waitWorkers = false;
   o.timeout = opts_.world.timeout;
   try {
-    if (!wait_for_listener(opts_.address, opts_.world.timeout)) {
-      throw Error(ErrorKind::kDistributed, "nothing accepted a connection there");
-    }
-    // Rank 0's store is up: c10d's client connects at once.
-    store_ = c10::make_intrusive<c10d::TCPStore>(opts_.address.host, o);
+    store_ = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
+    store_->check({kOpenKey});  // a round trip: the front end took this worker's proof
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::kDistributed, "rank " + std::to_string(rank_) + ": rank 0 never appeared at " +
-                                             opts_.address.str() + " within " + seconds(opts_.world.timeout) +
-                                             " (" + first_line(e.what()) + ")");
+    const std::string tunnel = tunnel_->last_failure();
+    if (tunnel.find("wrong token") != std::string::npos) {
+      throw Error(ErrorKind::kDistributed, me + ": rank 0 at " + opts_.address.str() +
+                                               " refused this worker: wrong token (" + tunnel + ")");
+    }
+    throw Error(ErrorKind::kDistributed, me + ": could not use rank 0's store at " + opts_.address.str() +
+                                             ": " + (tunnel.empty() ? first_line(e.what()) : tunnel));
   }
-  sealed_ = make_sealed_store(store_, opts_.token);
 }
 
 DoorClient::~DoorClient() = default;
@@ -421,69 +397,105 @@ DoorClient::~DoorClient() = default;
 std::unique_ptr<Group> DoorClient::join(std::chrono::milliseconds wait) {
   const std::string me = "rank " + std::to_string(rank_);
   const auto start = Clock::now();
-  int64_t gen = 0;
-  std::string challenge;
+  auto next_note = start + kStillWaitingEvery;
+  std::optional<door::OpenRecord> open;
   for (;;) {
     try {
       if (store_->check({kOpenKey})) {
-        const std::string open = string_of(store_->get(kOpenKey));
-        const size_t sp = open.find(' ');
-        if (open.rfind("formed", 0) != 0 && sp != std::string::npos) {
-          const int64_t g = std::stoll(open.substr(0, sp));
-          if (g > joined_) {
-            gen = g;
-            challenge = open.substr(sp + 1);
-            break;
-          }
+        std::string why;
+        const auto o = door::verify_open(string_of(store_->get(kOpenKey)), opts_.token, &why);
+        // A record that does not verify is not rank 0's: ignored, as if the door were still shut.
+        if (o && o->world_size != opts_.world_size) {
+          throw Error(ErrorKind::kDistributed, me + ": rank 0 at " + opts_.address.str() +
+                                                   " serves a world of " + std::to_string(o->world_size) +
+                                                   " ranks, this worker was started with --world-size " +
+                                                   std::to_string(opts_.world_size));
+        }
+        const bool new_run = o && (!run_ || run_->run_id != o->run_id);
+        if (o && new_run) {
+          run_ = door::run_keys(opts_.token, o->run_id);
+          joined_ = 0;
+        }
+        if (o && !o->formed && o->generation > joined_) {
+          open = o;
+          break;
         }
       }
-      if (sealed_->check({kClosedKey})) {
-        try {
-          sealed_->get(kClosedKey);
+      if (run_ && store_->check({kClosedKey})) {
+        std::string why;
+        if (const auto served = door::verify_closed(string_of(store_->get(kClosedKey)), *run_, &why)) {
+          rank0_served_ = *served;
           return nullptr;
-        } catch (const Error&) {
-          // A forged "closed" fails authentication: ignored.
         }
+        // A closed record of another run, or a forgery: ignored.
       }
+    } catch (const Error&) {
+      throw;
     } catch (const std::exception& e) {
-      throw Error(ErrorKind::kDistributed, me + ": lost rank 0's store at " + opts_.address.str() +
-                                               " (rank 0 went away): " + first_line(e.what()));
+      const std::string tunnel = tunnel_->last_failure();
+      throw Error(ErrorKind::kDistributed,
+                  me + ": lost rank 0's store at " + opts_.address.str() +
+                      " (rank 0 went away): " + (tunnel.empty() ? first_line(e.what()) : tunnel));
     }
-    if (wait.count() > 0 && Clock::now() - start >= wait) {
+    const auto now = Clock::now();
+    if (wait.count() > 0 && now - start >= wait) {
       throw Error(ErrorKind::kDistributed, me + ": rank 0 at " + opts_.address.str() +
                                                " did not open the rendezvous within " + seconds(wait));
+    }
+    if (now >= next_note) {
+      log_line(me + ": still waiting for rank 0 at " + opts_.address.str() + " to open its door (" +
+               seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - start)) + ")");
+      next_note = now + kStillWaitingEvery;
     }
     std::this_thread::sleep_for(kPoll);
   }
 
+  const int64_t gen = open->generation;
   const std::string nonce = to_hex(random_bytes(16));
-  const json hello = {{"nonce", nonce},
-                      {"settings", opts_.settings},
-                      {"mac", hello_mac(opts_.token, gen, rank_, challenge, nonce, opts_.settings)}};
-  json verdict;
+  const std::string vkey = verdict_key(run_->run_id, gen, rank_);
+  std::optional<door::Verdict> verdict;
+  std::string unauthenticated;  // what an answer rank 0 could not authenticate said
   try {
-    store_->set(hello_key(gen, rank_), bytes_of(hello.dump()));
-    store_->wait({verdict_key(gen, rank_)}, opts_.world.timeout);
-    verdict = json::parse(string_of(store_->get(verdict_key(gen, rank_))));
+    store_->set(hello_key(run_->run_id, gen, rank_),
+                bytes_of(door::encode_hello({nonce, opts_.settings}, *run_, gen, rank_, open->challenge)));
+    const auto deadline = Clock::now() + opts_.world.timeout;
+    while (!verdict && Clock::now() < deadline) {
+      if (store_->check({vkey})) {
+        std::string why;
+        const auto v = door::read_verdict(string_of(store_->get(vkey)), *run_, gen, rank_, nonce, &why);
+        if (v && v->authenticated) {
+          verdict = v;
+        } else if (v) {
+          unauthenticated = v->reason;
+        }
+      }
+      if (!verdict) std::this_thread::sleep_for(kPoll);
+    }
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::kDistributed,
-                me + ": rank 0 at " + opts_.address.str() +
-                    " did not answer this worker's greeting: " + first_line(e.what()));
+    const std::string tunnel = tunnel_->last_failure();
+    throw Error(ErrorKind::kDistributed, me + ": rank 0 at " + opts_.address.str() +
+                                             " did not answer this worker's greeting: " +
+                                             (tunnel.empty() ? first_line(e.what()) : tunnel));
   }
-  if (!verdict.value("admitted", false)) {
+  if (!verdict) {
     throw Error(ErrorKind::kDistributed,
-                me + ": rank 0 at " + opts_.address.str() +
-                    " refused this worker: " + verdict.value("reason", std::string("(no reason given)")));
+                me + ": rank 0 at " + opts_.address.str() + " did not admit this worker within " +
+                    seconds(opts_.world.timeout) +
+                    (unauthenticated.empty()
+                         ? std::string()
+                         : " (an answer that rank 0 could not authenticate said: " + unauthenticated + ")"));
   }
-  if (!same_mac(verdict.value("mac", std::string()), admit_mac(opts_.token, gen, rank_, nonce))) {
+  if (!verdict->admitted) {
     throw Error(ErrorKind::kDistributed,
-                me + ": the rendezvous at " + opts_.address.str() +
-                    " admitted this worker without holding the token: it is not rank 0 "
-                    "of this world");
+                me + ": rank 0 at " + opts_.address.str() + " refused this worker: " + verdict->reason);
   }
   joined_ = gen;
-  auto store = c10::make_intrusive<c10d::PrefixStore>(world_prefix(gen), sealed_);
-  return make_store_group(store, rank_, opts_.world_size, opts_.world, local_address_towards(opts_.address));
+  auto store = c10::make_intrusive<c10d::PrefixStore>(world_prefix(gen),
+                                                      make_sealed_store(store_, opts_.token, run_->run_id));
+  std::unique_ptr<Group> g =
+      make_store_group(store, rank_, opts_.world_size, opts_.world, local_address_towards(opts_.address));
+  prove_membership(*g, opts_.token, run_->run_id, gen);
+  return g;
 }
 
 }  // namespace h3::dist

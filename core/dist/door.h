@@ -1,22 +1,26 @@
-// The door of a process world (docs/distributed.md): rank 0 serves a c10d TCPStore on the
-// address the user named; a worker is admitted only after it proved that it holds the shared
-// token (an HMAC over rank 0's fresh challenge) and that its settings match rank 0's; then the
-// admitted ranks form their Gloo or NCCL group in the token-sealed view of the store
-// (sealed_store.h), under a fresh prefix per formation ("generation"), so that a world can form
-// again after a rank was lost.
+// The door of a process world (docs/distributed.md): rank 0 serves a c10d TCPStore on loopback
+// behind a front end on the address the user named (dist/store_front.h), which carries a
+// connection to the store only after its peer proved the shared token. Each run of rank 0 draws
+// a random run id; every record of the door is authenticated for its run, formation and rank
+// (dist/door_records.h). A worker is admitted only after it proved the token over rank 0's fresh
+// challenge and its settings match rank 0's; then the admitted ranks form their Gloo or NCCL group
+// in the run's sealed view of the store (sealed_store.h), under a fresh prefix per formation
+// ("generation"), so that a world can form again after a rank was lost, and every rank proves the
+// token over the group itself before it carries anything (dist/membership.h).
 //
-// Why this is sound against a peer without the token: admission needs an HMAC over a challenge
-// that is new each generation (no replay), and even a peer that skips the door finds only
-// sealed keys: it cannot learn or plant the addresses the group connects to, so it is never a
-// member of the group that carries the requests and prompts. What the token does not do: the
-// Gloo/NCCL connections themselves are neither encrypted nor authenticated (see the docs).
+// What the token does not do: the Gloo/NCCL connections are neither encrypted nor authenticated
+// byte by byte; an eavesdropper on the network sees the data (see the docs).
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "dist/door_records.h"
 #include "dist/group.h"
+#include "dist/store_front.h"
+#include "dist/token_file.h"
 #include "dist/world.h"
 
 namespace c10d {
@@ -25,11 +29,6 @@ class TCPStore;
 }  // namespace c10d
 
 namespace h3::dist {
-
-// Reads the shared token: the file's first line without surrounding whitespace. Throws
-// h3::Error naming the file: kNotFound (unreadable), kInvalidArgument when its group or others
-// may read it ("chmod 600 FILE") or when the token is shorter than 16 characters.
-std::string read_token_file(const std::string& path);
 
 struct Address {
   std::string host;
@@ -50,26 +49,32 @@ struct DoorOptions {
   WorldOptions world;  // timeout (admission, forming, every collective), backend, cuda_device
 };
 
-// Rank 0's side. Logs admissions and refusals to stderr (and through `log` when set).
+// Rank 0's side. Logs admissions and refusals to stderr.
 class DoorServer {
  public:
-  // Serves the store on opts.address (port 0: the system chooses; see port()). Throws
-  // h3::Error(kDistributed) naming the address when it cannot listen there.
+  // Serves the front end on opts.address (port 0: the system chooses; see port()) and the store
+  // on loopback. Throws h3::Error(kDistributed) naming the address when it cannot listen there.
   explicit DoorServer(DoorOptions opts);
-  ~DoorServer();  // tells waiting workers that rank 0 closed (they exit 0)
+  ~DoorServer();  // tells waiting workers that rank 0 closed, and whether a world ever formed
   DoorServer(const DoorServer&) = delete;
   DoorServer& operator=(const DoorServer&) = delete;
 
   int port() const { return port_; }
-  // Opens a new generation, admits ranks 1..N-1 within the timeout and forms the group with
-  // them. Throws h3::Error(kDistributed) naming the ranks that never arrived and the refusals.
+  const std::string& run_id() const { return keys_.run_id; }
+  FrontEndCounts front_end_counts() const { return front_->counts(); }
+  // Opens a new generation, admits ranks 1..N-1 within the timeout, forms the group with them
+  // and has every rank prove the token over it. Throws h3::Error(kDistributed) naming the ranks
+  // that never arrived, the refusals and the connections that failed the token check.
   std::unique_ptr<Group> form();
 
  private:
   DoorOptions opts_;
+  door::RunKeys keys_;
   int port_ = 0;
   int64_t generation_ = 0;
+  bool served_ = false;  // a world of this run formed
   c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::unique_ptr<StoreFrontEnd> front_;  // after store_: it closes first
   c10::intrusive_ptr<c10d::Store> sealed_;
 };
 
@@ -84,18 +89,24 @@ class DoorClient {
   DoorClient& operator=(const DoorClient&) = delete;
 
   // Waits for rank 0 to open a generation later than the last one this client joined, presents
-  // the token and settings, and forms the group. `wait`: how long to wait for the door to open
-  // (0: as long as rank 0's store is there). Returns nullptr once rank 0 closed (a clean stop).
-  // Throws h3::Error(kDistributed): refused (wrong token, different settings: says what
-  // differs), rank 0 gone, or the door not opened within `wait`.
+  // the token and settings, forms the group and proves the token over it. `wait`: how long to
+  // wait for the door to open (0: as long as rank 0's store is there; a line on stderr every
+  // minute says that it still waits). Returns nullptr once rank 0 closed: rank0_closed() then says
+  // whether rank 0 ever formed a world. Throws h3::Error(kDistributed): refused (wrong token,
+  // different settings: says what differs), rank 0 gone, or the door not opened within `wait`.
   std::unique_ptr<Group> join(std::chrono::milliseconds wait);
+
+  // Once join() returned nullptr: whether a world of rank 0's run ever formed.
+  bool rank0_served() const { return rank0_served_; }
 
  private:
   DoorOptions opts_;
   int rank_;
-  int64_t joined_ = 0;  // the last generation this client was admitted to
+  std::optional<door::RunKeys> run_;  // the run whose open record this client last verified
+  int64_t joined_ = 0;                // the last generation of that run this client was admitted to
+  bool rank0_served_ = false;
+  std::unique_ptr<StoreTunnel> tunnel_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
-  c10::intrusive_ptr<c10d::Store> sealed_;
 };
 
 }  // namespace h3::dist

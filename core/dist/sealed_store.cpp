@@ -79,15 +79,16 @@ std::vector<uint8_t> open_sealed(const std::string& key, const std::string& aad,
 
 class SealedStore final : public c10d::Store {
  public:
-  SealedStore(c10::intrusive_ptr<c10d::Store> inner, std::string token)
+  SealedStore(c10::intrusive_ptr<c10d::Store> inner, std::string token, std::string context)
       : c10d::Store(inner->getTimeout()),
         inner_(std::move(inner)),
         token_(std::move(token)),
-        name_key_(hmac_sha256(token_, "h3 sealed store: names")),
-        seal_key_(hmac_sha256(token_, "h3 sealed store: values")) {}
+        context_(std::move(context)),
+        name_key_(hmac_sha256(token_, "h3 sealed store: names\n" + context_)),
+        seal_key_(hmac_sha256(token_, "h3 sealed store: values\n" + context_)) {}
 
   c10::intrusive_ptr<c10d::Store> clone() override {
-    return c10::make_intrusive<SealedStore>(inner_->clone(), token_);
+    return c10::make_intrusive<SealedStore>(inner_->clone(), token_, context_);
   }
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
@@ -126,51 +127,15 @@ class SealedStore final : public c10d::Store {
   }
 
   c10::intrusive_ptr<c10d::Store> inner_;
-  std::string token_;
+  std::string token_, context_;
   std::string name_key_, seal_key_;
 };
 
 }  // namespace
 
-std::string hmac_sha256(const std::string& key, const std::string& message) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-            reinterpret_cast<const unsigned char*>(message.data()), message.size(), out, &len)) {
-    crypto_failed("compute an HMAC");
-  }
-  return std::string(reinterpret_cast<const char*>(out), len);
-}
-
-std::string sha256_hex(const std::string& data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), out, &len, EVP_sha256(), nullptr) != 1) crypto_failed("hash");
-  return to_hex(std::string(reinterpret_cast<const char*>(out), len));
-}
-
-std::string to_hex(const std::string& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
-}
-
-std::string random_bytes(size_t n) {
-  std::string out(n, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
-    crypto_failed("draw random bytes");
-  }
-  return out;
-}
-
 c10::intrusive_ptr<c10d::Store> make_sealed_store(c10::intrusive_ptr<c10d::Store> inner,
-                                                  const std::string& token) {
-  return c10::make_intrusive<SealedStore>(std::move(inner), token);
+                                                  const std::string& token, const std::string& context) {
+  return c10::make_intrusive<SealedStore>(std::move(inner), token, context);
 }
 
 }  // namespace h3::dist

@@ -298,5 +298,8 @@ const std::string& Engine::compute_dtype() const {
 double Engine::load_seconds() const {
   return impl_->ranks->load_seconds();
 }
+const ResidentWeights& Engine::resident_weights() const {
+  return impl_->ranks->resident_weights();
+}
 
 }  // namespace h3

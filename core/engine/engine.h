@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -19,6 +20,13 @@
 namespace h3 {
 
 struct MemoryEstimate;  // engine/memory_guard.h
+
+// Rank 0's loaded weights, bytes by dtype (c10's names: "Float", "BFloat16"): what the compute
+// dtype made of the checkpoint (under bf16 the DiT's 12 patch, time and head tensors stay fp32).
+struct ResidentWeights {
+  std::map<std::string, int64_t> transformer;   // this rank's shards
+  std::map<std::string, int64_t> text_encoder;  // empty for a model without one
+};
 
 // The installed tiny model (H3_DEFAULT_MODEL_DIR), or the build tree's when running
 // uninstalled; the environment variable H3_MODEL_DIR overrides both.
@@ -96,6 +104,7 @@ class Engine {
   // options().compute_dtype resolved for the device: "fp32" or "bf16".
   const std::string& compute_dtype() const;
   double load_seconds() const;  // wall time open() spent loading
+  const ResidentWeights& resident_weights() const;
 
  private:
   struct Impl;

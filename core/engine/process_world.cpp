@@ -90,12 +90,21 @@ void run_worker(const WorkerOptions& o) {
   engine_detail::JobChannel unused;  // a worker is never rank 0: it hands nothing to a caller
   RankServer server(model, setup, unused);
   const std::string me = "h3 worker: rank " + std::to_string(o.rank) + ": ";
+  bool formed = false;  // this worker was part of a world at least once
   for (;;) {
     // Rank 0's store answered (the client waited at most the timeout for it); rank 0 opens its
     // door at open and, after a lost rank, at its next request, however long that takes: a
-    // restarted worker waits for it as long as rank 0's store is there.
+    // restarted worker waits for it as long as rank 0's store is there (and says so each minute).
     std::unique_ptr<dist::Group> g = client.join(std::chrono::milliseconds(0));
-    if (!g) return;  // rank 0 closed while this rank waited
+    if (!g && formed) return;  // rank 0 closed while this rank waited for its next world
+    if (!g) {
+      throw Error(ErrorKind::kDistributed,
+                  "rank " + std::to_string(o.rank) + ": rank 0 at " + o.rendezvous +
+                      " closed before this worker was part of a world" +
+                      (client.rank0_served() ? std::string()
+                                             : " (rank 0 never formed one: another rank did not arrive?)"));
+    }
+    formed = true;
     std::fprintf(stderr, "%sjoined a world of %d ranks at %s\n", me.c_str(), o.world_size,
                  o.rendezvous.c_str());
     std::exception_ptr own_load_error;

@@ -94,6 +94,13 @@ RankServer::Ended RankServer::run(dist::Group& g, std::exception_ptr* own_load_e
   }
   if (root) {
     load_s_ = seconds_since(t0);
+    resident_ = ResidentWeights{};
+    for (const auto& [name, t] : parts.dit->weights().named())
+      resident_.transformer[c10::toString(t.scalar_type())] += static_cast<int64_t>(t.nbytes());
+    if (parts.prompt) {
+      for (const auto& [name, t] : parts.prompt->encoder().named())
+        resident_.text_encoder[c10::toString(t.scalar_type())] += static_cast<int64_t>(t.nbytes());
+    }
     channel_.slot().open_for_jobs();  // before the caller hears that the world is ready
     channel_.report_ready(nullptr);
   }

@@ -57,7 +57,8 @@ class RankServer {
   Ended run(dist::Group& g, std::exception_ptr* own_load_error = nullptr);
 
   WorldHealth& health() { return health_; }
-  double load_seconds() const { return load_s_; }  // read after the ready report
+  double load_seconds() const { return load_s_; }                        // read after the ready report
+  const ResidentWeights& resident_weights() const { return resident_; }  // rank 0's; likewise
 
  private:
   void load_parts(dist::Group& g, RankParts& parts, Clock::time_point t0);
@@ -75,6 +76,7 @@ class RankServer {
   RankParts kept_;
   CancelToken no_cancel_;  // ranks other than 0: their caller never cancels
   double load_s_ = 0;
+  ResidentWeights resident_;
 };
 
 }  // namespace h3::engine_detail

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "dist/sealed_store.h"
+#include "dist/crypto.h"
 #include "h3_config.h"
 
 namespace h3::engine_detail {

@@ -6,7 +6,9 @@
 
 #include <cstdio>
 
+#include "dit/parameters.h"
 #include "engine_test_util.h"
+#include "text/encoder_parameters.h"
 
 namespace h3 {
 namespace {
@@ -72,6 +74,30 @@ TEST(ComputeDtype, UnsetIsFp32OnTheCpuAndBitIdenticalToIt) {
   const Clip a = generate(*unset), b = generate(*fp32);
   EXPECT_TRUE(at::equal(a.frames, b.frames));
   EXPECT_TRUE(at::equal(a.video, b.video));
+}
+
+// What each compute dtype makes of the weights: under bf16 the DiT's shards are bf16 except the
+// 12 tensors the release stores (and the precision contract computes) in fp32, and the text
+// encoder is all bf16; under fp32 everything is fp32. The bytes follow from the declarations.
+TEST(ComputeDtype, TheWeightsAreHeldInTheComputeDtypeExceptTheDeclaredFp32Tensors) {
+  const ModelInfo model = read_model(default_model_dir());
+  int64_t fp32_params = 0, other_params = 0;
+  for (const auto& p : dit::dit_parameters(model.dit)) (p.fp32 ? fp32_params : other_params) += p.numel();
+  int64_t encoder_params = 0;
+  for (const auto& p : text::encoder_parameters(text::EncoderConfig::load(model.text_encoder_dir),
+                                                text::conditioning_layer_of(model.dir)))
+    encoder_params += p.numel();
+
+  const auto bf16 = open(1, "bf16");
+  const ResidentWeights& b = bf16->resident_weights();
+  EXPECT_EQ(b.transformer,
+            (std::map<std::string, int64_t>{{"BFloat16", 2 * other_params}, {"Float", 4 * fp32_params}}));
+  EXPECT_EQ(b.text_encoder, (std::map<std::string, int64_t>{{"BFloat16", 2 * encoder_params}}));
+
+  const auto fp32 = open(1, "fp32");
+  const ResidentWeights& f = fp32->resident_weights();
+  EXPECT_EQ(f.transformer, (std::map<std::string, int64_t>{{"Float", 4 * (other_params + fp32_params)}}));
+  EXPECT_EQ(f.text_encoder, (std::map<std::string, int64_t>{{"Float", 4 * encoder_params}}));
 }
 
 TEST(ComputeDtype, Bf16DiffersFromFp32WithinTheStatedBounds) {

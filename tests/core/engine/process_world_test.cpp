@@ -1,173 +1,15 @@
 // Ranks in other processes (docs/distributed.md): `h3 worker`s joined through rank 0's door.
 // Every test starts its workers as child processes of the `h3` binary and asserts each
 // process's exit status. Rank 0 is this test process (the Engine API) or `h3 generate`.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <functional>
-#include <iterator>
-#include <sstream>
-#include <thread>
-
-#include "../../free_port.h"
-#include "common/error.h"
-#include "dist/door.h"
-#include "engine_test_util.h"
+#include "process_world_util.h"
 
 namespace h3 {
 namespace {
-namespace fs = std::filesystem;
+using namespace process_world_test;
 using ::testing::HasSubstr;
-
-// The collective timeout of a world that should serve: long enough that a loaded machine never
-// reaches it (a lost peer is found at once, by its closed connection, not by this timeout).
-constexpr auto kServingTimeout = std::chrono::seconds(60);
-// The timeout of a world that never forms (a rank absent or refused): each such test waits for it.
-constexpr auto kFormingFailsTimeout = std::chrono::seconds(4);
-
-GenerationRequest small_request() {
-  GenerationRequest r;
-  r.prompt = "two processes, one clip";
-  r.width = 80;
-  r.height = 48;
-  r.num_frames = 30;  // two latent chunks: a decode that a kill can interrupt
-  r.steps = 4;
-  r.seed = 5;
-  return r;
-}
-
-using h3test_net::free_port;
-
-std::string write_token(const fs::path& p, const std::string& token, mode_t mode = 0600) {
-  std::ofstream(p) << token << "\n";
-  chmod(p.c_str(), mode);
-  return p.string();
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// A child process of the `h3` binary; its stdout and stderr go to `log`.
-struct Child {
-  pid_t pid = -1;
-  fs::path log;
-
-  static Child start(const std::vector<std::string>& args, const fs::path& log,
-                     const std::string& wrap = "") {
-    Child c;
-    c.log = log;
-    std::vector<std::string> argv;
-    if (!wrap.empty()) {  // e.g. "ip netns exec NS"
-      std::istringstream ss(wrap);
-      for (std::string w; ss >> w;) argv.push_back(w);
-    }
-    argv.push_back(H3_BIN);
-    argv.insert(argv.end(), args.begin(), args.end());
-    c.pid = fork();
-    if (c.pid == 0) {
-      FILE* f = std::fopen(log.c_str(), "w");
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-      std::vector<char*> raw;
-      for (auto& a : argv) raw.push_back(a.data());
-      raw.push_back(nullptr);
-      execvp(raw[0], raw.data());
-      _exit(127);
-    }
-    return c;
-  }
-  // The exit status as waitpid reports it, waiting at most `bound` (then SIGKILL: -1).
-  int wait(std::chrono::seconds bound = std::chrono::seconds(60)) {
-    const auto end = std::chrono::steady_clock::now() + bound;
-    int st = 0;
-    while (std::chrono::steady_clock::now() < end) {
-      if (waitpid(pid, &st, WNOHANG) == pid) {
-        pid = -1;
-        return st;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    pid = -1;
-    return -1;
-  }
-  std::string output() const { return read_file(log); }
-  ~Child() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-bool exited_with(int status, int code) {
-  return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == code;
-}
-
-struct World {
-  explicit World(std::chrono::seconds t = kServingTimeout) : timeout(t) {}
-  std::chrono::seconds timeout;
-  test::TempDir dir{"procworld"};
-  int port = free_port();
-  std::string token = write_token(dir / "token", "a shared secret of this test world");
-
-  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
-  std::vector<std::string> worker_args(int rank = 1, int world = 2,
-                                       const std::string& token_file = "") const {
-    return {"worker",
-            "--rendezvous",
-            address(),
-            "--world-size",
-            std::to_string(world),
-            "--rank",
-            std::to_string(rank),
-            "--token-file",
-            token_file.empty() ? token : token_file,
-            "--timeout",
-            std::to_string(timeout.count())};
-  }
-  Child worker(const std::string& name, int rank = 1, const std::string& token_file = "") {
-    return Child::start(worker_args(rank, 2, token_file), dir / (name + ".log"));
-  }
-  EngineOptions rank0(int world = 2) const {
-    EngineOptions o;
-    o.model_dir = default_model_dir();
-    o.rendezvous = address();
-    o.world_size = world;
-    o.token_file = token;
-    o.timeout = timeout;
-    return o;
-  }
-};
-
-at::Tensor generate_frames(Engine& e, const ProgressFn& progress = {}) {
-  test::CollectSink sink;
-  CancelToken cancel;
-  e.generate(small_request(), sink, progress, cancel);
-  return sink.all();
-}
-
-at::Tensor thread_rank_frames() {
-  static const at::Tensor frames = [] {
-    auto e = test::open_tiny(2);
-    return generate_frames(*e);
-  }();
-  return frames;
-}
 
 TEST(ProcessWorld, AWorkerProcessGivesTheFramesOfTwoThreadRanksAndExitsZeroAtStop) {
   World w;
@@ -333,7 +175,8 @@ TEST(ProcessWorld, AWrongTokenIsRefusedOnBothSides) {
     FAIL() << "opened with a worker that has the wrong token";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("rank 1 never arrived"));
-    EXPECT_THAT(e.what(), HasSubstr("refused rank 1: wrong token"));
+    // The worker never got past the store's front end: rank 0 cannot tell which rank it was.
+    EXPECT_THAT(e.what(), HasSubstr("failed the token check"));
   }
   EXPECT_TRUE(exited_with(worker.wait(), 1)) << worker.output();
   EXPECT_THAT(worker.output(), HasSubstr("refused this worker: wrong token"));
@@ -421,67 +264,6 @@ TEST(ProcessWorld, AWorkerWithAnUnknownComputeDtypeExitsOneNamingTheFlag) {
   Child worker = Child::start(args, w.dir / "fp16.log");
   EXPECT_TRUE(exited_with(worker.wait(), 1)) << worker.output();
   EXPECT_THAT(worker.output(), HasSubstr("compute-dtype = \"fp16\": must be \"fp32\" or \"bf16\""));
-}
-
-// Two hosts: rank 0 and the worker each in a network namespace of their own, joined by a veth
-// pair that the test makes (needs root and `ip`; skipped with the reason otherwise).
-TEST(ProcessWorld, TwoHostsInNetworkNamespaces) {
-  const std::string tag = std::to_string(getpid() % 100000);
-  const std::string a = "h3a" + tag, b = "h3b" + tag;
-  auto sh = [](const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); };
-  if (sh("command -v ip") != 0) GTEST_SKIP() << "no `ip` command (iproute2) on this machine";
-  if (sh("ip netns add " + a) != 0) {
-    GTEST_SKIP() << "cannot create network namespaces here (needs root and CAP_SYS_ADMIN)";
-  }
-  struct Cleanup {
-    std::function<void()> f;
-    ~Cleanup() { f(); }
-  } cleanup{[&] {
-    sh("ip netns del " + a);
-    sh("ip netns del " + b);
-  }};
-  const bool made =
-      sh("ip netns add " + b) == 0 &&
-      sh("ip link add va" + tag + " netns " + a + " type veth peer name vb" + tag + " netns " + b) == 0 &&
-      sh("ip -n " + a + " addr add 10.231.7.1/24 dev va" + tag) == 0 &&
-      sh("ip -n " + b + " addr add 10.231.7.2/24 dev vb" + tag) == 0 &&
-      sh("ip -n " + a + " link set va" + tag + " up") == 0 &&
-      sh("ip -n " + b + " link set vb" + tag + " up") == 0 && sh("ip -n " + a + " link set lo up") == 0 &&
-      sh("ip -n " + b + " link set lo up") == 0;
-  if (!made) GTEST_SKIP() << "could not make the veth pair between two namespaces";
-  World w;
-  const std::string addr = "10.231.7.1:" + std::to_string(w.port);
-  Child worker = Child::start({"worker", "--rendezvous", addr, "--world-size", "2", "--rank", "1",
-                               "--token-file", w.token, "--timeout", "20"},
-                              w.dir / "hostb.log", "ip netns exec " + b);
-  Child rank0 = Child::start({"generate",
-                              "--prompt",
-                              "two hosts",
-                              "--width",
-                              "80",
-                              "--height",
-                              "48",
-                              "--frames",
-                              "30",
-                              "--steps",
-                              "3",
-                              "--seed",
-                              "9",
-                              "--quiet",
-                              "--out",
-                              w.dir / "hosts.y4m",
-                              "--rendezvous",
-                              addr,
-                              "--world-size",
-                              "2",
-                              "--token-file",
-                              w.token,
-                              "--timeout",
-                              "20"},
-                             w.dir / "hosta.log", "ip netns exec " + a);
-  EXPECT_TRUE(exited_with(rank0.wait(), 0)) << rank0.output();
-  EXPECT_TRUE(exited_with(worker.wait(), 0)) << worker.output();
-  EXPECT_GT(fs::file_size(w.dir / "hosts.y4m"), 1000u);
 }
 
 }  // namespace
