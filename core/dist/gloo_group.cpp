@@ -63,7 +63,7 @@ class GlooGroup final : public StoreBoardGroup {
     // connection mid-transfer (a false "connection closed"): leave together.
     // A broken group carries nothing worth finishing, and a lost peer (a killed
     // process) never departs: waiting for it would only hold up the next world.
-    store_depart(*store_, size(), broken() ? std::chrono::milliseconds(0) : timeout());
+    store_depart(*store_, rank(), size(), broken() ? std::chrono::milliseconds(0) : timeout());
     if (abandoned_ && !abandoned_->isCompleted()) {
       // A collective this rank gave up on still runs on the process group's
       // worker, and c10d's destructor joins it. It ends when the peers close

@@ -99,7 +99,7 @@ class NcclGroup final : public StoreBoardGroup {
   }
 
   ~NcclGroup() override {
-    store_depart(*store_, size(), timeout());
+    store_depart(*store_, rank(), size(), timeout());
     c10::cuda::CUDAGuard guard(device());
     if (done_) cudaEventDestroy(done_);
     release(broken());

@@ -2,52 +2,68 @@
 // that every rank of a group already shares (HashStore or TCPStore).
 #include "dist/store_board.h"
 
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace h3::dist {
 
 namespace {
 
-constexpr const char* kFailureSeqKey = "h3/failure_seq";
-constexpr const char* kFailureKey = "h3/failure";
-constexpr const char* kDepartedKey = "h3/departed";
-constexpr const char* kAllDepartedKey = "h3/all_departed";
 constexpr const char* kOwnerAliveKey = "h3/owner_alive";
 constexpr const char* kOwnerDonePrefix = "h3/owner_done/";
+
+std::string failure_key(int rank) {
+  return "h3/failure/" + std::to_string(rank);
+}
+std::string departed_key(int rank) {
+  return "h3/departed/" + std::to_string(rank);
+}
+
+std::vector<uint8_t> bytes_of(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+// "completed \n message", as a rank posts it; nullopt for anything else.
+std::optional<PeerFailure> parse_failure(int rank, const std::vector<uint8_t>& raw) {
+  const std::string value(raw.begin(), raw.end());
+  const size_t nl = value.find('\n');
+  if (nl == std::string::npos || nl == 0 || nl > 19 || value.find_first_not_of("0123456789") < nl) {
+    return std::nullopt;
+  }
+  PeerFailure f;
+  f.rank = rank;
+  f.completed = std::stoll(value.substr(0, nl));
+  f.message = value.substr(nl + 1);
+  return f;
+}
 
 }  // namespace
 
 void store_post_failure(c10d::Store& store, const PeerFailure& f) {
-  // Only the first failure is kept: it is the cause, later ones are echoes.
-  if (store.add(kFailureSeqKey, 1) != 1) return;
-  std::string value = std::to_string(f.rank) + "\n" + std::to_string(f.completed) + "\n" + f.message;
-  store.set(kFailureKey, std::vector<uint8_t>(value.begin(), value.end()));
+  const std::string key = failure_key(f.rank);
+  if (store.check({key})) return;  // this rank's first failure is its cause
+  store.set(key, bytes_of(std::to_string(f.completed) + "\n" + f.message));
 }
 
-std::optional<PeerFailure> store_read_failure(c10d::Store& store) {
-  if (!store.check({kFailureKey})) return std::nullopt;
-  std::vector<uint8_t> raw = store.get(kFailureKey);
-  std::string value(raw.begin(), raw.end());
-  // rank \n completed \n message
-  size_t a = value.find('\n');
-  size_t b = a == std::string::npos ? a : value.find('\n', a + 1);
-  PeerFailure f;
-  f.rank = std::stoi(value.substr(0, a));
-  if (b != std::string::npos) {
-    f.completed = std::stoll(value.substr(a + 1, b - a - 1));
-    f.message = value.substr(b + 1);
+std::optional<PeerFailure> store_read_failure(c10d::Store& store, int size) {
+  std::optional<PeerFailure> cause;
+  for (int r = 0; r < size; ++r) {
+    const std::string key = failure_key(r);
+    if (!store.check({key})) continue;
+    const auto f = parse_failure(r, store.get(key));
+    if (f && (!cause || f->completed < cause->completed)) cause = f;
   }
-  return f;
+  return cause;
 }
 
-void store_depart(c10d::Store& store, int size, std::chrono::milliseconds bound) {
+void store_depart(c10d::Store& store, int rank, int size, std::chrono::milliseconds bound) {
   try {
-    if (store.add(kDepartedKey, 1) >= size) {
-      store.set(kAllDepartedKey, std::vector<uint8_t>{1});
-      return;
-    }
+    store.set(departed_key(rank), std::vector<uint8_t>{1});
+    std::vector<std::string> all;
+    for (int r = 0; r < size; ++r) all.push_back(departed_key(r));
     const auto deadline = std::chrono::steady_clock::now() + bound;
-    while (!store.check({kAllDepartedKey}) && std::chrono::steady_clock::now() < deadline) {
+    while (!store.check(all) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   } catch (...) {
@@ -55,12 +71,16 @@ void store_depart(c10d::Store& store, int size, std::chrono::milliseconds bound)
   }
 }
 
-void store_owner_alive(c10d::Store& store) {
-  store.add(kOwnerAliveKey, 1);
+void store_owner_alive(c10d::Store& store, int64_t beat) {
+  store.set(kOwnerAliveKey, bytes_of(std::to_string(beat)));
 }
 
 int64_t store_owner_alive_count(c10d::Store& store) {
-  return store.add(kOwnerAliveKey, 0);
+  if (!store.check({kOwnerAliveKey})) return 0;
+  const std::vector<uint8_t> raw = store.get(kOwnerAliveKey);
+  const std::string v(raw.begin(), raw.end());
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoll(v);
 }
 
 void store_owner_done(c10d::Store& store, int64_t seq) {

@@ -1,9 +1,13 @@
 // Cross-rank bookkeeping in the rendezvous store, shared by the backends:
-// the failure board (the first failure a rank reports, read by its peers
-// while they wait), the departure count (ranks leave a group together) and
-// the owner-wait marks (peers wait for a rank that runs the caller's code).
+// the failure board (each rank's first failure, read by its peers while they
+// wait), the departures (ranks leave a group together) and the owner-wait
+// marks (peers wait for a rank that runs the caller's code). Every record is
+// one rank's own key, written with set (never a shared counter): in a process
+// world's sealed store each is authenticated, and a bad value is refused, not
+// a reason for the store to drop the connection (dist/sealed_store.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -14,16 +18,18 @@
 
 namespace h3::dist {
 
-// Keeps only the first failure posted in the store: later ones are echoes.
+// A rank's failure, once (a later one of the same rank is an echo).
 void store_post_failure(c10d::Store& store, const PeerFailure& f);
-std::optional<PeerFailure> store_read_failure(c10d::Store& store);
-// Counts this rank out of the group and waits (at most `bound`) until every
+// The cause among the failures of ranks 0..size-1: the one that completed the
+// fewest collectives (later ones are the others' echoes), the lowest rank on a tie.
+std::optional<PeerFailure> store_read_failure(c10d::Store& store, int size);
+// Marks this rank out of the group and waits (at most `bound`) until every
 // rank has: no rank closes its connections while a peer still uses them.
-void store_depart(c10d::Store& store, int size, std::chrono::milliseconds bound);
+void store_depart(c10d::Store& store, int rank, int size, std::chrono::milliseconds bound);
 
-// The owner-wait marks (Group::run_on_owner): a sign of life of the owner, and
-// that its `seq`-th piece of work is done.
-void store_owner_alive(c10d::Store& store);
+// The owner-wait marks (Group::run_on_owner): the owner's `beat`-th sign of
+// life (only the owner writes it), and that its `seq`-th piece of work is done.
+void store_owner_alive(c10d::Store& store, int64_t beat);
 int64_t store_owner_alive_count(c10d::Store& store);
 void store_owner_done(c10d::Store& store, int64_t seq);
 // Waits at most `slice` for the owner's `seq`-th piece of work; true once it is done.
@@ -38,8 +44,8 @@ class StoreBoardGroup : public Group {
       : Group(rank, size, timeout, device), store_(std::move(store)) {}
 
   void post_failure(const PeerFailure& f) override { store_post_failure(*store_, f); }
-  std::optional<PeerFailure> read_failure() override { return store_read_failure(*store_); }
-  void owner_alive() override { store_owner_alive(*store_); }
+  std::optional<PeerFailure> read_failure() override { return store_read_failure(*store_, size()); }
+  void owner_alive() override { store_owner_alive(*store_, ++beats_); }
   int64_t owner_alive_count() override { return store_owner_alive_count(*store_); }
   void owner_done(int64_t seq) override { store_owner_done(*store_, seq); }
   bool owner_wait_done(int64_t seq, std::chrono::milliseconds slice) override {
@@ -47,6 +53,7 @@ class StoreBoardGroup : public Group {
   }
 
   c10::intrusive_ptr<c10d::Store> store_;
+  std::atomic<int64_t> beats_{0};  // the owner's signs of life (its heartbeat thread and itself)
 };
 
 }  // namespace h3::dist

@@ -160,7 +160,7 @@ std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>&
         // A peer that failed while this rank was still connecting is the cause.
         std::optional<PeerFailure> cause;
         try {
-          cause = store_read_failure(*store);
+          cause = store_read_failure(*store, size);
         } catch (...) {
         }
         if (cause && cause->rank != rank) {
@@ -175,7 +175,7 @@ std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>&
               *store, PeerFailure{rank, results[rank].error, 0});  // peers still connecting stop waiting
         } catch (...) {
         }
-        store_depart(*store, size, std::chrono::milliseconds(0));
+        store_depart(*store, rank, size, std::chrono::milliseconds(0));
         return;
       }
       try {
