@@ -42,7 +42,11 @@ class ChunkQueue {
   // finish()/fail(). An empty chunk (count 0) is accepted and dropped.
   bool push(Chunk chunk) {
     std::unique_lock<std::mutex> lock(mutex_);
-    not_full_.wait(lock, [&] { return closed_locked() || chunks_.size() < max_chunks_; });
+    while (!closed_locked() && chunks_.size() >= max_chunks_) {
+      ++blocked_producers_;
+      not_full_.wait(lock);
+      --blocked_producers_;
+    }
     if (closed_locked()) return false;
     if (chunk.count > 0) {
       chunks_.push_back(std::move(chunk));
@@ -101,6 +105,16 @@ class ChunkQueue {
     std::lock_guard<std::mutex> lock(mutex_);
     return high_water_;
   }
+  // Threads waiting in push() for room, and in the consumer's take for something to return:
+  // the element's tests wait for these instead of sleeping.
+  int blocked_producers() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return blocked_producers_;
+  }
+  int blocked_consumers() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return blocked_consumers_;
+  }
 
  protected:
   // Consumer: blocks while there is nothing to return, then calls take(front, used) under the
@@ -109,7 +123,11 @@ class ChunkQueue {
   template <typename Take>
   Taken take_front(Take take, h3gst::EngineFailure* failure) {
     std::unique_lock<std::mutex> lock(mutex_);
-    not_empty_.wait(lock, [&] { return flushing_ || aborted_ || !chunks_.empty() || finished_ || failed_; });
+    while (!(flushing_ || aborted_ || !chunks_.empty() || finished_ || failed_)) {
+      ++blocked_consumers_;
+      not_empty_.wait(lock);
+      --blocked_consumers_;
+    }
     if (flushing_ || aborted_) return Taken::kFlushing;
     if (chunks_.empty()) {
       if (!failed_) return Taken::kEnd;
@@ -145,6 +163,7 @@ class ChunkQueue {
   int64_t used_of_front_ = 0;
   size_t max_chunks_;
   size_t high_water_ = 0;
+  int blocked_producers_ = 0, blocked_consumers_ = 0;
   bool flushing_ = false, aborted_ = false, finished_ = false, failed_ = false;
   h3gst::EngineFailure failure_;
 };

@@ -64,11 +64,11 @@ TEST(AudioQueue, PushBlocksWhileFullUntilTheFrontStretchIsConsumed) {
     EXPECT_TRUE(q.push(make_stretch(10, 10)));
     pushed = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(eventually([&] { return q.blocked_producers() == 1; }));
   EXPECT_FALSE(pushed.load());
   AudioSlice s;
   ASSERT_EQ(q.pop(&s, 6), PopResult::kSamples);  // part of the stretch: it still counts
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(q.blocked_producers(), 1);           // no room was made: the producer was not woken
   EXPECT_FALSE(pushed.load());
   ASSERT_EQ(q.pop(&s, 6), PopResult::kSamples);  // its last 4
   EXPECT_EQ(s.count, 4);
@@ -84,7 +84,7 @@ TEST(AudioQueue, FlushingWakesTheConsumerAndKeepsTheData) {
     AudioSlice s;
     result = static_cast<int>(q.pop(&s, 10));
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(eventually([&] { return q.blocked_consumers() == 1; }));  // waiting in pop
   q.set_flushing(true);
   consumer.join();
   EXPECT_EQ(result.load(), static_cast<int>(PopResult::kFlushing));
@@ -100,7 +100,7 @@ TEST(AudioQueue, AbortReleasesABlockedProducerAndDropsEverything) {
   ASSERT_TRUE(q.push(make_stretch(0, 5)));
   std::atomic<int> pushed{-1};
   std::thread producer([&] { pushed = q.push(make_stretch(5, 5)) ? 1 : 0; });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(eventually([&] { return q.blocked_producers() == 1; }));  // waiting in push
   q.abort();
   producer.join();
   EXPECT_EQ(pushed.load(), 0);

@@ -137,17 +137,24 @@ TEST(H3VideoSrcLifecycle, PlayingToReadyWhileCreateWaitsReturns) {
   EXPECT_EQ(p.log.count(), 0u);
 }
 
-// A real-time sink and one queued chunk keep the engine mid-decode; going to
-// READY cancels the request (agreed by every rank) and PLAYING again starts
-// the clip from its first frame.
+// Six chunks: a gate after 20 frames holds the clip in its second chunk, with four to come.
+constexpr int64_t kLongClip = 97;
+
+// A gate before the sink holds the 21st frame, so with one queued chunk the engine waits
+// mid-decode (by construction, not by pacing); going to READY cancels the request (agreed by every
+// rank) and PLAYING again starts the clip from its first frame.
 void stop_mid_decode_and_restart(const std::string& props) {
-  Pipeline p("queue-chunks=1 " + props, "sync=true");
+  Pipeline p("queue-chunks=1 " + props, "sync=false", kLongClip);
+  GstPad* sink_pad = gst_element_get_static_pad(p.sink, "sink");
+  h3test::Gate gate(sink_pad, 20);
+  gst_object_unref(sink_pad);
   BusRecorder rec(p.pipeline);
   gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
-  ASSERT_TRUE(rec.wait_for_phase("decoding", 1, 300)) << rec.error_message();
+  ASSERT_TRUE(gate.wait_until_holding(300)) << rec.error_message();
   gst_element_set_state(p.pipeline, GST_STATE_PAUSED);
   EXPECT_EQ(gst_element_set_state(p.pipeline, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
-  EXPECT_LT(p.log.count(), static_cast<size_t>(kFrames));
+  EXPECT_EQ(p.log.count(), 20u);  // the held frame never arrived: the flush released it
+  gate.open();
   p.log.reset();
   rec.clear();
   gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
@@ -186,10 +193,13 @@ TEST(H3VideoSrcLifecycle, LiveStartsStraightToPlayingAlwaysReachEos) {
 // An application ends the stream early (gst-launch -e on Ctrl-C, a recorder's
 // stop button): the element sends EOS at once, after whole frames, in order.
 TEST(H3VideoSrcLifecycle, AnEosSentByTheApplicationMidDecodeEndsTheStreamCleanly) {
-  Pipeline p("queue-chunks=1", "sync=true");
+  Pipeline p("queue-chunks=1", "sync=false", kLongClip);
+  GstPad* sink_pad = gst_element_get_static_pad(p.sink, "sink");
+  h3test::Gate gate(sink_pad, 20);  // holds the 21st frame: the clip is mid-decode when EOS comes
+  gst_object_unref(sink_pad);
   BusRecorder rec(p.pipeline);
   gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
-  ASSERT_TRUE(rec.wait_for_phase("decoding", 1, 300)) << rec.error_message();
+  ASSERT_TRUE(gate.wait_until_holding(300)) << rec.error_message();
   // As gst-launch does it: in PLAYING. (Sent while the pipeline still
   // completes its async PAUSED -> PLAYING, an EOS from the application holds
   // the pipeline's state lock while GstBaseSrc waits for a streaming thread
@@ -197,11 +207,15 @@ TEST(H3VideoSrcLifecycle, AnEosSentByTheApplicationMidDecodeEndsTheStreamCleanly
   GstState state = GST_STATE_VOID_PENDING;
   ASSERT_EQ(gst_element_get_state(p.pipeline, &state, nullptr, 60 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
   ASSERT_EQ(state, GST_STATE_PLAYING);
+  // GstBaseSrc takes the EOS under its stream lock, which the streaming thread holds while the
+  // gate holds it: the gate opens first, and the EOS follows at once — far sooner than the engine
+  // decodes the clip's remaining chunks (it made at most the held one and one queued chunk).
+  gate.open();
   EXPECT_TRUE(gst_element_send_event(p.pipeline, gst_event_new_eos()));
   ASSERT_TRUE(rec.wait_for_end(60)) << "no EOS within 60 s of the application's EOS";
   EXPECT_TRUE(rec.eos()) << rec.error_message();
   std::lock_guard<std::mutex> lock(p.log.mutex);
-  EXPECT_LT(p.log.offsets.size(), static_cast<size_t>(kFrames));
+  EXPECT_LT(p.log.offsets.size(), static_cast<size_t>(kLongClip));
   for (size_t i = 0; i < p.log.offsets.size(); ++i) EXPECT_EQ(p.log.offsets[i], i);
 }
 

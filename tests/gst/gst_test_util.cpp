@@ -118,6 +118,7 @@ GstBusSyncReply BusRecorder::on_message(GstBus*, GstMessage* m, gpointer data) {
           gst_structure_get_int(s, "total-chunks", &p.total_chunks);
           gst_structure_get_int(s, "frames", &p.frames);
           gst_structure_get_int(s, "total-frames", &p.total_frames);
+          gst_structure_get_double(s, "elapsed", &p.elapsed_s);
           p.at_us = g_get_monotonic_time();
           self->progress_.push_back(p);
         }
@@ -163,6 +164,39 @@ void BusRecorder::clear() {
   progress_.clear();
   eos_ = error_ = false;
   error_message_.clear();
+}
+
+Gate::Gate(GstPad* pad, int pass) : pad_(GST_PAD(gst_object_ref(pad))), pass_(pass) {
+  probe_ = gst_pad_add_probe(
+      pad_, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BLOCK | GST_PAD_PROBE_TYPE_BUFFER),
+      &Gate::on_buffer, this, nullptr);
+}
+
+Gate::~Gate() {
+  open();
+  gst_object_unref(pad_);
+}
+
+GstPadProbeReturn Gate::on_buffer(GstPad*, GstPadProbeInfo*, gpointer self) {
+  auto* g = static_cast<Gate*>(self);
+  std::lock_guard<std::mutex> lock(g->m_);
+  if (g->passed_ < g->pass_) {
+    ++g->passed_;
+    return GST_PAD_PROBE_PASS;
+  }
+  g->holding_ = true;
+  g->cv_.notify_all();
+  return GST_PAD_PROBE_OK;  // blocks the streaming thread until the probe goes or the pad flushes
+}
+
+bool Gate::wait_until_holding(double timeout_s) {
+  std::unique_lock<std::mutex> lock(m_);
+  return cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return holding_; });
+}
+
+void Gate::open() {
+  if (probe_ != 0) gst_pad_remove_probe(pad_, probe_);
+  probe_ = 0;
 }
 
 }  // namespace h3test

@@ -43,12 +43,37 @@ namespace h3test {
 // Records a pipeline's bus messages from the posting thread (a sync handler),
 // with the monotonic time each was posted, so tests can order them against
 // buffer arrivals and wait for a given phase.
+// Holds the buffers that reach `pad` after the first `pass` (a blocking pad probe): downstream
+// stops there for as long as the gate is closed, however fast or loaded the machine is, so that a
+// test finds the element mid-clip by construction, not by pacing. open() lets everything through;
+// a flush of the pad (a state change to READY) releases a held buffer as GStreamer does.
+class Gate {
+ public:
+  Gate(GstPad* pad, int pass);
+  ~Gate();
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  // Waits (at most `timeout_s`) until a buffer is held at the gate; whether one is.
+  bool wait_until_holding(double timeout_s);
+  void open();
+
+ private:
+  static GstPadProbeReturn on_buffer(GstPad* pad, GstPadProbeInfo* info, gpointer self);
+  GstPad* pad_;
+  gulong probe_ = 0;
+  std::mutex m_;
+  std::condition_variable cv_;
+  int pass_, passed_ = 0;
+  bool holding_ = false;
+};
+
 class BusRecorder {
  public:
   struct Progress {
     std::string phase;
     int step = 0, total_steps = 0, chunk = 0, total_chunks = 0, frames = 0, total_frames = 0;
-    gint64 at_us = 0;
+    double elapsed_s = 0;  // the engine's time since the request started, when it posted the report
+    gint64 at_us = 0;      // when the bus handed it to the test
   };
   explicit BusRecorder(GstElement* pipeline);
   ~BusRecorder();

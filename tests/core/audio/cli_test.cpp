@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "../cli_run.h"
+#include "../wav_reader.h"
 #include "io/safetensors.h"
 
 namespace {
@@ -65,6 +66,14 @@ TEST_F(DecodeAudioCli, ReadsTheAudioTensorOfSaveLatentsAndWritesWav) {
     const bool pcm = std::string(extra).empty() ? false : true;
     // RIFF + fmt (16 or 18) [+ fact] + data header, then 6400 stereo frames.
     EXPECT_EQ(fs::file_size(out), pcm ? 44u + 6400u * 2 * 2 : 58u + 6400u * 2 * 4) << extra;
+    // Read back: the reference's waveform (in [-1, 1]), as floats or to within one PCM16 step.
+    const h3::test::Wav w = h3::test::read_wav(out.string());
+    EXPECT_EQ(w.format, pcm ? 1 : 3);
+    EXPECT_EQ(w.channels, 2);
+    EXPECT_EQ(w.rate, 32000);
+    ASSERT_EQ(w.samples.sizes(), (std::vector<int64_t>{2, 6400})) << extra;
+    const double d = (w.samples - want()).abs().max().item<double>();
+    EXPECT_LE(d, pcm ? 1.0 / 32768 + 1e-4 : 1e-4) << extra;
   }
 }
 

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "../text/golden_encoder.h"
+#include "../wav_reader.h"
 #include "engine/compute_dtype.h"
 #include "engine_test_util.h"
 #include "golden_model.h"
@@ -51,14 +52,36 @@ bool have(const char* tool) {
 TEST(Cli, GenerateWithAudioWritesTheSoundtrackAsAWav) {
   test::TempDir d("cli-audio");
   const std::string out = d / "clip.y4m", wav = d / "clip.wav";
-  const Result g = sh(h3("generate --prompt 'a drum' --width 80 --height 48 --frames 30 --steps 3 --out " +
-                         q(out) + " --audio " + q(wav)));
+  const Result g =
+      sh(h3("generate --prompt 'a drum' --width 80 --height 48 --frames 30 --steps 3 --seed 4 --out " +
+            q(out) + " --audio " + q(wav)));
   ASSERT_EQ(g.code, 0) << g.out;
   // 800 * round(30 * 5 / 3) samples per channel.
   EXPECT_THAT(g.out, ::testing::HasSubstr("wrote 40000 stereo samples (1.250 s at 32000 Hz)"));
   EXPECT_THAT(g.out, ::testing::HasSubstr("first frames after"));
   ASSERT_TRUE(fs::exists(wav));
   EXPECT_GE(fs::file_size(wav), 40000u * 2 * 4);
+  // Read back: the samples the engine gives for the same request.
+  const test::Wav w = test::read_wav(wav);
+  EXPECT_EQ(w.format, 3);
+  EXPECT_EQ(w.rate, 32000);
+  ASSERT_EQ(w.samples.sizes(), (std::vector<int64_t>{2, 40000}));
+  GenerationRequest r;
+  r.prompt = "a drum";
+  r.width = 80;
+  r.height = 48;
+  r.num_frames = 30;
+  r.steps = 3;
+  r.seed = 4;
+  r.audio = true;
+  test::CollectSink sink;
+  CancelToken cancel;
+  test::open_tiny(1)->generate(r, sink, {}, cancel);
+  std::vector<at::Tensor> stretches;
+  for (const auto& c : sink.audio) stretches.push_back(c.audio);
+  const at::Tensor engine_audio = at::cat(stretches, 0).t();  // stretches are [samples, 2]
+  ASSERT_EQ(engine_audio.sizes(), w.samples.sizes());
+  EXPECT_LE((engine_audio.to(at::kFloat) - w.samples).abs().max().item<double>(), 1e-6);
   if (!have("ffprobe")) GTEST_SKIP() << "ffprobe is not installed: the WAV's header was not read back";
   const Result p =
       sh("ffprobe -v error -show_entries stream=sample_rate,channels,duration_ts "
@@ -251,7 +274,17 @@ TEST(Cli, EncodePromptWritesTheGoldenHiddenStatesAtOneAndTwoRanks) {
   EXPECT_EQ(k50.code, 1);
   EXPECT_THAT(k50.out, ::testing::HasSubstr("conditioning layer K = 50 is outside 1..5"));
   EXPECT_THAT(k50.out, ::testing::HasSubstr("--layer"));
-  std::ofstream(d / "m/model_index.json") << "{\"text_encoder_layer\": 4}";
+  // Given in model_index.json, that K is the one used: the hidden states after layers 0..K-1.
+  const std::string from_index = "encode-prompt --model " + q(d / "m") + " --prompt-file " + q(d / "p.txt") +
+                                 " --out " + q(d / "k.safetensors");
+  for (int k : {4, 3}) {
+    std::ofstream(d / "m/model_index.json") << "{\"text_encoder_layer\": " << k << "}";
+    const Result r = sh(h3(from_index));
+    ASSERT_EQ(r.code, 0) << r.out;
+    const at::Tensor want = k == 4 ? c.at("hidden") : c.at("hidden_states")[k];
+    EXPECT_LE(test::max_abs_diff(test::read_tensors(d / "k.safetensors").at("embeds"), want), 1e-4)
+        << "K = " << k;
+  }
   EXPECT_EQ(sh(h3(args)).code, 0);
   const Result empty =
       sh(h3("encode-prompt --model " + q(d / "m") + " --prompt '' --out " + q(d / "x.safetensors")));

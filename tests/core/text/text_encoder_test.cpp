@@ -52,6 +52,31 @@ TEST(TextEncoder, GoldenHiddenStatesAtTp1) {
   }
 }
 
+// In bf16 (the release's dtype, and the engine's on CUDA), against the same fp32 reference. Each
+// weight and each layer's activations are rounded to bf16 (unit roundoff u = 2^-8); through K
+// residual layers the rounding errors add up, so the hidden state may be off by about 2·K·u of
+// its magnitude (weights and activations of each layer): the bound is 2·K·u·max|reference|.
+TEST(TextEncoder, GoldenHiddenStatesInBf16WithinTheRoundingBound) {
+  EncoderOptions o;
+  o.dtype = at::kBFloat16;
+  const auto enc = TextEncoder::load(golden_encoder(), kGoldenLayer, nullptr, o);
+  for (const auto& [name, t] : enc.named()) ASSERT_EQ(t.scalar_type(), at::kBFloat16) << name;
+  const double u = std::ldexp(1.0, -8);
+  for (const char* name : kCases) {
+    auto c = golden_case(name);
+    const at::Tensor hidden = enc.forward(c.at("input_ids"), c.at("position_ids"));
+    ASSERT_EQ(hidden.scalar_type(), at::kBFloat16);
+    const at::Tensor ref = c.at("hidden");
+    const double scale = ref.abs().max().item<double>();
+    const double d = test::max_abs_diff(hidden.to(at::kFloat), ref);
+    const double bound = 2.0 * kGoldenLayer * u * scale;
+    std::printf("%s: bf16 max |d hidden| = %.4g (%.2f u of max|ref| %.3g; bound %.4g)\n", name, d,
+                d / (u * scale), scale, bound);
+    EXPECT_LE(d, bound) << name;
+    EXPECT_GT(d, 0.0) << name << ": bf16 equals fp32 exactly: the dtype did not reach the encoder";
+  }
+}
+
 TEST(TextEncoder, PromptThroughTokenizerGivesTheGoldenIds) {
   const auto tok = Tokenizer::load(test::shipped_tokenizer_dir());
   const auto enc = TextEncoder::load(golden_encoder(), kGoldenLayer);

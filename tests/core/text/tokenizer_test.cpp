@@ -116,9 +116,14 @@ TEST(Tokenizer, InvalidUtf8NamesTheByteOffset) {
                      ErrorKind::kInvalidArgument, {"prompt file p.txt"});
 }
 
-TEST(Tokenizer, OverlongPromptIsRefused) {
-  test::expect_error([] { shipped().encode(std::string(Tokenizer::kMaxPromptBytes + 1, 'a')); },
-                     ErrorKind::kInvalidArgument, {"limit", "shorten"});
+TEST(Tokenizer, OverlongPromptIsRefusedAndOneAtTheLimitEncodes) {
+  // Exactly at the limit: encoded.
+  EXPECT_FALSE(shipped().encode(std::string(Tokenizer::kMaxPromptBytes, 'a')).empty());
+  for (size_t over : {size_t(1), size_t(2), Tokenizer::kMaxPromptBytes}) {
+    test::expect_error([&] { shipped().encode(std::string(Tokenizer::kMaxPromptBytes + over, 'a')); },
+                       ErrorKind::kInvalidArgument,
+                       {"limit", std::to_string(Tokenizer::kMaxPromptBytes), "shorten"});
+  }
 }
 
 TEST(Tokenizer, FolderMissingAFileNamesIt) {
