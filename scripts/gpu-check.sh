@@ -73,7 +73,7 @@ run_gtest() {  # run_gtest BINARY FILTER
 }
 run_gtest build-gpu/tests/core/core_common_test 'Device.*'
 run_gtest build-gpu/tests/core/dit/core_dit_test 'Cuda.*:ReleasePrecision.*'
-run_gtest build-gpu/tests/core/vae/core_vae_golden_test 'GoldenCuda.*'
+run_gtest build-gpu/tests/core/vae/core_vae_test 'GoldenCuda.*'
 run_gtest build-gpu/tests/core/dist/core_dist_test 'Nccl.*'
 if [ "$GPUS" -ge 2 ]; then
   "$H3" bench comm --backend nccl --ranks "$GPUS" --max-mib 64 || fail "h3 bench comm --backend nccl"
@@ -99,6 +99,13 @@ d = np.abs(fa.astype(np.int16) - fb.astype(np.int16))
 print(f"tiny clip, CPU fp32 vs CUDA (bf16 DiT): {a.count(b'FRAME')} frames, header {ha.decode()}, "
       f"max |d| {d.max()} levels, mean {d.mean():.3f}, {100.0 * (d > 8).mean():.2f} % of bytes off by > 8")
 EOF
+# More ranks than visible GPUs: refused before anything loads, naming both counts.
+refusal=$("$H3" generate --model "$TINY" --prompt "a gpu check" --device cuda --ranks $((GPUS + 1)) \
+  --out "$LOG_DIR/none.y4m" --quiet 2>&1) && fail "h3 generate --ranks $((GPUS + 1)) on $GPUS GPUs was not refused"
+case "$refusal" in
+  *"needs $((GPUS + 1)) GPUs (one per rank) but $GPUS are visible"*) say "ranks > GPUs refused: $refusal" ;;
+  *) fail "ranks > GPUs refused with another message: $refusal" ;;
+esac
 if [ "$GPUS" -ge 2 ]; then
   "$H3" generate --model "$TINY" --prompt "a gpu check" --seed 3 --device cuda --ranks 2 \
     --out "$LOG_DIR/tiny-cuda-2.y4m" --quiet || fail "h3 generate --device cuda --ranks 2"
