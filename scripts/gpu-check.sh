@@ -71,10 +71,10 @@ run_gtest() {  # run_gtest BINARY FILTER
   [ -x "$1" ] || { say "skipped $(basename "$1"): not built (no GoogleTest here)"; return; }
   "$1" --gtest_filter="$2" --gtest_brief=1 || fail "$(basename "$1") $2"
 }
-run_gtest build-gpu/tests/core/core_common_test 'Device.*'
-run_gtest build-gpu/tests/core/dit/core_dit_test 'Cuda.*:ReleasePrecision.*'
-run_gtest build-gpu/tests/core/vae/core_vae_test 'GoldenCuda.*'
-run_gtest build-gpu/tests/core/dist/core_dist_test 'Nccl.*'
+run_gtest build-gpu/tests/core/core_test 'Device.*'
+run_gtest build-gpu/tests/core/core_test 'Cuda.*:ReleasePrecision.*'
+run_gtest build-gpu/tests/core/core_test 'GoldenCuda.*'
+run_gtest build-gpu/tests/core/core_test 'Nccl.*'
 if [ "$GPUS" -ge 2 ]; then
   "$H3" bench comm --backend nccl --ranks "$GPUS" --max-mib 64 || fail "h3 bench comm --backend nccl"
 else

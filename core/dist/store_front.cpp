@@ -391,15 +391,16 @@ struct StoreTunnel::State {
   std::chrono::milliseconds liveness{60000};
   mutable std::mutex m;
   std::string failure;
-  bool refused_ = false;
+  bool proof_failed_ = false;
   int open_now = 0;
 
-  // A refusal of this worker's proof is kept over later failures (c10d's client retries, and
-  // finds rank 0 gone once rank 0 gave up on it): it is the cause the worker must report.
-  void fail(const std::string& why, bool refused = false) {
+  // A failure of the proof either way (rank 0 refused this worker's, or what answers could not
+  // prove the token) is kept over later ones (c10d's client retries, and finds rank 0 gone once
+  // rank 0 gave up on it): it is the cause the worker must report.
+  void fail(const std::string& why, bool of_the_proof = false) {
     std::lock_guard<std::mutex> lk(m);
-    if (refused || !refused_) failure = why;
-    refused_ = refused_ || refused;
+    if (of_the_proof || !proof_failed_) failure = why;
+    proof_failed_ = proof_failed_ || of_the_proof;
   }
 
   void carry(Fd local) {
@@ -419,11 +420,11 @@ struct StoreTunnel::State {
           !read_exact(up.get(), server_proof, kMacBytes, stop.get(), deadline)) {
         fail("rank 0's store at " + where +
                  " refused this worker's proof of the token: wrong token (rank 0 holds another one)",
-             /*refused=*/true);
+             /*of_the_proof=*/true);
       } else if (!same(server_proof,
                        hmac_sha256(key_of(token), "server\n" + nonce + greeting.substr(kMagicBytes)))) {
-        fail("what answers at " + where +
-             " does not hold this world's token: it is not rank 0 of this world");
+        fail("what answers at " + where + " does not hold this world's token: it is not rank 0 of this world",
+             /*of_the_proof=*/true);
       } else {
         set_liveness(up.get(), liveness);
         relay(local.get(), up.get(), stop.get());

@@ -193,6 +193,34 @@ TEST(StoreFrontEnd, FourHundredIdleStrangersLeaveConnectionsAndMemoryBoundedAndA
   EXPECT_EQ(r0.store->get("after"), std::vector<uint8_t>{1});  // get waits for the key
 }
 
+// Something at rank 0's address that greets like a front end and accepts any proof, but does not
+// hold the token: its answer to the worker's challenge fails, and the tunnel carries nothing.
+TEST(StoreTunnel, AnImpostorOfRankZeroIsFoundOutByItsAnswer) {
+  int port = 0;
+  const int listener = listen_on_loopback(&port);
+  std::thread impostor([&] {
+    const int fd = accept(listener, nullptr, nullptr);
+    if (fd < 0) return;
+    const std::string greeting = "H3S1" + std::string(16, 'g');
+    (void)!send(fd, greeting.data(), greeting.size(), MSG_NOSIGNAL);
+    std::string reply(48, '\0');
+    (void)!recv(fd, reply.data(), reply.size(), MSG_WAITALL);
+    const std::string answer(32, 'a');  // not HMAC(token, "server" ...)
+    (void)!send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+    read_until_closed(fd, 10s);
+    close(fd);
+  });
+  StoreTunnel tunnel("127.0.0.1", port, kToken, 2s);
+  EXPECT_ANY_THROW({
+    auto client = client_through(tunnel);
+    client->set("k", std::vector<uint8_t>{1});
+  });
+  EXPECT_THAT(tunnel.last_failure(), HasSubstr("is not rank 0 of this world"));
+  shutdown(listener, SHUT_RDWR);
+  impostor.join();
+  close(listener);
+}
+
 TEST(StoreTunnel, AnotherProcessCannotBorrowAWorkersTunnel) {
   Rank0 r0(small_limits());
   StoreTunnel tunnel("127.0.0.1", r0.port, kToken, 20s);
