@@ -7,9 +7,9 @@
 #   scripts/bench-reference.sh [vae-decode] [dit-forward]    (default: both)
 #   THREADS="1 2" ROUNDS=2 BUILD=build (environment)
 #
-# First run: makes a Python virtual environment in $H3_CACHE/reference-venv (torch pinned to the
-# project's LibTorch version, scripts/torch-pin.sh; diffusers and its helpers pinned below; about
-# 700 MB from PyPI) and writes the weights and inputs once to $H3_CACHE/reference-bench
+# First run: makes a Python virtual environment in $H3_CACHE/reference-venv (scripts/reference-venv.sh:
+# torch pinned to the project's LibTorch version, diffusers and its helpers; about 700 MB from
+# PyPI) and writes the weights and inputs once to $H3_CACHE/reference-bench
 # (bench/reference/make_inputs.py). h3 must be built (meson compile -C $BUILD h3).
 #
 # Each comparison alternates the two sides, ROUNDS times each, one process per run: the model is
@@ -19,10 +19,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/torch-pin.sh
 
-DIFFUSERS_VERSION=0.42.1      # has MiniMax-H3: AutoencoderKLMiniMaxH3, MiniMaxH3Transformer3DModel
-TRANSFORMERS_VERSION=5.24.0   # diffusers' MiniMax-H3 modular pipeline imports it
-ACCELERATE_VERSION=1.15.0     # diffusers' from_pretrained needs it for the fp32-pinned modules
-VENV=$H3_CACHE/reference-venv
 DATA=$H3_CACHE/reference-bench
 BUILD=${BUILD:-build}
 H3=$BUILD/core/h3
@@ -30,23 +26,7 @@ THREADS=${THREADS:-1 2}
 ROUNDS=${ROUNDS:-2}
 WHAT=("$@")
 [ ${#WHAT[@]} -gt 0 ] || WHAT=(vae-decode dit-forward)
-
-# The torch wheel's CPU library needs the CUDA runtime: install-torch.sh put it beside the
-# project's LibTorch, or the CUDA toolkit has it.
-export LD_LIBRARY_PATH=$TORCH_DIR/torch/lib:${H3_CUDA_ROOT:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-PY=$VENV/bin/python
-
-if [ ! -f "$VENV/.complete" ]; then
-  echo "bench-reference: making $VENV (torch $TORCH_VERSION, diffusers $DIFFUSERS_VERSION)" >&2
-  python3 -m venv "$VENV"
-  # torch without its CUDA wheels (gigabytes; only its CPU side runs here), then its pure-Python needs.
-  "$VENV/bin/pip" install --quiet --no-deps "torch==$TORCH_VERSION"
-  "$VENV/bin/pip" install --quiet typing-extensions sympy networkx jinja2 fsspec filelock numpy safetensors \
-    "diffusers==$DIFFUSERS_VERSION" "transformers==$TRANSFORMERS_VERSION" "accelerate==$ACCELERATE_VERSION" \
-    2>&1 | grep -v "requires\|dependency resolver" >&2 || true
-  "$PY" -c "import torch, diffusers; assert torch.__version__.split('+')[0] == '$TORCH_VERSION'" 
-  touch "$VENV/.complete"
-fi
+. scripts/reference-venv.sh  # VENV, PY (made on the first run)
 if [ ! -f "$DATA/.complete" ]; then
   echo "bench-reference: writing the random weights and inputs to $DATA" >&2
   (cd bench/reference && "$PY" make_inputs.py "$DATA")

@@ -274,6 +274,24 @@ void accept_loop(int listen_fd, int stop_fd, Take&& take) {
   }
 }
 
+// Stops an accepting side: the stop signal (every thread polls it), the acceptor joined, the
+// listener closed, then a moment for the connections' threads to leave, so that nothing they
+// use (the store, for the front end) goes away under a relay that still runs.
+template <typename State, typename OpenNow>
+void stop_and_drain(State& s, std::thread& acceptor, OpenNow&& open_now) {
+  const uint64_t one = 1;
+  (void)!write(s.stop.get(), &one, sizeof one);
+  if (acceptor.joinable()) acceptor.join();
+  s.listen_fd.reset();
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard<std::mutex> lk(s.m);
+      if (open_now(s) == 0) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 }  // namespace
 
 std::string store_proof(const std::string& token, const std::string& greeting,
@@ -359,19 +377,7 @@ StoreFrontEnd::StoreFrontEnd(int listen_fd, int store_port, const std::string& t
 }
 
 StoreFrontEnd::~StoreFrontEnd() {
-  const uint64_t one = 1;
-  (void)!write(state_->stop.get(), &one, sizeof one);
-  if (acceptor_.joinable()) acceptor_.join();
-  state_->listen_fd.reset();
-  // The connections' threads see the stop signal at once; wait for them a moment, so that the
-  // store (closed after this) is not used by a relay that is still running.
-  for (int i = 0; i < 200; ++i) {
-    {
-      std::lock_guard<std::mutex> lk(state_->m);
-      if (state_->counts.open_now == 0) return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  stop_and_drain(*state_, acceptor_, [](const State& s) { return s.counts.open_now; });
 }
 
 FrontEndCounts StoreFrontEnd::counts() const {
@@ -459,17 +465,7 @@ StoreTunnel::StoreTunnel(std::string host, int port, const std::string& token,
 }
 
 StoreTunnel::~StoreTunnel() {
-  const uint64_t one = 1;
-  (void)!write(state_->stop.get(), &one, sizeof one);
-  if (acceptor_.joinable()) acceptor_.join();
-  state_->listen_fd.reset();
-  for (int i = 0; i < 200; ++i) {
-    {
-      std::lock_guard<std::mutex> lk(state_->m);
-      if (state_->open_now == 0) return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  stop_and_drain(*state_, acceptor_, [](const State& s) { return s.open_now; });
 }
 
 std::string StoreTunnel::last_failure() const {

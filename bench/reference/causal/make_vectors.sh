@@ -23,23 +23,7 @@ EXTRA=()
 if [ "${2:-}" = "--check-only" ]; then EXTRA=(--check-only); elif [ -n "${2:-}" ]; then OUT=$2; fi
 RAVEN_COMMIT=bcfa381
 
-# Same pins and the same steps as scripts/bench-reference.sh.
-DIFFUSERS_VERSION=0.42.1
-TRANSFORMERS_VERSION=5.24.0
-ACCELERATE_VERSION=1.15.0
-VENV=$H3_CACHE/reference-venv
-PY=$VENV/bin/python
-export LD_LIBRARY_PATH=$TORCH_DIR/torch/lib:${H3_CUDA_ROOT:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if [ ! -f "$VENV/.complete" ]; then
-  echo "make_vectors: making $VENV (torch $TORCH_VERSION, diffusers $DIFFUSERS_VERSION)" >&2
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --no-deps "torch==$TORCH_VERSION"
-  "$VENV/bin/pip" install --quiet typing-extensions sympy networkx jinja2 fsspec filelock numpy safetensors \
-    "diffusers==$DIFFUSERS_VERSION" "transformers==$TRANSFORMERS_VERSION" "accelerate==$ACCELERATE_VERSION" \
-    2>&1 | grep -v "requires\|dependency resolver" >&2 || true
-  "$PY" -c "import torch, diffusers; assert torch.__version__.split('+')[0] == '$TORCH_VERSION'"
-  touch "$VENV/.complete"
-fi
+. scripts/reference-venv.sh  # VENV, PY: the same as scripts/bench-reference.sh
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/h3-raven.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

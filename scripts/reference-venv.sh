@@ -1,0 +1,23 @@
+# Sourced by scripts/bench-reference.sh and bench/reference/causal/make_vectors.sh: the Python
+# virtual environment of the reference implementations, made once in $H3_CACHE/reference-venv —
+# torch pinned to the project's LibTorch version (scripts/torch-pin.sh, sourced before this),
+# without its CUDA wheels (gigabytes; only its CPU side runs here), then diffusers and its helpers
+# at the pins below (about 700 MB from PyPI). Sets VENV and PY, and LD_LIBRARY_PATH for the torch
+# wheel's CPU library, which needs the CUDA runtime (install-torch.sh put it beside the project's
+# LibTorch, or the CUDA toolkit has it).
+DIFFUSERS_VERSION=0.42.1      # has MiniMax-H3: AutoencoderKLMiniMaxH3, MiniMaxH3Transformer3DModel
+TRANSFORMERS_VERSION=5.24.0   # diffusers' MiniMax-H3 modular pipeline imports it
+ACCELERATE_VERSION=1.15.0     # diffusers' from_pretrained needs it for the fp32-pinned modules
+VENV=$H3_CACHE/reference-venv
+PY=$VENV/bin/python
+export LD_LIBRARY_PATH=$TORCH_DIR/torch/lib:${H3_CUDA_ROOT:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ ! -f "$VENV/.complete" ]; then
+  echo "reference-venv: making $VENV (torch $TORCH_VERSION, diffusers $DIFFUSERS_VERSION)" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --no-deps "torch==$TORCH_VERSION"
+  "$VENV/bin/pip" install --quiet typing-extensions sympy networkx jinja2 fsspec filelock numpy safetensors \
+    "diffusers==$DIFFUSERS_VERSION" "transformers==$TRANSFORMERS_VERSION" "accelerate==$ACCELERATE_VERSION" \
+    2>&1 | grep -v "requires\|dependency resolver" >&2 || true
+  "$PY" -c "import torch, diffusers; assert torch.__version__.split('+')[0] == '$TORCH_VERSION'"
+  touch "$VENV/.complete"
+fi
