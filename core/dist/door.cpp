@@ -373,6 +373,12 @@ DoorClient::DoorClient(DoorOptions opts, int rank) : opts_(std::move(opts)), ran
   // c10d's store client talks to this process's tunnel, which proves the token to rank 0's front end.
   tunnel_ = std::make_unique<StoreTunnel>(opts_.address.host, opts_.address.port, opts_.token,
                                           opts_.world.timeout / 2);
+  if (const std::string why = tunnel_->check(); !why.empty()) {
+    const bool refused = why.find("wrong token") != std::string::npos;
+    throw Error(ErrorKind::kDistributed,
+                me + ": rank 0 at " + opts_.address.str() +
+                    (refused ? " refused this worker: wrong token (" + why + ")" : ": " + why));
+  }
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(tunnel_->port());
   o.isServer = false;

@@ -409,7 +409,9 @@ struct StoreTunnel::State {
     proof_failed_ = proof_failed_ || of_the_proof;
   }
 
-  void carry(Fd local) {
+  // Connects to rank 0's front end and proves the token both ways: the connection ready to
+  // relay, or none (and the failure recorded).
+  Fd open_upstream() {
     const std::string where = host + ":" + std::to_string(port);
     std::string why;
     Fd up = connect_to(host, port, liveness, stop.get(), &why);
@@ -417,25 +419,34 @@ struct StoreTunnel::State {
     std::string greeting, server_proof;
     if (up.get() < 0) {
       fail("cannot reach rank 0's store at " + where + ": " + why);
-    } else if (!read_exact(up.get(), greeting, kGreetingBytes, stop.get(), deadline) ||
-               greeting.compare(0, kMagicBytes, kMagic, kMagicBytes) != 0) {
+      return Fd();
+    }
+    if (!read_exact(up.get(), greeting, kGreetingBytes, stop.get(), deadline) ||
+        greeting.compare(0, kMagicBytes, kMagic, kMagicBytes) != 0) {
       fail("what answers at " + where + " is not an h3 rank 0's store (no greeting)");
-    } else {
-      const std::string nonce = random_bytes(kNonceBytes);
-      if (!write_all(up.get(), store_proof(token, greeting, nonce), stop.get(), deadline) ||
-          !read_exact(up.get(), server_proof, kMacBytes, stop.get(), deadline)) {
-        fail("rank 0's store at " + where +
-                 " refused this worker's proof of the token: wrong token (rank 0 holds another one)",
-             /*of_the_proof=*/true);
-      } else if (!same(server_proof,
-                       hmac_sha256(key_of(token), "server\n" + nonce + greeting.substr(kMagicBytes)))) {
-        fail("what answers at " + where + " does not hold this world's token: it is not rank 0 of this world",
-             /*of_the_proof=*/true);
-      } else {
-        set_liveness(up.get(), liveness);
-        relay(local.get(), up.get(), stop.get());
-        fail("the connection to rank 0's store at " + where + " ended");
-      }
+      return Fd();
+    }
+    const std::string nonce = random_bytes(kNonceBytes);
+    if (!write_all(up.get(), store_proof(token, greeting, nonce), stop.get(), deadline) ||
+        !read_exact(up.get(), server_proof, kMacBytes, stop.get(), deadline)) {
+      fail("rank 0's store at " + where +
+               " refused this worker's proof of the token: wrong token (rank 0 holds another one)",
+           /*of_the_proof=*/true);
+      return Fd();
+    }
+    if (!same(server_proof, hmac_sha256(key_of(token), "server\n" + nonce + greeting.substr(kMagicBytes)))) {
+      fail("what answers at " + where + " does not hold this world's token: it is not rank 0 of this world",
+           /*of_the_proof=*/true);
+      return Fd();
+    }
+    set_liveness(up.get(), liveness);
+    return up;
+  }
+
+  void carry(Fd local) {
+    if (Fd up = open_upstream(); up.get() >= 0) {
+      relay(local.get(), up.get(), stop.get());
+      fail("the connection to rank 0's store at " + host + ":" + std::to_string(port) + " ended");
     }
     std::lock_guard<std::mutex> lk(m);
     --open_now;
@@ -466,6 +477,11 @@ StoreTunnel::StoreTunnel(std::string host, int port, const std::string& token,
 
 StoreTunnel::~StoreTunnel() {
   stop_and_drain(*state_, acceptor_, [](const State& s) { return s.open_now; });
+}
+
+std::string StoreTunnel::check() {
+  if (state_->open_upstream().get() >= 0) return "";
+  return last_failure();
 }
 
 std::string StoreTunnel::last_failure() const {

@@ -69,6 +69,10 @@ class StoreTunnel {
   StoreTunnel& operator=(const StoreTunnel&) = delete;
 
   int port() const { return port_; }
+  // One handshake with rank 0's front end, at once: "" when both sides proved the token, else
+  // why not (so that a worker with the wrong token is told now, not after its store client's
+  // retries have used up the timeout).
+  std::string check();
   // Why the last carried connection ended or failed ("" while none did): the worker's error says it.
   std::string last_failure() const;
 

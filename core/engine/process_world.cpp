@@ -86,7 +86,9 @@ void run_worker(const WorkerOptions& o) {
   door.compute_dtype = setup.compute_dtype;
   door.timeout = o.timeout;
   door.cuda_device = o.cuda_device;
-  dist::DoorClient client(engine_detail::door_options(model, door), o.rank);
+  const dist::DoorOptions door_opts = engine_detail::door_options(model, door);
+  std::fprintf(stderr, "h3 worker: rank %d: waiting for rank 0 at %s\n", o.rank, o.rendezvous.c_str());
+  dist::DoorClient client(door_opts, o.rank);
   engine_detail::JobChannel unused;  // a worker is never rank 0: it hands nothing to a caller
   RankServer server(model, setup, unused);
   const std::string me = "h3 worker: rank " + std::to_string(o.rank) + ": ";

@@ -93,7 +93,7 @@ std::string write_checkpoint(const std::string& dir, int64_t blocks) {
   for (const auto& s : specs) largest = std::max(largest, bytes_of(s));
   const at::Tensor pool = at::randint(-32768, 32768, {static_cast<int64_t>(largest / 2)}, at::kShort);
   for (size_t i = 0; i < shards.size(); ++i) {
-    char name[64];
+    char name[96];  // the longest name (two 20-digit counts) is 80 characters
     std::snprintf(name, sizeof name, "diffusion_pytorch_model-%05zu-of-%05zu.safetensors", i + 1,
                   shards.size());
     std::vector<std::pair<std::string, at::Tensor>> tensors;

@@ -20,16 +20,6 @@ using namespace process_world_test;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-// Waits until `file` contains `text` (at most `bound`): whether it did.
-bool wait_for_text(const fs::path& file, const std::string& text, std::chrono::seconds bound) {
-  const auto end = std::chrono::steady_clock::now() + bound;
-  while (std::chrono::steady_clock::now() < end) {
-    if (read_file(file).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
-
 bool exited_non_zero(int status) {
   return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) != 0;
 }
@@ -75,8 +65,8 @@ TEST(ProcessWorldFaults, RankZeroKilledEndsItsWorkerWithAnErrorWithinTwiceTheTim
 
 TEST(ProcessWorldFaults, AStoppedWorkerFailsTheRequestOnTimeoutAndARestartedOneServesTheNext) {
   const at::Tensor want = thread_rank_frames();
-  World w{kFormingFailsTimeout};  // the failure waits for it
-  Child worker = w.worker("stopped");
+  World w{std::chrono::seconds(10)};  // the failure waits for it
+  Child worker = w.waiting_worker("stopped");
   auto e = Engine::open(w.rank0());
   bool stopped = false;
   const auto t0 = std::chrono::steady_clock::now();

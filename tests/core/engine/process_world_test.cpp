@@ -160,7 +160,7 @@ TEST(ProcessWorld, RankZeroNamesTheRankThatNeverArrived) {
 }
 
 TEST(ProcessWorld, AWorkerWhoseRankZeroNeverAppearsExitsOneNamingTheAddress) {
-  World w{kFormingFailsTimeout};
+  World w{kFormingFailsTimeout, kFormingFailsTimeout};
   Child worker = w.worker("alone");
   EXPECT_TRUE(exited_with(worker.wait(), 1)) << worker.output();
   EXPECT_THAT(worker.output(), HasSubstr("rank 0 never appeared at " + w.address()));
@@ -169,7 +169,7 @@ TEST(ProcessWorld, AWorkerWhoseRankZeroNeverAppearsExitsOneNamingTheAddress) {
 TEST(ProcessWorld, AWrongTokenIsRefusedOnBothSides) {
   World w{kFormingFailsTimeout};
   const std::string wrong = write_token(w.dir / "wrong", "not the secret of this world");
-  Child worker = w.worker("wrong", 1, wrong);
+  Child worker = w.waiting_worker("wrong", 1, wrong);
   try {
     Engine::open(w.rank0());
     FAIL() << "opened with a worker that has the wrong token";
@@ -205,10 +205,7 @@ TEST(ProcessWorld, AWorkerWithDifferentSettingsIsRefusedWithWhatDiffers) {
   const fs::path other = w.dir / "other-model";
   fs::copy(default_model_dir(), other, fs::copy_options::recursive);
   std::ofstream(other / "transformer" / "config.json", std::ios::app) << "\n";
-  std::vector<std::string> args = w.worker_args();
-  args.push_back("--model");
-  args.push_back(other.string());
-  Child worker = Child::start(args, w.dir / "other.log");
+  Child worker = w.waiting_worker("other", 1, "", {"--model", other.string()});
   try {
     Engine::open(w.rank0());
     FAIL() << "opened with a worker of another model";
@@ -226,7 +223,7 @@ TEST(ProcessWorld, AWorkerComputesInRankZerosComputeDtypeOrIsRefusedNamingIt) {
   World refused{kFormingFailsTimeout};
   EngineOptions bf16_rank0 = refused.rank0();
   bf16_rank0.compute_dtype = "bf16";
-  Child fp32 = refused.worker("fp32");
+  Child fp32 = refused.waiting_worker("fp32");
   try {
     Engine::open(bf16_rank0);
     FAIL() << "opened with a worker computing in fp32 under a bf16 rank 0";

@@ -131,9 +131,23 @@ inline bool exited_with(int status, int code) {
   return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == code;
 }
 
+// Waits until `file` contains `text` (at most `bound`): whether it did.
+inline bool wait_for_text(const fs::path& file, const std::string& text, std::chrono::seconds bound) {
+  const auto end = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < end) {
+    std::ifstream in(file);
+    if (std::string(std::istreambuf_iterator<char>(in), {}).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// A world's folder, token and address. `timeout`: rank 0's (its collectives and its formation);
+// `worker_timeout`: the workers' (their collectives, and how long they wait for rank 0 to appear).
 struct World {
-  explicit World(std::chrono::seconds t = kServingTimeout) : timeout(t) {}
-  std::chrono::seconds timeout;
+  explicit World(std::chrono::seconds t = kServingTimeout, std::chrono::seconds w = kServingTimeout)
+      : timeout(t), worker_timeout(w) {}
+  std::chrono::seconds timeout, worker_timeout;
   test::TempDir dir{"procworld"};
   int port = free_port();
   std::string token = write_token(dir / "token", "a shared secret of this test world");
@@ -151,10 +165,21 @@ struct World {
             "--token-file",
             token_file.empty() ? token : token_file,
             "--timeout",
-            std::to_string(timeout.count())};
+            std::to_string(worker_timeout.count())};
   }
   Child worker(const std::string& name, int rank = 1, const std::string& token_file = "") {
     return Child::start(worker_args(rank, 2, token_file), dir / (name + ".log"));
+  }
+  // A worker started and waiting for rank 0's door: what a failure test then opens rank 0 against
+  // (so that a slow start of the worker is not mistaken for the failure the test waits for).
+  Child waiting_worker(const std::string& name, int rank = 1, const std::string& token_file = "",
+                       const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = worker_args(rank, 2, token_file);
+    args.insert(args.end(), extra.begin(), extra.end());
+    Child c = Child::start(args, dir / (name + ".log"));
+    EXPECT_TRUE(wait_for_text(dir / (name + ".log"), "waiting for rank 0", std::chrono::seconds(120)))
+        << read_file(dir / (name + ".log"));
+    return c;
   }
   EngineOptions rank0(int world = 2) const {
     EngineOptions o;
