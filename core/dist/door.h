@@ -60,8 +60,6 @@ class DoorServer {
   DoorServer& operator=(const DoorServer&) = delete;
 
   int port() const { return port_; }
-  const std::string& run_id() const { return keys_.run_id; }
-  FrontEndCounts front_end_counts() const { return front_->counts(); }
   // Opens a new generation, admits ranks 1..N-1 within the timeout, forms the group with them
   // and has every rank prove the token over it. Throws h3::Error(kDistributed) naming the ranks
   // that never arrived, the refusals and the connections that failed the token check.

@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
+#include "../../free_port.h"
 #include "common/error.h"
 
 namespace h3::dist {
@@ -38,19 +39,6 @@ int listen_on_loopback(int* port) {
   socklen_t len = sizeof a;
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   *port = ntohs(a.sin_port);
-  return fd;
-}
-
-int connect_to(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
   return fd;
 }
 
@@ -140,7 +128,7 @@ TEST(StoreFrontEnd, ATunnelWithAnotherTokenIsRefusedAndSaysWrongToken) {
 TEST(StoreFrontEnd, AStrangersJunkIsReadFor48BytesThenClosedAndNeverReachesTheStore) {
   Rank0 r0(small_limits());
   const int64_t keys_before = r0.store->getNumKeys();
-  const int fd = connect_to(r0.port);
+  const int fd = h3test_net::connect_loopback(r0.port);
   ASSERT_GE(fd, 0);
   std::string greeting(20, '\0');
   ASSERT_EQ(recv(fd, greeting.data(), greeting.size(), MSG_WAITALL), 20);
@@ -166,7 +154,7 @@ TEST(StoreFrontEnd, FourHundredIdleStrangersLeaveConnectionsAndMemoryBoundedAndA
   const uint64_t rss_before = rss_kib();
   std::vector<int> strangers;
   for (int i = 0; i < 400; ++i) {
-    const int fd = connect_to(r0.port);
+    const int fd = h3test_net::connect_loopback(r0.port);
     if (fd >= 0) strangers.push_back(fd);
   }
   EXPECT_EQ(strangers.size(), 400u);

@@ -307,15 +307,8 @@ TEST(ProcessWorldFaults, AStrangerAtEveryPortRankZeroListensOnIsRefusedAndRankZe
   for (int port : ports) {
     for (const std::string& junk : {std::string(8, '\0'), std::string(64, '\xff'), std::string(4096, 'x'),
                                     std::string("\x01\0\0\0\0\0\0\0", 8)}) {
-      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(static_cast<uint16_t>(port));
-      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        close(fd);
-        continue;
-      }
+      const int fd = h3test_net::connect_loopback(port);
+      if (fd < 0) continue;
       (void)!send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
       held.push_back(fd);
     }
