@@ -45,18 +45,19 @@ void gated_residual_(at::Tensor& h, const at::Tensor& branch, const at::Tensor& 
 
 at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              int64_t max_score_elements) {
-  const int64_t s = q.size(0), heads = q.size(1), d = q.size(2);
+  // q [S, heads, D] against k, v [Sk, heads, D] (Sk > S when a chunk attends cached rows).
+  const int64_t s = q.size(0), sk = k.size(0), heads = q.size(1), d = q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   auto qh = q.transpose(0, 1).mul(scale).contiguous();  // [heads, S, D], pre-scaled
-  auto kt = k.permute({1, 2, 0}).contiguous();          // [heads, D, S]
-  auto vh = v.transpose(0, 1).contiguous();             // [heads, S, D]
+  auto kt = k.permute({1, 2, 0}).contiguous();          // [heads, D, Sk]
+  auto vh = v.transpose(0, 1).contiguous();             // [heads, Sk, D]
   auto out = at::empty({s, heads, d}, q.options());
   const int64_t block =
-      std::min(s, std::max<int64_t>(16, max_score_elements / std::max<int64_t>(1, heads * s)));
+      std::min(s, std::max<int64_t>(16, max_score_elements / std::max<int64_t>(1, heads * sk)));
   // One score buffer and one output buffer for all blocks, written with the out= kernels: a
   // fresh large tensor per block costs more in page faults than the GEMM itself on CPU.
-  auto scores_buf = at::empty({heads * block * s}, q.options().dtype(at::kFloat));
-  auto probs_buf = q.scalar_type() == at::kFloat ? scores_buf : at::empty({heads * block * s}, q.options());
+  auto scores_buf = at::empty({heads * block * sk}, q.options().dtype(at::kFloat));
+  auto probs_buf = q.scalar_type() == at::kFloat ? scores_buf : at::empty({heads * block * sk}, q.options());
   auto o_buf = at::empty({heads * block * d}, q.options());
   // Contiguous [heads, b, n] views at the start of a flat buffer (the last block is shorter).
   auto first = [&](const at::Tensor& buf, int64_t b, int64_t n) {
@@ -64,20 +65,31 @@ at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at:
   };
   for (int64_t i0 = 0; i0 < s; i0 += block) {
     const int64_t b = std::min(block, s - i0);
-    auto scores = first(scores_buf, b, s);
+    auto scores = first(scores_buf, b, sk);
     if (q.scalar_type() == at::kFloat) {
-      at::bmm_out(scores, qh.narrow(1, i0, b), kt);  // [heads, b, S]
+      at::bmm_out(scores, qh.narrow(1, i0, b), kt);  // [heads, b, Sk]
     } else {
       scores.copy_(at::bmm(qh.narrow(1, i0, b), kt));
     }
     at::_softmax_out(scores, scores, -1, false);  // in place: the fused row-wise kernel
-    auto probs = first(probs_buf, b, s);
+    auto probs = first(probs_buf, b, sk);
     if (probs.data_ptr() != scores.data_ptr()) probs.copy_(scores);
     auto o = first(o_buf, b, d);
     at::bmm_out(o, probs, vh);  // [heads, b, D]
     out.narrow(0, i0, b).copy_(o.transpose(0, 1));
   }
   return out.view({s, heads * d});
+}
+
+at::Tensor linear_fp32(const LinearWeights& l, const at::Tensor& x) {
+  auto xf = x.to(at::kFloat);
+  return adapted(at::linear(xf, l.weight.to(at::kFloat), l.bias.defined() ? l.bias.to(at::kFloat) : l.bias),
+                 l.lora, xf);
+}
+
+at::Tensor linear_in_dtype(const LinearWeights& l, const at::Tensor& x) {
+  auto xd = as_dtype(x, l.weight);
+  return adapted(at::linear(xd, l.weight, l.bias), l.lora, xd);
 }
 
 std::vector<Segment> segments_of(const at::Tensor& index) {
@@ -114,16 +126,35 @@ at::Tensor time_embedding(const DitWeights& w, const at::Tensor& t, int64_t freq
   auto f = timestep_features(t, freq_dim);
   auto l1 = w.time_linear_1.weight.to(at::kFloat);
   auto l2 = w.time_linear_2.weight.to(at::kFloat);
-  auto x = at::silu(at::linear(f, l1, w.time_linear_1.bias.to(at::kFloat)));
-  return at::linear(x, l2, w.time_linear_2.bias.to(at::kFloat));
+  auto x = at::silu(adapted(at::linear(f, l1, w.time_linear_1.bias.to(at::kFloat)), w.time_linear_1.lora, f));
+  return adapted(at::linear(x, l2, w.time_linear_2.bias.to(at::kFloat)), w.time_linear_2.lora, x);
 }
 
 at::Tensor adaln_rows(const LinearWeights& adaln, const at::Tensor& silu_temb) {
-  return at::linear(as_dtype(silu_temb, adaln.weight), adaln.weight, adaln.bias);
+  auto x = as_dtype(silu_temb, adaln.weight);
+  return adapted(at::linear(x, adaln.weight, adaln.bias), adaln.lora, x);
 }
 
 at::Tensor modality_table(const at::Tensor& gathered_rows, int64_t hidden) {
   return gathered_rows.to(at::kFloat).reshape({-1, 6, hidden});
+}
+
+Modulation modulation(const DitWeights& w, const DitConfig& c, const at::Tensor& row_timesteps,
+                      const TensorParallel& tp) {
+  const auto dev = w.proj_in.weight.device();
+  auto [uniq, inv, counts] = at::_unique2(row_timesteps, /*sorted=*/true, /*return_inverse=*/true);
+  (void)counts;
+  const int64_t m = uniq.size(0);
+  auto silu_temb = at::silu(time_embedding(w, uniq.to(dev), c.freq_dim));
+  std::vector<at::Tensor> local_rows;
+  local_rows.reserve(w.blocks.size());
+  for (const auto& b : w.blocks) local_rows.push_back(adaln_rows(b.adaln, silu_temb));
+  Modulation out;
+  // One gather for all blocks: [M, blocks, 18H / tp] per rank -> [M, blocks, 18H].
+  out.block_rows = tp.gather_last_dim(at::stack(local_rows, 1));
+  out.final_table = adaln_rows(w.norm_out_linear, silu_temb).to(at::kFloat).reshape({m, 2, c.hidden_size});
+  out.index = inv.to(at::kLong);
+  return out;
 }
 
 RopeTable rope_table(const at::Tensor& positions, int64_t freqs_per_axis, double theta) {
@@ -155,39 +186,59 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 }
 
 at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const DitConfig& c,
-                              const RopeTable* rope, const TensorParallel& tp) {
+                              const RopeTable* rope, const TensorParallel& tp, const KvContext* kv) {
   const int64_t s = a.size(0), d = c.head_dim, heads = w.local_heads(d);
   auto x = as_dtype(a, w.to_q);
-  auto q = rms_norm(h3::linear(x, w.to_q, {}).view({s, heads, d}), w.norm_q, c.qk_norm_eps);
-  auto k = rms_norm(h3::linear(x, w.to_k, {}).view({s, heads, d}), w.norm_k, c.qk_norm_eps);
-  auto v = h3::linear(x, w.to_v, {}).view({s, heads, d});
+  auto q = rms_norm(adapted(h3::linear(x, w.to_q, {}), w.to_q_lora, x).view({s, heads, d}), w.norm_q,
+                    c.qk_norm_eps);
+  auto k = rms_norm(adapted(h3::linear(x, w.to_k, {}), w.to_k_lora, x).view({s, heads, d}), w.norm_k,
+                    c.qk_norm_eps);
+  auto v = adapted(h3::linear(x, w.to_v, {}), w.to_v_lora, x).view({s, heads, d});
   if (rope) {
     apply_rope_(q, *rope);
     apply_rope_(k, *rope);
   }
-  auto o = attention(as_dtype(q, v), as_dtype(k, v), v);
-  auto out = h3::linear(o, w.to_out, {});
+  k = as_dtype(k, v);
+  at::Tensor o;
+  if (kv) {
+    // The cache keeps keys after RoPE (at the rows' absolute positions) and raw values.
+    if (kv->own_k) *kv->own_k = k;
+    if (kv->own_v) *kv->own_v = v;
+  }
+  if (kv && kv->past_k.defined()) {
+    o = attention(as_dtype(q, v), at::cat({kv->past_k, k}), at::cat({kv->past_v, v}));
+  } else {
+    o = attention(as_dtype(q, v), k, v);
+  }
+  auto out = adapted(h3::linear(o, w.to_out, {}), w.to_out_lora, o);
   tp.all_reduce_sum(out);
   return out;
 }
 
 at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const TensorParallel& tp) {
   // ff_in rows are [value; gate] (this rank's shard of each): silu(gate) * value, the activation
-  // and the product fused into the two GEMMs.
+  // and the product fused into the two GEMMs unless an adapter adds to the projection first.
   const auto x = as_dtype(b, w.ff_in);
   const int64_t f = w.ff_in.size(0) / 2;
-  auto gate = h3::linear_silu(x, w.ff_in.narrow(0, f, f), {});
-  auto act = h3::linear_mul(x, w.ff_in.narrow(0, 0, f), {}, gate);
-  auto out = h3::linear(act, w.ff_out, {});
+  at::Tensor act;
+  if (w.ff_in_lora.defined()) {
+    auto pre = adapted(h3::linear(x, w.ff_in, {}), w.ff_in_lora, x);
+    act = at::silu(pre.narrow(-1, f, f)).mul_(pre.narrow(-1, 0, f));
+  } else {
+    auto gate = h3::linear_silu(x, w.ff_in.narrow(0, f, f), {});
+    act = h3::linear_mul(x, w.ff_in.narrow(0, 0, f), {}, gate);
+  }
+  auto out = adapted(h3::linear(act, w.ff_out, {}), w.ff_out_lora, act);
   tp.all_reduce_sum(out);
   return out;
 }
 
 void transformer_block_(at::Tensor& h, const BlockWeights& w, const DitConfig& c, const at::Tensor& table,
-                        const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp) {
+                        const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp,
+                        const KvContext* kv) {
   auto a = rms_norm(h, w.norm1, c.norm_eps);
   modulate_(a, table, 0, 1, segs);
-  auto o = attention_sublayer(a, w, c, &rope, tp);
+  auto o = attention_sublayer(a, w, c, &rope, tp, kv);
   gated_residual_(h, o, table, 2, segs);
   auto b = rms_norm(h, w.norm2, c.norm_eps);
   modulate_(b, table, 3, 4, segs);

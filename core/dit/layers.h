@@ -21,13 +21,18 @@ struct Segment {
 // Run-length segments of a 1-D integer index over rows.
 std::vector<Segment> segments_of(const at::Tensor& index);
 
+// The patch projections and the heads: x, weight and bias in fp32, plus the layer's adapter.
+at::Tensor linear_fp32(const LinearWeights& l, const at::Tensor& x);
+// A layer in its weight's dtype (x converted to it), plus the layer's adapter.
+at::Tensor linear_in_dtype(const LinearWeights& l, const at::Tensor& x);
+
 // x * rsqrt(mean(x^2, -1) + eps) * weight, computed in fp32, returned in x's dtype.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // [M] timesteps (t in [0, 1], unscaled) -> [M, dim] sinusoidal features, cos half first,
 // frequencies exp(-ln(1e4) * i / (dim / 2)).
 at::Tensor timestep_features(const at::Tensor& t, int64_t dim);
-// The time MLP in fp32: linear_1, SiLU, linear_2 -> [M, time_embed_dim].
+// The time MLP in fp32: linear_1, SiLU, linear_2 -> [M, time_embed_dim] (with their adapters).
 at::Tensor time_embedding(const DitWeights& w, const at::Tensor& t, int64_t freq_dim);
 
 // One block's AdaLN rows for the M distinct timesteps: [M, 18H / tp] on this rank.
@@ -35,6 +40,17 @@ at::Tensor adaln_rows(const LinearWeights& adaln, const at::Tensor& silu_temb);
 // The gathered per-block tables viewed as [M * 3, 6, H]: row m*3 + modality (0 video, 1 text,
 // 2 audio); vectors shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp.
 at::Tensor modality_table(const at::Tensor& gathered_rows, int64_t hidden);
+
+// One evaluation's modulation for the distinct timesteps of its rows (sorted ascending): the
+// time embedding, SiLU in fp32, every block's AdaLN rows (gathered over the ranks in one
+// collective) and the final layer's [shift; scale].
+struct Modulation {
+  at::Tensor block_rows;   // [M, blocks, 18H]
+  at::Tensor final_table;  // [M, 2, H] fp32
+  at::Tensor index;        // [S] int64: each row's timestep among the M
+};
+Modulation modulation(const DitWeights& w, const DitConfig& c, const at::Tensor& row_timesteps,
+                      const TensorParallel& tp);
 
 // RoPE angles for positions [S, 3] (fp64): cos and sin [S, 6F] of [t*f, h*f, w*f] twice,
 // f_i = theta^(-i/F), i < F; positions cast to fp32 first.
@@ -45,7 +61,8 @@ RopeTable rope_table(const at::Tensor& positions, int64_t freqs_per_axis, double
 // Rotate-half RoPE on the first 6F dims of every head of x [S, heads, D], in place.
 void apply_rope_(at::Tensor& x, const RopeTable& rope);
 
-// Full non-causal attention of q, k, v [S, heads, D] -> [S, heads * D]. Uses the LibTorch's
+// Full non-causal attention of q [S, heads, D] over k, v [Sk, heads, D] -> [S, heads * D]
+// (Sk = S but for a chunk that attends cached rows). Uses the LibTorch's
 // fused scaled-dot-product attention when it has one; otherwise blocked_attention.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 // softmax(q k^T / sqrt(D)) v over blocks of queries whose score block [heads, block, S] holds at
@@ -54,16 +71,28 @@ constexpr int64_t kDefaultScoreElements = int64_t(1) << 22;  // 16 MiB of fp32 s
 at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              int64_t max_score_elements = kDefaultScoreElements);
 
+// What a chunk-causal forward (dit/causal.h) adds to a block's attention: the cached keys and
+// values of earlier rows [P, heads_local, D] that the rows attend beside their own (undefined:
+// none), and where the rows' own rotated keys and raw values go for the cache (null: nowhere).
+struct KvContext {
+  at::Tensor past_k, past_v;
+  at::Tensor* own_k = nullptr;
+  at::Tensor* own_v = nullptr;
+};
+
 // Self-attention sublayer on normalised input a [S, H]: q/k/v projections of this rank's heads,
-// per-head q/k RMSNorm, RoPE when `rope` is non-null, attention, out projection, all_reduce.
+// per-head q/k RMSNorm, RoPE when `rope` is non-null, attention (over the past keys and values
+// of `kv` first, when given), out projection, all_reduce.
 at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const DitConfig& c,
-                              const RopeTable* rope, const TensorParallel& tp);
+                              const RopeTable* rope, const TensorParallel& tp, const KvContext* kv = nullptr);
 // SwiGLU sublayer: silu(gate) * up with ff.net.0.proj rows [up; gate], ff.net.2, all_reduce.
+// The block's LoRA adapters, when attached, add to each projection's output (dit/adapter.h).
 at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const TensorParallel& tp);
 
 // One transformer block with per-row modulation: `table` [K, 6, H] (K = 3M), `segs` pick rows.
 void transformer_block_(at::Tensor& h, const BlockWeights& w, const DitConfig& c, const at::Tensor& table,
-                        const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp);
+                        const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp,
+                        const KvContext* kv = nullptr);
 // The token refiner on text rows: plain pre-norm blocks (no AdaLN, no RoPE) + final RMSNorm.
 at::Tensor token_refiner(const at::Tensor& text_h, const DitWeights& w, const DitConfig& c,
                          const TensorParallel& tp);

@@ -30,6 +30,14 @@ void Transformer::use_group(dist::Group* group) {
   tp_ = next;
 }
 
+LoraSummary Transformer::attach_lora(const std::string& path) {
+  return dit::attach_lora(weights_, config_, path, tp_.rank(), tp_.size());
+}
+
+void Transformer::detach_lora() {
+  dit::detach_lora(weights_);
+}
+
 Velocity Transformer::forward(const DitInputs& in) const {
   return forward(pack(config_, in));
 }
@@ -42,47 +50,31 @@ Velocity Transformer::forward(const PackedSequence& s) const {
   const auto stream = w.context_embedder.weight.scalar_type();  // residual-stream precision
 
   // Time embedding and AdaLN tables: once per evaluation, for the distinct timesteps only.
-  auto [uniq, inv, counts] = at::_unique2(s.timesteps, /*sorted=*/true, /*return_inverse=*/true);
-  (void)counts;
-  const int64_t m = uniq.size(0);
-  auto temb = time_embedding(w, uniq.to(dev), c.freq_dim);
-  auto silu_temb = at::silu(temb);
-  std::vector<at::Tensor> local_rows;
-  local_rows.reserve(w.blocks.size());
-  for (const auto& b : w.blocks) local_rows.push_back(adaln_rows(b.adaln, silu_temb));
-  // One gather for all blocks: [M, blocks, 18H / tp] per rank -> [M, blocks, 18H].
-  auto all_rows = tp_.gather_last_dim(at::stack(local_rows, 1));
-  auto final_table = adaln_rows(w.norm_out_linear, silu_temb).to(at::kFloat).reshape({m, 2, hidden});
-
-  auto tags = s.tags.to(at::kLong);
-  auto mod_segs = segments_of(inv * 3 + tags.clamp_min(0));
+  const Modulation mod = modulation(w, c, s.timesteps, tp_);
+  const auto& inv = mod.index;
+  auto mod_segs = segments_of(inv * 3 + s.tags.to(at::kLong).clamp_min(0));
 
   // Embeddings: refined text, audio and video rows, in packed order.
   const auto& L = s.layout;
-  auto text = at::linear(s.text.to(dev, w.context_embedder.weight.scalar_type()), w.context_embedder.weight,
-                         w.context_embedder.bias);
+  auto text = linear_in_dtype(w.context_embedder, s.text.to(dev));
   auto text_h = token_refiner(text, w, c, tp_);
-  auto audio_h = at::linear(s.audio_rows.to(dev), w.audio_proj_in.weight.to(at::kFloat),
-                            w.audio_proj_in.bias.to(at::kFloat));
-  auto video_h =
-      at::linear(s.video_rows.to(dev), w.proj_in.weight.to(at::kFloat), w.proj_in.bias.to(at::kFloat));
+  auto audio_h = linear_fp32(w.audio_proj_in, s.audio_rows.to(dev));
+  auto video_h = linear_fp32(w.proj_in, s.video_rows.to(dev));
   auto h = at::cat({text_h.to(stream), audio_h.to(stream), video_h.to(stream)}, 0);
 
   auto rope = rope_table(s.positions.to(dev), c.rope_freq_dim, c.rope_theta);
   for (size_t b = 0; b < w.blocks.size(); ++b) {
-    auto table = modality_table(all_rows.select(1, static_cast<int64_t>(b)), hidden);
+    auto table = modality_table(mod.block_rows.select(1, static_cast<int64_t>(b)), hidden);
     transformer_block_(h, w.blocks[b], c, table, mod_segs, rope, tp_);
   }
 
   // Final layer on the audio and video rows only (text rows carry no output).
   const int64_t out_rows = L.audio + L.video;
-  auto y = final_modulation(h.narrow(0, L.text, out_rows), w.norm_out, c.final_norm_eps, final_table,
+  auto y = final_modulation(h.narrow(0, L.text, out_rows), w.norm_out, c.final_norm_eps, mod.final_table,
                             segments_of(inv.narrow(0, L.text, out_rows)));
   Velocity v;
-  v.audio = at::linear(y.narrow(0, 0, L.audio), w.audio_proj_out.weight.to(at::kFloat),
-                       w.audio_proj_out.bias.to(at::kFloat));
-  auto video_rows = at::linear(y.narrow(0, L.audio, L.video), w.proj_out.weight.to(at::kFloat),
-                               w.proj_out.bias.to(at::kFloat));
+  v.audio = linear_fp32(w.audio_proj_out, y.narrow(0, 0, L.audio));
+  auto video_rows = linear_fp32(w.proj_out, y.narrow(0, L.audio, L.video));
   v.video = unpatchify_video(video_rows, c.in_channels, L.t, L.h, L.w, c.patch[1], c.patch[2]);
   return v;
 }

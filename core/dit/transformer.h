@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dit/config.h"
+#include "dit/lora.h"
 #include "dit/packed_sequence.h"
 #include "dit/tp.h"
 #include "dit/weights.h"
@@ -42,12 +43,18 @@ class Transformer {
   const DitConfig& config() const { return config_; }
   const DitWeights& weights() const { return weights_; }
   int rank() const { return tp_.rank(); }
+  const TensorParallel& tp() const { return tp_; }
   int tp_size() const { return tp_.size(); }
 
   // Runs on `group` from now on: a process world formed again after a lost rank, in which this
   // rank has the same rank and the world the same size, so its shards still fit. Throws
   // h3::Error(kInternal) otherwise.
   void use_group(dist::Group* group);
+
+  // Attaches a LoRA (dit/lora.h; this rank's shards), replacing any attached before, or
+  // detaches it (an empty path). Throws as attach_lora does, leaving the adapters unchanged.
+  LoraSummary attach_lora(const std::string& path);
+  void detach_lora();
 
   // One denoiser evaluation; a collective over the group.
   Velocity forward(const DitInputs& in) const;

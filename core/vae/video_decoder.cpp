@@ -19,31 +19,24 @@ struct Setup {
   ChunkPlan plan;
   TileGrid grid;
   int64_t height = 0, width = 0;  // output crop
-  at::Tensor z;                   // the latents as given [1, C, T, h, w]
   at::Tensor mean, std;           // per-channel statistics [1, C, 1, 1, 1], fp32
 };
 
-Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions& o,
+Setup prepare(const VaeConfig& c, const std::vector<int64_t>& shape, const DecodeOptions& o,
               const c10::Device& device) {
-  if (!latents.defined()) throw Error(ErrorKind::kInvalidArgument, "latents: no tensor given");
-  if (latents.dim() != 5 || latents.size(0) != 1 || latents.size(1) != c.latent_channels) {
-    throw Error(ErrorKind::kInvalidArgument, "latents: shape " + shape_string(latents.sizes()) +
-                                                 " is not [1, " + std::to_string(c.latent_channels) +
+  if (shape.size() != 5 || shape[0] != 1 || shape[1] != c.latent_channels) {
+    throw Error(ErrorKind::kInvalidArgument, "latents: shape " + shape_string(shape) + " is not [1, " +
+                                                 std::to_string(c.latent_channels) +
                                                  ", T, h, w] (one clip of normalised DiT latents)");
   }
-  if (!at::isFloatingType(latents.scalar_type())) {
-    throw Error(ErrorKind::kInvalidArgument, "latents: dtype must be floating point");
-  }
-  if (latents.size(3) < 1 || latents.size(4) < 1) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "latents: empty spatial extent " + shape_string(latents.sizes()));
+  if (shape[3] < 1 || shape[4] < 1) {
+    throw Error(ErrorKind::kInvalidArgument, "latents: empty spatial extent " + shape_string(shape));
   }
   Setup s;
-  s.plan = plan_chunks(latents.size(2), temporal_params(c));
+  s.plan = plan_chunks(shape[2], temporal_params(c));
   const bool tiling = o.tiling.value_or(c.tiling);
-  s.grid =
-      plan_tiles(latents.size(3), latents.size(4), c.patch_size, tiling, c.tile_size, c.tile_overlap_min);
-  const int64_t full_h = latents.size(3) * c.patch_size, full_w = latents.size(4) * c.patch_size;
+  s.grid = plan_tiles(shape[3], shape[4], c.patch_size, tiling, c.tile_size, c.tile_overlap_min);
+  const int64_t full_h = shape[3] * c.patch_size, full_w = shape[4] * c.patch_size;
   s.height = o.height > 0 ? o.height : full_h;
   s.width = o.width > 0 ? o.width : full_w;
   if (o.height < 0 || o.width < 0 || s.height > full_h || s.width > full_w) {
@@ -56,7 +49,6 @@ Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions
       at::tensor(c.latents_mean, at::TensorOptions().dtype(at::kDouble)).to(device, at::kFloat);
   const at::Tensor std =
       at::tensor(c.latents_std, at::TensorOptions().dtype(at::kDouble)).to(device, at::kFloat);
-  s.z = latents;
   s.mean = mean.view({1, -1, 1, 1, 1});
   s.std = std.view({1, -1, 1, 1, 1});
   return s;
@@ -65,7 +57,7 @@ Setup prepare(const VaeConfig& c, const at::Tensor& latents, const DecodeOptions
 // Latent indices (into the time axis of the whole latent) of clip i: head latent first on
 // clip 0, then the body slice with pad latents repeating the last body latent, then the
 // tail latent on the last clip.
-at::Tensor clip_indices(const ChunkPlan& p, int64_t i) {
+std::vector<int64_t> clip_indices(const ChunkPlan& p, int64_t i) {
   const int64_t first_body = p.head ? 1 : 0;
   const int64_t body_len = p.latent_frames - (p.head ? 1 : 0) - (p.tail ? 1 : 0);
   std::vector<int64_t> idx;
@@ -74,7 +66,7 @@ at::Tensor clip_indices(const ChunkPlan& p, int64_t i) {
     idx.push_back(first_body + std::min(j, body_len - 1));
   }
   if (i == p.num_clips - 1 && p.tail) idx.push_back(p.latent_frames - 1);
-  return at::tensor(idx, at::TensorOptions().dtype(at::kLong));
+  return idx;
 }
 
 using dist::agree_or_throw;
@@ -291,6 +283,16 @@ ChunkPlan VideoDecoder::plan(int64_t latent_frames) const {
 
 DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* sink, dist::Group& g,
                                          const DecodeOptions& opts) const {
+  if (!latents.defined()) throw Error(ErrorKind::kInvalidArgument, "latents: no tensor given");
+  if (!at::isFloatingType(latents.scalar_type())) {
+    throw Error(ErrorKind::kInvalidArgument, "latents: dtype must be floating point");
+  }
+  TensorLatents source(latents);
+  return decode_chunks(source, sink, g, opts);
+}
+
+DecodeReport VideoDecoder::decode_chunks(LatentSource& latents, ChunkSink* sink, dist::Group& g,
+                                         const DecodeOptions& opts) const {
   // Who owns the sink is settled before any work, by every rank together.
   dist::agree_owner(g, sink != nullptr);
   const int rank = g.rank(), ranks = g.size();
@@ -300,12 +302,13 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
   // number of clips and tiles, hence every later collective.
   Setup s;
   Failure setup_failure;
+  const std::vector<int64_t> latent_shape = latents.shape();
   try {
-    s = prepare(config_, latents, opts, device());
+    s = prepare(config_, latent_shape, opts, device());
   } catch (...) {
     setup_failure.capture();
   }
-  const std::string shape = setup_failure ? std::string("invalid") : shape_string(latents.sizes());
+  const std::string shape = setup_failure ? std::string("invalid") : shape_string(latent_shape);
   const std::string root_shape = g.broadcast_string(shape, 0);
   if (!setup_failure && shape != root_shape) {
     try {
@@ -333,13 +336,14 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
   at::Tensor staged_tiles, gathered_tiles, gathered_frames, gathered_f32;
 
   for (int64_t i = 0; i < plan.num_clips; ++i) {
+    // Outside the clip's failure capture: a generating source runs collectives of its own and
+    // fails every rank together (its errors reach the caller as they are).
+    const at::Tensor clip_latents = latents.select(clip_indices(plan, i));
     Failure local;
     std::vector<at::Tensor> mine;
     try {
       // De-normalised clip by clip: nothing of the size of the whole latent is allocated.
-      const at::Tensor clip =
-          s.z.index_select(2, clip_indices(plan, i).to(s.z.device())).to(device(), at::kFloat) * s.std +
-          s.mean;
+      const at::Tensor clip = clip_latents.to(device(), at::kFloat) * s.std + s.mean;
       const int64_t step = gather ? ranks : 1;
       const int64_t first = gather ? rank : 0;
       for (int64_t k = first; k < num_tiles; k += step) {
@@ -422,6 +426,12 @@ DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink* s
   report.chunks_delivered = delivery.delivered();
   report.frames_delivered = delivery.frames();
   return report;
+}
+
+TensorLatents::~TensorLatents() = default;
+
+at::Tensor TensorLatents::select(const std::vector<int64_t>& t) {
+  return z_.index_select(2, at::tensor(t, at::TensorOptions().dtype(at::kLong)).to(z_.device()));
 }
 
 DecodeReport VideoDecoder::decode_chunks(const at::Tensor& latents, ChunkSink& sink,

@@ -25,6 +25,7 @@
 #include "vae/chunk_plan.h"
 #include "vae/chunk_sink.h"
 #include "vae/config.h"
+#include "vae/latent_source.h"
 #include "vae/tiling.h"
 #include "vae/vit_decoder.h"
 
@@ -87,6 +88,10 @@ class VideoDecoder {
   DecodeReport decode_chunks(const at::Tensor& latents, ChunkSink* sink, dist::Group& g,
                              const DecodeOptions& opts = {}) const;
   DecodeReport decode_chunks(const at::Tensor& latents, ChunkSink& sink,
+                             const DecodeOptions& opts = {}) const;
+  // The same loop over latents a source makes as the clips need them (latent_source.h): a
+  // clip is decoded, and its chunks delivered, as soon as its latents exist.
+  DecodeReport decode_chunks(LatentSource& latents, ChunkSink* sink, dist::Group& g,
                              const DecodeOptions& opts = {}) const;
 
   // The whole clip: decode_chunks with a concatenating sink on rank 0.

@@ -17,6 +17,10 @@ Steps:
    the cache holding everything and with sink/window eviction. Each prints max |diff| and must be <= 1e-5.
 3. The cases: RAVEN's sampler over the lane; per chunk and step the predicted x0 of both streams, the whole-clip
    noise draws and the final latents are written to OUT/case_<name>.safetensors, described in OUT/cases.json.
+4. The LoRA on the ordinary dense model: diffusers' non-causal forward on the inputs of the golden h3_dit case
+   DENSE_LORA_CASE, without the LoRA (must reproduce that case's velocities) and with it, written to
+   OUT/dense_lora.safetensors in that case's convention, so that a test of the dense engine with the LoRA attached
+   compares its forward of the golden case's inputs directly.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ RAVEN_FILES = {
 LORA_RANK, LORA_ALPHA, LORA_SEED = 4, 8.0, 2028
 PEFT_PREFIX = "base_model.model.dit."
 DENSE_TOL = 1e-5
+# Step 4's inputs: a golden h3_dit forward case (tests/data/golden/README.md) made on the same tiny transformer
+DENSE_LORA_CASE = "tests/data/golden/h3_dit/case_tiny_t7_h6w8_L17.safetensors"
 
 # name, k (frames = 17k + 5), width, height, text rows, seed, steps, video shift, audio shift, sink, window
 CASES = [
@@ -293,6 +299,38 @@ def dense_checks(lane, raven, model, out_tensors: dict, report: list) -> None:
         assert max(worst_v, worst_a) <= DENSE_TOL, (sink, window, worst_v, worst_a)
 
 
+# --- the LoRA on diffusers' ordinary dense forward, on a golden h3_dit case -----------------------------------
+def golden_dense_forward(model, case: dict):
+    """diffusers' MiniMaxH3Transformer3DModel.forward, non-causal, on a golden h3_dit case's inputs in that case's
+    own convention (tests/data/golden/README.md; the same call as bench/reference/run_reference.py's dit runner):
+    `text` [L, 64], `video` [1, 24, T, h, w], `audio` as the DiT's rows [2A, 32] (left channel's A rows, then the
+    right's), `t_video`/`t_audio` 0-d with t = 1 - sigma. The t2va layout [text | audio | video], text rows at
+    t_video and attending every row, no mask. Returns the model's outputs as they are (no negation, the sign
+    tests/core/dit/golden_test.cpp compares Transformer::forward with): [1, 24, T, h, w] and [2A, 32] rows."""
+    from diffusers.modular_pipelines.minimax_h3.before_denoise import (MiniMaxH3PrepareLayoutStep,
+                                                                      patchify_video_latents)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from causal_lane import unpatchify_video
+
+    text, video, audio = case["text"], case["video"], case["audio"]
+    _, c, T, H, W = video.shape
+    A = audio.shape[0] // 2
+    patch = tuple(model.config.patch_size)
+    pos, tags, vi, ai, ti, _, _ = MiniMaxH3PrepareLayoutStep.build_packed_sequence(
+        torch.ones(text.shape[0], dtype=torch.long), T, H, W, A, patch, 2, 2, 0)
+    t_video, t_audio = float(case["t_video"]), float(case["t_audio"])
+    unique = sorted({t_video, t_audio})
+    ts_idx = torch.full((pos.shape[0],), unique.index(t_video), dtype=torch.long)   # text and video rows
+    ts_idx[ai] = unique.index(t_audio)
+    with torch.no_grad(), sdpa_kernel([SDPBackend.MATH]):
+        v_rows, a_rows = model(
+            hidden_states=patchify_video_latents(video, patch)[None], audio_hidden_states=audio[None],
+            encoder_hidden_states=text[None], timestep=torch.tensor(unique, dtype=torch.float32),
+            timestep_indices=ts_idx, token_tags=tags, position_ids=pos.to(torch.float32), video_indices=vi,
+            audio_indices=ai, text_indices=ti, return_dict=False)
+    return unpatchify_video(v_rows[0], c, T, H, W).contiguous(), a_rows[0].contiguous()
+
+
 # --- the cases ----------------------------------------------------------------------------------------------
 class _Nested:
     """Duck type of ComfyUI's NestedTensor as contracts.py:321-338 reads it."""
@@ -435,6 +473,17 @@ def main() -> None:
     for r in report:
         r["lora"] = False
 
+    # Step 4 without the LoRA (before it is attached; the hooks are never removed): the golden case's own
+    # velocities, recomputed, tie this model and call to the convention the golden files were made in.
+    from safetensors.torch import load_file
+    golden = load_file(str(REPO / DENSE_LORA_CASE))
+    base_v, base_a = golden_dense_forward(model, golden)
+    golden_v = float((base_v - golden["velocity_video"]).abs().max())
+    golden_a = float((base_a - golden["velocity_audio"]).abs().max())
+    print(f"dense forward, no LoRA, against {Path(DENSE_LORA_CASE).name}: max|diff| video {golden_v:.3e} "
+          f"audio {golden_a:.3e}")
+    assert max(golden_v, golden_a) <= DENSE_TOL, (golden_v, golden_a)
+
     lora_dir = a.out / "lora" if not a.check_only else Path(os.environ.get("TMPDIR", "/tmp")) / "h3-causal-lora"
     inventory = write_lora(cfg, lora_dir)
     manifest, weights, counts = read_lora(raven, cfg, lora_dir)
@@ -447,12 +496,24 @@ def main() -> None:
     dense_checks(lane, raven, model, dense_tensors, report)
     for r in report[before:]:
         r["lora"] = True
+
+    lora_v, lora_a = golden_dense_forward(model, golden)
+    effect_v = float((lora_v - base_v).abs().max())
+    effect_a = float((lora_a - base_a).abs().max())
+    print(f"dense forward with the LoRA, {Path(DENSE_LORA_CASE).name}: max|with - without| video {effect_v:.3e} "
+          f"audio {effect_a:.3e}")
+    # A LoRA that moved nothing (a target missed, alpha 0) would make the file a copy of the golden case.
+    assert min(effect_v, effect_a) > 100 * DENSE_TOL, (effect_v, effect_a)
     if a.check_only:
         return
 
     a.out.mkdir(parents=True, exist_ok=True)
     from safetensors.torch import save_file
     save_file({k: v.contiguous() for k, v in dense_tensors.items()}, str(a.out / "dense_check.safetensors"))
+    dense_lora = {key: golden[key].contiguous() for key in ("text", "video", "audio", "t_video", "t_audio")}
+    dense_lora.update({"velocity_video": lora_v, "velocity_audio": lora_a, "velocity_video_base": base_v,
+                       "velocity_audio_base": base_a})
+    save_file(dense_lora, str(a.out / "dense_lora.safetensors"))
     cases = []
     for spec in CASES:
         case = run_case(lane, raven, model, spec, a.out)
@@ -475,6 +536,21 @@ def main() -> None:
         "dtype": "float32 everywhere, CPU, SDPA math kernel, 1 thread",
         "tolerance": {"x0_and_latents_max_abs": 1e-4, "dense_check_max_abs": DENSE_TOL},
         "dense_checks": {"file": "dense_check.safetensors", "results": report},
+        "dense_lora": {
+            "file": "dense_lora.safetensors", "case": DENSE_LORA_CASE,
+            "what": "diffusers' ordinary (non-causal) MiniMaxH3Transformer3DModel.forward on the case's inputs, t2va "
+                    "layout [text | audio | video], text rows at t_video, no mask; velocity_* with the LoRA above, "
+                    "velocity_*_base without it",
+            "convention": "the golden h3_dit case's: t = 1 - sigma (0-d), audio as the DiT's rows [2A, 32] (left "
+                          "channel's A rows, then the right's), velocities the model's outputs as they are (no "
+                          "negation)",
+            "t_video": float(golden["t_video"]), "t_audio": float(golden["t_audio"]),
+            "shapes": {key: list(v.shape) for key, v in dense_lora.items()},
+            "base_vs_golden_max_abs_diff_video": golden_v, "base_vs_golden_max_abs_diff_audio": golden_a,
+            "base_vs_golden_bound": DENSE_TOL,
+            "lora_effect_max_abs_video": effect_v, "lora_effect_max_abs_audio": effect_a,
+            "velocity_absmax": float(max(lora_v.abs().max(), lora_a.abs().max())),
+        },
         "cases": cases,
     }
     (a.out / "cases.json").write_text(json.dumps(meta, indent=1) + "\n")

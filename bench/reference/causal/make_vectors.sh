@@ -40,7 +40,7 @@ fi
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
 if [ ${#EXTRA[@]} -eq 0 ]; then
   mkdir -p "$OUT"
-  rm -f "$OUT"/case_*.safetensors "$OUT"/dense_check.safetensors "$OUT"/cases.json
+  rm -f "$OUT"/case_*.safetensors "$OUT"/dense_check.safetensors "$OUT"/dense_lora.safetensors "$OUT"/cases.json
 fi
 "$PY" bench/reference/causal/make_vectors.py --raven "$RAVEN" --out "$OUT" "${EXTRA[@]}"
 [ ${#EXTRA[@]} -gt 0 ] || chmod -R a+rX "$OUT"

@@ -1,0 +1,46 @@
+// The chunk-causal forward of the H3 DiT (RAVEN-Streaming's causal lane; docs/causal.md): the
+// text is prefilled once into the KV cache, then each chunk's rows — its audio rows first, then
+// its video rows, at their absolute positions — run alone, attending [the cache's retained
+// records | themselves] with no mask inside. A noise forward only reads the cache; a commit
+// forward (the chunk's clean rows) adds its rotated keys and values as the cache's next record.
+// Collective over the transformer's group like Transformer::forward: the cache holds this
+// rank's heads, every rank gets the full velocities.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "dit/chunk_layout.h"
+#include "dit/kv_cache.h"
+#include "dit/transformer.h"
+
+namespace h3::dit {
+
+// The timestep RAVEN runs the text prefill and every commit forward at: t = 0.999 in fp32.
+constexpr float kCleanTimestep = 0.999f;
+
+// Text prefill: encoder states [L, text_dim] (tags [L] or undefined: all text) through the
+// text projection and the refiner, then every block at t = 0.999 with the text's AdaLN rows,
+// positions (i, 0, 0), attending only the text; commits the keys and values as the cache's
+// first record. No output. Throws h3::Error(kInvalidArgument) for text of the wrong width and
+// kInternal when the cache is not empty.
+void prefill_text(const Transformer& model, const at::Tensor& text, const at::Tensor& text_tags,
+                  KvCache& cache);
+
+struct ChunkInputs {
+  ChunkSpan span;
+  int64_t text_rows = 0;               // L: the media clock's origin
+  at::Tensor video;                    // [1, in_channels, t_c, h, w] the chunk's video latents
+  at::Tensor audio;                    // [2 a_c, audio_in_channels] its audio rows (left, then right)
+  float t_video = 0.f, t_audio = 0.f;  // t = 1 - sigma of each stream
+};
+
+enum class ChunkPass {
+  kNoise,   // reads the cache, returns the velocities
+  kCommit,  // reads the cache, appends the chunk's keys and values to it; no velocities
+};
+
+// One chunk forward. kNoise returns the fp32 velocities of the chunk's rows: video [1, C, t_c,
+// h, w], audio rows [2 a_c, 32]; kCommit returns empty tensors.
+Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache& cache, ChunkPass pass);
+
+}  // namespace h3::dit

@@ -1,0 +1,84 @@
+#include "dit/chunk_layout.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <string>
+
+#include "common/error.h"
+#include "dit/frames.h"
+#include "dit/packed_sequence.h"
+
+namespace h3::dit {
+
+double chunk_start_time(int64_t chunk) {
+  return static_cast<double>(chunk) * 85.0 / 3.0;
+}
+
+std::vector<ChunkSpan> cut_chunks(int64_t video_latents, int64_t audio_latents) {
+  if (!is_valid_latent_frames(video_latents)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "chunk-causal sampling: " + std::to_string(video_latents) +
+                    " video latents: the clip must have 5k + 2 (17k + 5 frames)");
+  }
+  const int64_t full = (video_latents - 2) / kChunkLatents;
+  const auto audio_start = [](int64_t c) { return static_cast<int64_t>(std::ceil(chunk_start_time(c))); };
+  if (audio_latents < audio_start(full) + 1) {
+    throw Error(ErrorKind::kInvalidArgument, "chunk-causal sampling: " + std::to_string(audio_latents) +
+                                                 " audio latents do not reach the last chunk (it starts at " +
+                                                 std::to_string(audio_start(full)) + ")");
+  }
+  std::vector<ChunkSpan> out;
+  for (int64_t c = 0; c <= full; ++c) {
+    ChunkSpan s;
+    s.index = c;
+    s.video_begin = c * kChunkLatents;
+    s.video_end = c < full ? s.video_begin + kChunkLatents : video_latents;
+    s.audio_begin = audio_start(c);
+    s.audio_end = c < full ? audio_start(c + 1) : audio_latents;
+    out.push_back(s);
+  }
+  return out;
+}
+
+at::Tensor chunk_positions(int64_t text_rows, const ChunkSpan& span, int64_t grid_h, int64_t grid_w) {
+  auto pos = at::zeros({span.rows(grid_h, grid_w), 3}, at::kDouble);
+  double* p = pos.data_ptr<double>();
+  const auto gh = spatial_grid(grid_h, grid_h, grid_w);
+  const auto gw = spatial_grid(grid_w, grid_h, grid_w);
+  const double origin = static_cast<double>(text_rows);
+  int64_t r = 0;
+  for (int64_t ch = 0; ch < 2; ++ch) {
+    const double w = ch == 0 ? gw.front() : gw.back();
+    for (int64_t j = span.audio_begin; j < span.audio_end; ++j, ++r) {
+      p[r * 3] = origin + static_cast<double>(j);
+      p[r * 3 + 2] = w;
+    }
+  }
+  static const double kSpan[5] = {1, 4, 4, 4, 4};  // pixel frames of each latent of a 17-frame clip
+  for (int64_t f = span.video_begin; f < span.video_end; ++f) {
+    double within = 0;
+    for (int64_t i = 0; i < f % 5; ++i) within += kSpan[i];
+    const double t = origin + chunk_start_time(f / 5) + 5.0 / 3.0 * within;
+    for (int64_t i = 0; i < grid_h; ++i) {
+      for (int64_t j = 0; j < grid_w; ++j, ++r) {
+        p[r * 3] = t;
+        p[r * 3 + 1] = gh[static_cast<size_t>(i)];
+        p[r * 3 + 2] = gw[static_cast<size_t>(j)];
+      }
+    }
+  }
+  return pos;
+}
+
+at::Tensor audio_rows_of(const at::Tensor& latent) {
+  const int64_t c = latent.size(1), a = latent.size(3);
+  return latent.select(0, 0).permute({1, 2, 0}).reshape({2 * a, c});
+}
+
+at::Tensor audio_latent_of(const at::Tensor& rows) {
+  const int64_t a = rows.size(0) / 2, c = rows.size(1);
+  return rows.reshape({2, a, c}).permute({2, 0, 1}).unsqueeze(0).contiguous();
+}
+
+}  // namespace h3::dit

@@ -1,0 +1,88 @@
+#include "dit/kv_cache.h"
+
+#include <ATen/ATen.h>
+
+#include <numeric>
+#include <string>
+
+#include "common/error.h"
+
+namespace h3::dit {
+
+KvCache::KvCache(int64_t layers, int64_t sink, std::optional<int64_t> window)
+    : sink_(sink), window_(window), k_(static_cast<size_t>(layers)), v_(static_cast<size_t>(layers)) {
+  if (sink < 1) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "sink = " + std::to_string(sink) +
+                    ": at least 1 (the text prefill is the first pinned record; 2 "
+                    "also pins the first chunk)");
+  }
+  if (window && *window < 0) {
+    throw Error(ErrorKind::kInvalidArgument, "window = " + std::to_string(*window) +
+                                                 ": 0 or more recent chunks (or none: keep every chunk)");
+  }
+}
+
+void KvCache::commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> values) {
+  if (keys.size() != k_.size() || values.size() != v_.size()) {
+    throw Error(ErrorKind::kInternal, "KV cache: a commit of " + std::to_string(keys.size()) +
+                                          " layers into a cache of " + std::to_string(k_.size()));
+  }
+  const int64_t n = committed_ + 1;  // records after this commit
+  ids_.push_back(committed_);
+  rows_.push_back(keys.front().size(0));
+  // Which retained records survive: [0, sink) and [max(sink, n - window), n).
+  std::vector<bool> keep(ids_.size());
+  for (size_t i = 0; i < ids_.size(); ++i) {
+    const int64_t id = ids_[i];
+    keep[i] = id < sink_ || !window_ || id >= std::max(sink_, n - *window_);
+  }
+  for (size_t l = 0; l < k_.size(); ++l) {
+    std::vector<at::Tensor> kp, vp;
+    int64_t row = 0;
+    for (size_t i = 0; i + 1 < ids_.size(); ++i) {
+      if (keep[i]) {
+        kp.push_back(k_[l].narrow(0, row, rows_[i]));
+        vp.push_back(v_[l].narrow(0, row, rows_[i]));
+      }
+      row += rows_[i];
+    }
+    if (keep.back()) {
+      kp.push_back(keys[l]);
+      vp.push_back(values[l]);
+    }
+    k_[l] = kp.empty() ? at::Tensor() : at::cat(kp);
+    v_[l] = vp.empty() ? at::Tensor() : at::cat(vp);
+    keys[l] = at::Tensor();
+    values[l] = at::Tensor();
+  }
+  std::vector<int64_t> ids, rows;
+  for (size_t i = 0; i < ids_.size(); ++i) {
+    if (keep[i]) {
+      ids.push_back(ids_[i]);
+      rows.push_back(rows_[i]);
+    }
+  }
+  ids_ = std::move(ids);
+  rows_ = std::move(rows);
+  committed_ = n;
+}
+
+void KvCache::commit_dropped() {
+  if (retains_next()) throw Error(ErrorKind::kInternal, "KV cache: a record the policy retains was dropped");
+  ++committed_;
+}
+
+int64_t KvCache::rows() const {
+  return std::accumulate(rows_.begin(), rows_.end(), int64_t{0});
+}
+
+int64_t KvCache::bytes() const {
+  int64_t b = 0;
+  for (size_t l = 0; l < k_.size(); ++l) {
+    if (k_[l].defined()) b += k_[l].nbytes() + v_[l].nbytes();
+  }
+  return b;
+}
+
+}  // namespace h3::dit
