@@ -247,6 +247,9 @@ void Lifecycle::planned(const h3::ClipPlan& plan) {
                       "clip: %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
                       " frames in %" G_GINT64_FORMAT " chunks, %" G_GINT64_FORMAT " steps",
                       plan.width, plan.height, plan.num_frames, plan.total_chunks, plan.steps);
+  for (const std::string& w : plan.warnings) {
+    GST_ELEMENT_WARNING(element_, LIBRARY, SETTINGS, ("%s", w.c_str()), ("sampler=%s", plan.sampler.c_str()));
+  }
   post_open_progress(element_, GST_PROGRESS_TYPE_COMPLETE, "model ready");
 }
 

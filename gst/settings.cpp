@@ -43,6 +43,33 @@ void install_request_properties(GObjectClass* klass) {
                        "Denoising grid points N (N-1 model evaluations), at least 2; -1: the model's default",
                        kModelDefault, static_cast<gint>(h3::kMaxSteps), d.steps, kReady));
   g_object_class_install_property(
+      klass, PROP_SAMPLER,
+      g_param_spec_enum("sampler", "Sampler",
+                        "How the clip is synthesised: euler, the release's sampler over the whole clip (the "
+                        "first frames wait for every step), or causal, RAVEN-Streaming's chunk-causal "
+                        "sampler (each 17-frame chunk is finished against a KV cache and decoded at once; "
+                        "steps are then forwards per chunk, -1: 4)",
+                        sampler_get_type(), d.sampler, kReady));
+  g_object_class_install_property(
+      klass, PROP_LORA,
+      g_param_spec_string("lora", "LoRA",
+                          "A PEFT LoRA on the DiT (adapter_model.safetensors or its folder), e.g. "
+                          "RAVEN-Streaming's for sampler=causal or a step-distilled one; unset: none",
+                          nullptr, kReady));
+  g_object_class_install_property(
+      klass, PROP_SINK,
+      g_param_spec_int("sink", "KV-cache sink",
+                       "sampler=causal: KV-cache records pinned from the start, the prompt being the first "
+                       "(2 also pins the first chunk)",
+                       static_cast<gint>(h3::kMinSink), static_cast<gint>(h3::kMaxSink), d.sink, kReady));
+  g_object_class_install_property(
+      klass, PROP_WINDOW,
+      g_param_spec_int(
+          "window", "KV-cache window",
+          "sampler=causal: the most recent chunks kept in the KV cache beside the sink; -1: every "
+          "chunk (memory then grows with the clip)",
+          static_cast<gint>(h3::kMinWindow), static_cast<gint>(h3::kMaxWindow), d.window, kReady));
+  g_object_class_install_property(
       klass, PROP_WIDTH,
       g_param_spec_int("width", "Width", "Frame width in pixels, at least 16; -1: the model's default",
                        kModelDefault, static_cast<gint>(h3::kMaxSide), d.width, kReady));
@@ -152,6 +179,18 @@ void set_string_or_null(GValue* value, const std::string& s) {
 
 }  // namespace
 
+GType sampler_get_type() {
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+      {kSamplerEuler, "The release's flow-matching sampler over the whole clip", "euler"},
+      {kSamplerCausal,
+       "RAVEN-Streaming's chunk-causal sampler: chunks synthesised and decoded one after another", "causal"},
+      {0, nullptr, nullptr},
+  };
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstH3Sampler", values));
+  return static_cast<GType>(type);
+}
+
 void install_properties(GObjectClass* klass) {
   install_request_properties(klass);
   install_engine_properties(klass);
@@ -183,6 +222,10 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_WORLD_SIZE: s->world_size = g_value_get_int(value); break;
     case PROP_TOKEN_FILE: s->token_file = string_or_empty(value); break;
     case PROP_MAX_MEMORY: s->max_memory = g_value_get_uint64(value); break;
+    case PROP_SAMPLER: s->sampler = g_value_get_enum(value); break;
+    case PROP_LORA: s->lora = string_or_empty(value); break;
+    case PROP_SINK: s->sink = g_value_get_int(value); break;
+    case PROP_WINDOW: s->window = g_value_get_int(value); break;
     default: return false;
   }
   return true;
@@ -211,6 +254,10 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_WORLD_SIZE: g_value_set_int(value, s.world_size); break;
     case PROP_TOKEN_FILE: set_string_or_null(value, s.token_file); break;
     case PROP_MAX_MEMORY: g_value_set_uint64(value, s.max_memory); break;
+    case PROP_SAMPLER: g_value_set_enum(value, s.sampler); break;
+    case PROP_LORA: set_string_or_null(value, s.lora); break;
+    case PROP_SINK: g_value_set_int(value, s.sink); break;
+    case PROP_WINDOW: g_value_set_int(value, s.window); break;
     default: return false;
   }
   return true;
@@ -234,6 +281,10 @@ h3::GenerationRequest to_request(const Settings& s) {
   r.num_frames = std::max(0, s.num_frames);
   r.steps = std::max(0, s.steps);
   r.seed = s.seed;
+  r.sampler = s.sampler == kSamplerCausal ? "causal" : "euler";
+  r.lora = s.lora;
+  r.sink = s.sink;
+  r.window = s.window;
   return r;
 }
 

@@ -21,6 +21,10 @@ constexpr const char* kDefaultPrompt = "a paper boat drifting on a calm lake at 
 constexpr gint kDefaultQueueChunks = 2, kMaxQueueChunks = 64;
 constexpr guint kMaxTimeoutSeconds = 3600;
 
+// The `sampler` property's values (GstH3Sampler).
+enum Sampler { kSamplerEuler = 0, kSamplerCausal = 1 };
+GType sampler_get_type();
+
 struct Settings {
   std::string model;  // empty: the engine module's default model
   std::string prompt = kDefaultPrompt;
@@ -42,6 +46,10 @@ struct Settings {
   gint world_size = 2;
   std::string token_file;
   guint64 max_memory = 0;  // bytes a request may take beside the weights; 0: what is available
+  // The sampler (docs/causal.md): how the clip is synthesised.
+  gint sampler = kSamplerEuler;
+  std::string lora;  // a PEFT LoRA on the DiT; empty: none
+  gint sink = static_cast<gint>(h3::kDefaultSink), window = static_cast<gint>(h3::kDefaultWindow);
 };
 
 enum Property {
@@ -67,6 +75,10 @@ enum Property {
   PROP_WORLD_SIZE,
   PROP_TOKEN_FILE,
   PROP_MAX_MEMORY,
+  PROP_SAMPLER,
+  PROP_LORA,
+  PROP_SINK,
+  PROP_WINDOW,
 };
 
 void install_properties(GObjectClass* klass);

@@ -77,16 +77,14 @@ CausalSampler::CausalSampler(const Transformer& model, CausalRequest request)
   const dist::Group* g = model_.tp().group();
   if (g == nullptr || g->rank() == 0) gen_ = at::make_generator<at::CPUGeneratorImpl>(req_.seed);
 
-  // The whole clip's four draws, in the contract's order, before any forward.
   const std::vector<int64_t> vshape{1, c.in_channels, req_.video_latents, req_.latent_h, req_.latent_w};
   const std::vector<int64_t> ashape{1, c.audio_in_channels, 2, req_.audio_latents};
-  {
-    auto nv = draw(vshape), na = draw(ashape), cv = draw(vshape), ca = draw(ashape);
-    noise_v_ = cut(nv, 2, spans_, true);
-    noise_a_ = cut(na, 3, spans_, false);
-    clean_v_ = cut(cv, 2, spans_, true);
-    clean_a_ = cut(ca, 3, spans_, false);
-  }
+  // The whole clip's four draws, in the contract's order, before any forward; each is cut per
+  // chunk before the next is drawn, so that only one whole-clip tensor exists at a time.
+  noise_v_ = cut(draw(vshape), 2, spans_, true);
+  noise_a_ = cut(draw(ashape), 3, spans_, false);
+  clean_v_ = cut(draw(vshape), 2, spans_, true);
+  clean_a_ = cut(draw(ashape), 3, spans_, false);
   prefill_text(model_, req_.text, req_.text_tags, cache_);
   ++forwards_;
 }

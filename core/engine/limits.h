@@ -13,6 +13,12 @@ constexpr int64_t kMinSide = 16, kMaxSide = 4096;  // width, height in pixels
 constexpr int64_t kMinFrames = 1, kMaxFrames = 1024;
 constexpr int64_t kMinSteps = 2, kMaxSteps = 1000;  // grid points N (N-1 evaluations)
 
+// The chunk-causal sampler (docs/causal.md): forwards per chunk, pinned KV-cache records (the
+// text first), recent chunks kept (-1: none evicted), and RAVEN's defaults.
+constexpr int64_t kMinCausalSteps = 1, kMaxCausalSteps = 64, kDefaultCausalSteps = 4;
+constexpr int64_t kMinSink = 1, kMaxSink = 64, kDefaultSink = 2;
+constexpr int64_t kMinWindow = -1, kMaxWindow = 64, kDefaultWindow = 2;
+
 // Ranks as threads in one process; every rank is a tensor-parallel rank of the DiT.
 constexpr int kMinRanks = 1, kMaxRanks = 64;
 

@@ -147,8 +147,23 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
   const int64_t video_rows =
       p.latent_frames * (lh / c.patch[1]) * (lw / c.patch[2]) / std::max<int64_t>(1, c.patch[0]);
   const int64_t audio_rows = 2 * p.audio_latents;
-  e.dit_rows = kTextRowsReserve + audio_rows + video_rows;
-  e.dit_bytes = s.ranks_here * dit_bytes_per_rank(c, e.dit_rows, s);
+  if (p.sampler == "causal") {
+    // A chunk's rows at a time (a full chunk is the widest), attending the KV cache: its
+    // records' keys and values in every layer and, per block, the scores over them.
+    const int64_t chunks = std::max<int64_t>(1, p.causal_chunks);
+    const int64_t chunk_rows =
+        (audio_rows + chunks - 1) / chunks +
+        std::min<int64_t>(video_rows, 5 * video_rows / std::max<int64_t>(1, p.latent_frames));
+    const int64_t cache_rows = kTextRowsReserve + std::max<int64_t>(0, p.cache_records - 1) * chunk_rows;
+    const int64_t tp = std::max(1, s.tp);
+    e.dit_rows = chunk_rows;
+    e.dit_bytes = s.ranks_here * (dit_bytes_per_rank(c, chunk_rows, s) +
+                                  c.num_layers * cache_rows * 2 * (c.inner_dim() / tp) * s.activation_bytes +
+                                  chunk_rows * (cache_rows + chunk_rows) * (c.num_heads / tp) * kF32);
+  } else {
+    e.dit_rows = kTextRowsReserve + audio_rows + video_rows;
+    e.dit_bytes = s.ranks_here * dit_bytes_per_rank(c, e.dit_rows, s);
+  }
   e.decode_bytes = decode_bytes(m, p, s);
   // Per rank: the noise, the latents, the velocity and the next step's latents (video and
   // audio), and the decode's fp32 copy; rank 0 also holds the soundtrack's waveform.

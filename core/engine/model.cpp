@@ -1,5 +1,6 @@
 #include "engine/model.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 
 #include "audio/config.h"
 #include "common/error.h"
+#include "dit/chunk_layout.h"
 #include "dit/frames.h"
 #include "dit/sampler.h"
 #include "text/byte_encoder.h"
@@ -154,12 +156,53 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   p.width = req.width != 0 ? req.width : m.defaults.width;
   p.height = req.height != 0 ? req.height : m.defaults.height;
   p.num_frames = req.num_frames != 0 ? req.num_frames : m.defaults.num_frames;
-  p.steps = req.steps != 0 ? req.steps : m.defaults.steps;
+  p.sampler = req.sampler.empty() ? "euler" : req.sampler;
+  if (p.sampler != "euler" && p.sampler != "causal") {
+    throw Error(ErrorKind::kInvalidArgument,
+                "sampler '" + p.sampler +
+                    "' is not known: use \"euler\" (the whole clip, the release's "
+                    "sampler) or \"causal\" (chunk-causal streaming synthesis)");
+  }
+  const bool causal = p.sampler == "causal";
+  p.steps = req.steps != 0 ? req.steps : causal ? kDefaultCausalSteps : m.defaults.steps;
   check_range("width", p.width, kMinSide, kMaxSide, " pixels (0 = the model default)");
   check_range("height", p.height, kMinSide, kMaxSide, " pixels (0 = the model default)");
   check_range("frames", p.num_frames, kMinFrames, kMaxFrames, " (0 = the model default)");
-  check_range("steps", p.steps, kMinSteps, kMaxSteps,
-              " grid points (N grid points make N - 1 denoiser evaluations; 0 = the model default)");
+  if (causal) {
+    check_range("steps", p.steps, kMinCausalSteps, kMaxCausalSteps,
+                " forwards per chunk with the causal sampler (0 = 4, RAVEN's)");
+    check_range("sink", req.sink, kMinSink, kMaxSink,
+                " pinned KV-cache records (the text is the first; 2 also pins the first chunk)");
+    check_range("window", req.window, kMinWindow, kMaxWindow,
+                " recent chunks kept in the KV cache (-1: all)");
+  } else {
+    check_range("steps", p.steps, kMinSteps, kMaxSteps,
+                " grid points (N grid points make N - 1 denoiser evaluations; 0 = the model default)");
+  }
+  for (auto [name, v] :
+       {std::pair<const char*, double>{"video-shift", req.video_shift}, {"audio-shift", req.audio_shift}}) {
+    if (!std::isfinite(v) || v < 0) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  std::string(name) + " = " + std::to_string(v) + ": a positive shift, or 0 for the model's");
+    }
+  }
+  if ((req.video_shift != 0 || req.audio_shift != 0) && !causal) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "video-shift and audio-shift apply to the causal sampler; the euler sampler runs the model's "
+                "scheduler shifts (scheduler/ and audio_scheduler/)");
+  }
+  p.video_shift = req.video_shift != 0 ? req.video_shift : m.video_shift;
+  p.audio_shift = req.audio_shift != 0 ? req.audio_shift : m.audio_shift;
+  if (!req.lora.empty() && !fs::exists(req.lora)) {
+    throw Error(
+        ErrorKind::kNotFound,
+        "lora '" + req.lora + "' does not exist: give a PEFT adapter_model.safetensors or its folder");
+  }
+  if (causal && req.lora.empty()) {
+    p.warnings.push_back(
+        "the causal sampler runs without a LoRA: the base model was not trained for chunk-causal sampling, "
+        "so expect a clip that drifts from the prompt; give a RAVEN-Streaming LoRA (lora)");
+  }
 
   auto up32 = [](int64_t v) {
     return (v + dit::kCanvasMultiple - 1) / dit::kCanvasMultiple * dit::kCanvasMultiple;
@@ -177,7 +220,14 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
       dit::audio_latents_for(p.num_frames) * (m.audio_hop > 0 ? m.audio_hop : dit::kAudioSamplesPerLatent);
   p.fps_n = static_cast<int>(dit::kFps);
   p.fps_d = 1;
-  p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();
+  if (causal) {
+    p.causal_chunks = static_cast<int64_t>(dit::cut_chunks(p.latent_frames, p.audio_latents).size());
+    p.evaluations = p.steps * p.causal_chunks;
+    // The text and every committed chunk (the last is never committed), at most sink + window.
+    p.cache_records = req.window < 0 ? p.causal_chunks : std::min(p.causal_chunks, req.sink + req.window);
+  } else {
+    p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();
+  }
 
   const vae::ChunkPlan cp = vae::plan_chunks(p.latent_frames, vae::temporal_params(m.vae));
   p.total_chunks = 0;

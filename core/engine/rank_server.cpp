@@ -12,6 +12,7 @@
 #include "dit/frames.h"
 #include "engine/compute_dtype.h"
 #include "engine/job.h"
+#include "engine/stage_causal.h"
 #include "engine/stage_conditioning.h"
 #include "engine/stage_decode.h"
 #include "engine/stage_denoise.h"
@@ -218,7 +219,14 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
   if (j.kind == Job::Kind::kGenerate) {
     // Before any work, so that a model without audio_vae/ fails at once.
     if (j.request.audio) load_audio_decoder(c);
+    adapter_stage(c, j.request.lora);
     const text::Conditioning cond = conditioning_stage(c, j.request, j.free_text_encoder);
+    if (p.sampler == "causal") {
+      // Synthesis and decode interleave chunk by chunk.
+      causal_stage(c, j, cond);
+      if (root) c.post_progress(Phase::kDone, p.evaluations, p.evaluations, p.total_chunks, p.num_frames);
+      return;
+    }
     dit::Latents x = denoise_stage(c, j, cond);
     video = std::move(x.video);
     if (j.request.audio) audio = std::move(x.audio);

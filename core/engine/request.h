@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/limits.h"
 
@@ -19,6 +20,19 @@ struct GenerationRequest {
   // (Chunk::audio). Needs the model folder's audio_vae/; off, the audio rows are denoised
   // with the video (the model makes them together) but never decoded.
   bool audio = false;
+  // How the clip is synthesised: "euler" (the release's flow-matching sampler over the whole
+  // clip; the first frame waits for every step) or "causal" (RAVEN-Streaming's chunk-causal
+  // sampler: each 17-frame chunk is finished in `steps` forwards against a KV cache and decoded
+  // at once; docs/causal.md). Empty: "euler".
+  std::string sampler;
+  // causal: pinned KV-cache records, the text being the first (>= 1), and recent chunks kept
+  // (-1: none evicted; a window of the clip's chunks or more keeps every chunk).
+  int64_t sink = 2, window = 2;
+  // causal: the grids' shifts; 0: the model's scheduler shifts (12 and 3 in the release).
+  double video_shift = 0, audio_shift = 0;
+  // A PEFT LoRA (adapter_model.safetensors or its folder) attached to the DiT for this request
+  // on every rank; empty: none (one attached for an earlier request is taken off).
+  std::string lora;
 };
 
 // What a request will produce, computed before any work (validated; throws h3::Error
@@ -39,6 +53,15 @@ struct ClipPlan {
   // Samples per second per channel: the model's audio VAE's (its config); 0 when the model has
   // no audio VAE.
   int64_t audio_rate = 0;
+  // The sampler: "euler" or "causal"; with causal, `steps` are forwards per chunk and
+  // `evaluations` the noise forwards of the whole clip (steps per chunk, causal_chunks chunks).
+  std::string sampler = "euler";
+  int64_t causal_chunks = 0;
+  int64_t cache_records = 0;                // causal: the most records the KV cache holds (the text included)
+  double video_shift = 0, audio_shift = 0;  // the shifts the sampler runs with
+  // What the caller should be told before the clip starts (e.g. a causal request without a
+  // LoRA: the base model was not trained for chunk-causal sampling).
+  std::vector<std::string> warnings;
 };
 
 }  // namespace h3

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
 
 #include "audio/audio_decoder.h"
 #include "dist/agree.h"
@@ -36,6 +37,8 @@ struct RankParts {
   // Rank 0 only, loaded by the first request that asks for audio (a video-only user never pays
   // for it); kept for the engine's lifetime.
   std::optional<audio::AudioDecoder> audio;
+  // The LoRA attached to `dit` (its path as the request gave it); empty: none.
+  std::string lora;
 };
 
 struct StageContext {

@@ -19,9 +19,8 @@ namespace {
 // (the decoder agrees on it across ranks). Each chunk carries its decode time.
 class HandOverSink : public ChunkSink {
  public:
-  // `audio_rows` undefined: video only.
-  HandOverSink(const StageContext& c, const at::Tensor& audio_rows)
-      : c_(c), audio_rows_(audio_rows), since_(Clock::now()) {}
+  // `audio` null: video only.
+  HandOverSink(const StageContext& c, AudioLatents* audio) : c_(c), audio_(audio), since_(Clock::now()) {}
 
   void on_chunk(const Chunk& c) override {
     const ClipPlan& plan = c_.plan;
@@ -45,14 +44,13 @@ class HandOverSink : public ChunkSink {
     if (c.frames_f32.defined()) e.chunk.frames_f32 = c.frames_f32.narrow(0, 0, n).contiguous();
     e.chunk.decode_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since_).count();
     hand_over(std::move(e));
-    if (audio_rows_.defined()) {
+    if (audio_) {
       Event a{Event::Kind::kChunk};
       a.chunk.index = index_;
       a.chunk.first_frame = frames_ + n;
       a.chunk.total_frames = plan.num_frames;
       a.chunk.final = frames_ + n == plan.num_frames;
-      add_audio(a.chunk, frames_ + n);
-      hand_over(std::move(a));
+      if (add_audio(a.chunk, frames_ + n)) hand_over(std::move(a));
     }
     ++index_;
     frames_ += n;
@@ -70,14 +68,24 @@ class HandOverSink : public ChunkSink {
   // 5 / 3)), which for the clip's last chunk is A = round(num_frames * 5 / 3) exactly. The
   // decoder reads the rows on either side of the range as context, so the pieces join into
   // the whole clip's decode; the rows past A (the generated frames trimmed away) serve as the
-  // last piece's right context.
-  void add_audio(Chunk& chunk, int64_t frame_end) {
+  // last piece's right context. While the latents are still being made, the piece stops where
+  // its right context ends (the rest follows with a later chunk). False: nothing to hand over.
+  bool add_audio(Chunk& chunk, int64_t frame_end) {
     const audio::AudioDecoder& dec = *c_.parts.audio;
-    const int64_t end = dit::audio_latents_for(frame_end);
-    const at::Tensor wave = dec.decode_range(audio_rows_, audio_latents_, end);  // [2, n]
-    chunk.audio = wave.t().contiguous();                                         // [n, 2] interleaved
+    const int64_t ctx = dec.context_latents();
+    const bool complete = audio_->available() == audio_->total();
+    const int64_t exact = complete ? audio_->total() : audio_->available() - ctx;
+    const int64_t end = std::min(dit::audio_latents_for(frame_end), exact);
+    if (end <= audio_latents_) return false;
+    // The rows the decoder reads: the piece and its context, clipped to what exists.
+    const int64_t lo = std::max<int64_t>(0, audio_latents_ - ctx);
+    const int64_t hi = std::min(audio_->available(), end + ctx);
+    const at::Tensor wave = dec.decode_range(audio_->rows(lo, hi), audio_latents_ - lo, end - lo);  // [2, n]
+    chunk.audio = wave.t().contiguous();  // [n, 2] interleaved
     chunk.first_sample = audio_latents_ * dec.samples_per_latent();
     audio_latents_ = end;
+    audio_->release_before(std::max<int64_t>(0, end - ctx));
+    return true;
   }
 
   void hand_over(Event e) {
@@ -88,7 +96,7 @@ class HandOverSink : public ChunkSink {
   }
 
   const StageContext& c_;
-  const at::Tensor audio_rows_;
+  AudioLatents* const audio_;
   int64_t index_ = 0, frames_ = 0, audio_latents_ = 0;
   Clock::time_point since_;
   std::exception_ptr sink_error_;
@@ -116,7 +124,22 @@ void load_audio_decoder(const StageContext& c) {
   dist::agree_or_throw(c.group, f);
 }
 
+at::Tensor WholeAudio::rows(int64_t begin, int64_t end) const {
+  const int64_t a = total();
+  return at::cat({rows_.narrow(0, begin, end - begin), rows_.narrow(0, a + begin, end - begin)});
+}
+
 void decode_stage(const StageContext& c, const at::Tensor& video, const at::Tensor& audio_rows) {
+  vae::TensorLatents source(video);
+  if (!audio_rows.defined()) {
+    decode_stage(c, source, nullptr);
+    return;
+  }
+  WholeAudio audio(audio_rows);
+  decode_stage(c, source, &audio);
+}
+
+void decode_stage(const StageContext& c, vae::LatentSource& video, AudioLatents* audio) {
   const ClipPlan& p = c.plan;
   vae::DecodeOptions o;
   o.height = p.height;
@@ -125,8 +148,8 @@ void decode_stage(const StageContext& c, const at::Tensor& video, const at::Tens
     c.parts.vae->decode_chunks(video, nullptr, c.group, o);
     return;
   }
-  c.post_progress(Phase::kDecoding, p.evaluations, p.evaluations);
-  HandOverSink sink(c, audio_rows);
+  if (p.sampler != "causal") c.post_progress(Phase::kDecoding, p.evaluations, p.evaluations);
+  HandOverSink sink(c, audio);
   try {
     c.parts.vae->decode_chunks(video, &sink, c.group, o);
   } catch (...) {
@@ -138,7 +161,7 @@ void decode_stage(const StageContext& c, const at::Tensor& video, const at::Tens
     throw Error(ErrorKind::kInternal, "the decode delivered " + std::to_string(sink.frames()) +
                                           " frames of " + std::to_string(p.num_frames));
   }
-  if (audio_rows.defined() && sink.audio_latents() != dit::audio_latents_for(p.num_frames)) {
+  if (audio && sink.audio_latents() != dit::audio_latents_for(p.num_frames)) {
     throw Error(ErrorKind::kInternal, "the decode delivered " + std::to_string(sink.audio_latents()) +
                                           " audio latents of " +
                                           std::to_string(dit::audio_latents_for(p.num_frames)));

@@ -70,13 +70,30 @@ void hand_over_latents(const StageContext& c, const dit::Latents& x) {
 
 }  // namespace
 
+void adapter_stage(const StageContext& c, const std::string& lora) {
+  dist::LocalFailure f;
+  if (c.parts.lora != lora) {
+    try {
+      if (lora.empty()) {
+        c.parts.dit->detach_lora();
+      } else {
+        c.parts.dit->attach_lora(lora);
+      }
+      c.parts.lora = lora;
+    } catch (...) {
+      f.capture();
+    }
+  }
+  dist::agree_or_throw(c.group, f);
+}
+
 dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond) {
   dit::DenoiseRequest dr;
   dr.text = cond.embeds;
   dr.text_tags = cond.tags;
   dr.noise = shared_noise(c, job.request.seed);
-  dr.video = dit::make_schedule(c.plan.steps, c.model.video_shift);
-  dr.audio = dit::make_schedule(c.plan.steps, c.model.audio_shift);
+  dr.video = dit::make_schedule(c.plan.steps, c.plan.video_shift);
+  dr.audio = dit::make_schedule(c.plan.steps, c.plan.audio_shift);
   const dit::Latents x = run_steps(c, dr);
   if (job.want_latents) hand_over_latents(c, x);
   dit::Latents out;

@@ -5,12 +5,19 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
+
 #include "dit/sampler.h"
 #include "engine/job.h"
 #include "engine/stage.h"
 #include "text/conditioning.h"
 
 namespace h3::engine_detail {
+
+// Every rank: attaches the request's LoRA to this rank's DiT (its shards), or takes off the
+// one an earlier request attached, unless it holds that one already; a failure on any rank
+// fails every rank (each keeps what it held).
+void adapter_stage(const StageContext& c, const std::string& lora);
 
 // Every rank: the final latents, fp32 CPU: video [1, C, T, h, w] and audio rows [2A, 32]
 // (the same on every rank).

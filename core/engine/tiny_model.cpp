@@ -152,6 +152,22 @@ std::string default_tokenizer_source() {
   return (fs::path(H3_DEFAULT_MODEL_DIR) / "tokenizer").string();
 }
 
+TinySpec medium_spec() {
+  TinySpec m = tiny_spec();
+  m.dit.hidden_size = 384;
+  m.dit.num_layers = 6;
+  m.dit.num_heads = 4;
+  m.dit.head_dim = 128;
+  m.dit.ffn_dim = 1024;
+  m.dit.text_dim = 256;
+  m.dit.time_embed_hidden_dim = 384;
+  m.dit.time_embed_dim = 192;
+  m.vae.num_layers = 4;
+  m.vae.num_heads = 4;
+  m.vae.head_dim = 64;
+  return m;
+}
+
 void write_tiny_model(const std::string& dir, uint64_t seed, const std::string& component,
                       const std::string& tokenizer_source) {
   write_random_model(dir, tiny_spec(), seed, component, tokenizer_source);

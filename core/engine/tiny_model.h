@@ -43,6 +43,10 @@ const std::vector<std::string>& tiny_components();
 // tree's copy when it is there, else the installed default model's tokenizer/.
 std::string default_tokenizer_source();
 
+// The benchmarks' medium sizes: the tiny spec with a DiT of hidden 384, 6 blocks + 2 refiner
+// blocks, 4 heads x 128, FFN 1024, text 256, and a VAE decoder of 4 layers, 4 heads x 64.
+TinySpec medium_spec();
+
 // Writes the model into `dir` (created): everything, or only `component`. The same seed gives
 // the same bytes. tokenizer/ is a copy of `tokenizer_source` (default_tokenizer_source() when
 // empty). Throws h3::Error(kInvalidArgument) for an unknown component, kNotFound for a tokenizer

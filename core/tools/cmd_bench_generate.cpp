@@ -186,19 +186,7 @@ int run(Args& a) {
   tiny.seed = 1;  // the model's default request: size, frames and steps
   cases.push_back({"tiny", default_model_dir(), tiny});
   if (!skip_medium) {
-    TinySpec m = tiny_spec();
-    m.dit.hidden_size = 384;
-    m.dit.num_layers = 6;
-    m.dit.num_heads = 4;
-    m.dit.head_dim = 128;
-    m.dit.ffn_dim = 1024;
-    m.dit.text_dim = 256;
-    m.dit.time_embed_hidden_dim = 384;
-    m.dit.time_embed_dim = 192;
-    m.vae.num_layers = 4;
-    m.vae.num_heads = 4;
-    m.vae.head_dim = 64;
-    write_random_model(tmp + "/medium", m, 11);
+    write_random_model(tmp + "/medium", medium_spec(), 11);
     GenerationRequest med;
     med.prompt = "a benchmark";
     med.width = 320;

@@ -61,6 +61,12 @@ int run(Args& a) {
   req.height = a.int_or("height", 0, 0, kMaxSide);
   req.num_frames = a.int_or("frames", 0, 0, kMaxFrames);
   req.steps = a.int_or("steps", 0, 0, kMaxSteps);
+  req.sampler = a.string_or("sampler", "euler");
+  req.lora = a.string_or("lora", "");
+  req.sink = a.int_or("sink", kDefaultSink, kMinSink, kMaxSink);
+  req.window = a.int_or("window", kDefaultWindow, kMinWindow, kMaxWindow);
+  req.video_shift = a.double_or("video-shift", 0.0);
+  req.audio_shift = a.double_or("audio-shift", 0.0);
   req.seed = static_cast<uint64_t>(a.int_or("seed", 0, 0, std::numeric_limits<int64_t>::max()));
   eo.ranks = static_cast<int>(a.int_or("ranks", 1, kMinRanks, kMaxRanks));
   eo.device = a.string_or("device", "cpu");
@@ -84,6 +90,15 @@ int run(Args& a) {
   const ProgressFn progress = quiet ? ProgressFn() : printer.fn();
   auto engine = Engine::open(eo, progress);
   const ClipPlan plan = engine->plan(req);
+  for (const auto& w : plan.warnings) std::fprintf(stderr, "h3 generate: warning: %s\n", w.c_str());
+  if (!quiet && plan.sampler == "causal") {
+    std::fprintf(stderr,
+                 "h3 generate: causal sampler: %lld chunks of %lld forwards, sink %lld, window %lld, shifts "
+                 "%g / %g%s%s\n",
+                 (long long)plan.causal_chunks, (long long)plan.steps, (long long)req.sink,
+                 (long long)req.window, plan.video_shift, plan.audio_shift, req.lora.empty() ? "" : ", LoRA ",
+                 req.lora.c_str());
+  }
   if (!quiet) {
     std::fprintf(
         stderr,
@@ -139,6 +154,8 @@ H3_REGISTER_COMMAND(
     "generate", "a prompt or prompt embeddings in, a YUV4MPEG2 clip out (streamed chunk by chunk)",
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] --out FILE.y4m\n"
+    "                   [--sampler euler|causal] [--lora FILE] [--sink N] [--window N]\n"
+    "                   [--video-shift S] [--audio-shift S]\n"
     "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
     "                   [--compute-dtype fp32|bf16] [--timeout S] [--max-memory BYTES] [--quiet]\n"
     "                   [--rendezvous HOST:PORT --world-size N --token-file FILE]\n"
@@ -152,7 +169,16 @@ H3_REGISTER_COMMAND(
     "  --width W --height H output size in pixels (16..4096; the model computes on a canvas rounded up\n"
     "                       to multiples of 32 and crops); 0 or absent: the model default\n"
     "  --frames F           exact output frame count (1..1024; generated as 17n+5 and trimmed)\n"
-    "  --steps N            grid points of the sampling schedule (>= 2; N - 1 denoiser evaluations)\n"
+    "  --steps N            euler: grid points of the sampling schedule (>= 2; N - 1 denoiser\n"
+    "                       evaluations); causal: forwards per 17-frame chunk (default 4)\n"
+    "  --sampler euler|causal  euler (default): the release's sampler over the whole clip, frames\n"
+    "                       after the last step; causal: RAVEN-Streaming's chunk-causal sampler, each\n"
+    "                       chunk finished against a KV cache and decoded at once (docs/causal.md)\n"
+    "  --lora FILE          a PEFT LoRA (adapter_model.safetensors or its folder) on the DiT, e.g.\n"
+    "                       RAVEN-Streaming's for --sampler causal or a step-distilled one\n"
+    "  --sink N             causal: KV-cache records pinned, the text first (default 2)\n"
+    "  --window N           causal: recent chunks kept in the KV cache (default 2; -1: all)\n"
+    "  --video-shift S --audio-shift S  causal: the grids' shifts (default: the model's, 12 and 3)\n"
     "  --seed S             noise seed (default 0)\n"
     "  --ranks R            ranks as threads; the DiT runs tensor-parallel over them (default 1)\n"
     "  --out FILE.y4m       YUV4MPEG2 output (C444, BT.601 limited range, 24 fps); '-' = stdout\n"

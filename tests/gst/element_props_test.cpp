@@ -63,12 +63,13 @@ TEST(H3VideoSrcElement, EveryPropertyHasABlurbAndIsMutableInReadyOnly) {
     EXPECT_TRUE(ps->flags & G_PARAM_READWRITE);
   }
   g_free(specs);
-  EXPECT_EQ(own, 21);
+  EXPECT_EQ(own, 25);
   for (const char* name : {"model",        "prompt",     "prompt-embeds", "seed",
                            "steps",        "width",      "height",        "num-frames",
                            "framerate",    "ranks",      "tp-size",       "device",
                            "queue-chunks", "is-live",    "timeout",       "free-text-encoder",
-                           "rendezvous",   "world-size", "token-file",    "max-memory"}) {
+                           "rendezvous",   "world-size", "token-file",    "max-memory",
+                           "sampler",      "lora",       "sink",          "window"}) {
     EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), name), nullptr) << name;
   }
   EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), "compute-dtype"), nullptr);
@@ -96,6 +97,18 @@ TEST(H3VideoSrcElement, PropertyRangesAreTheEnginesLimits) {
   EXPECT_EQ(int_spec("ranks")->minimum, h3::kMinRanks);
   EXPECT_EQ(int_spec("ranks")->maximum, h3::kMaxRanks);
   EXPECT_EQ(int_spec("tp-size")->maximum, h3::kMaxRanks);
+  EXPECT_EQ(int_spec("sink")->minimum, h3::kMinSink);
+  EXPECT_EQ(int_spec("sink")->maximum, h3::kMaxSink);
+  EXPECT_EQ(int_spec("sink")->default_value, h3::kDefaultSink);
+  EXPECT_EQ(int_spec("window")->minimum, h3::kMinWindow);
+  EXPECT_EQ(int_spec("window")->maximum, h3::kMaxWindow);
+  EXPECT_EQ(int_spec("window")->default_value, h3::kDefaultWindow);
+  GParamSpec* sampler = g_object_class_find_property(G_OBJECT_GET_CLASS(e), "sampler");
+  ASSERT_TRUE(sampler && G_IS_PARAM_SPEC_ENUM(sampler));
+  GEnumClass* values = G_PARAM_SPEC_ENUM(sampler)->enum_class;
+  ASSERT_NE(g_enum_get_value_by_nick(values, "euler"), nullptr);
+  ASSERT_NE(g_enum_get_value_by_nick(values, "causal"), nullptr);
+  EXPECT_EQ(G_PARAM_SPEC_ENUM(sampler)->default_value, g_enum_get_value_by_nick(values, "euler")->value);
   GParamSpec* timeout = g_object_class_find_property(G_OBJECT_GET_CLASS(e), "timeout");
   ASSERT_TRUE(timeout && G_IS_PARAM_SPEC_UINT(timeout));
   EXPECT_EQ(G_PARAM_SPEC_UINT(timeout)->default_value, static_cast<guint>(h3::kDefaultTimeout.count()));

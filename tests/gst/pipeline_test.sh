@@ -1,7 +1,8 @@
 #!/bin/bash
 # Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
 # on a small clip of the tiny default model and checks what came out.
-# Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|mp4-av|webm-av|rtp-av|app|inspect|linkage|installed
+# Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|mp4-av|webm-av|rtp-av|mp4-av-causal|app|inspect|linkage|
+#        installed
 #        BUILD_DIR SOURCE_DIR
 #        (inspect also takes the expected LICENSE and ORIGIN)
 set -euo pipefail
@@ -57,6 +58,22 @@ case "$what" in
   mp4-av|webm-av)
     # h3src's soundtrack muxed beside the video; av.sh checks both streams and their durations.
     bash "$src/pipelines/av.sh" "$build" "${what%-av}" "$out/clip.${what%-av}"
+    ;;
+  mp4-av-causal)
+    # h3src with the chunk-causal sampler (docs/causal.md), both streams muxed: 39 frames in
+    # three chunks; without a LoRA (allowed, with a warning).
+    H3_PROPS="num-frames=39 width=$width height=$height sampler=causal sink=1 window=1" \
+      bash "$src/pipelines/av.sh" "$build" mp4 "$out/causal.mp4" | tee "$out/av.txt"
+    grep -q 'video ends at 1.62' "$out/av.txt" || { echo "the causal clip is not 39 frames long" >&2; exit 1; }
+    # A LoRA that is not there: an error naming it, no hang.
+    # shellcheck source=pipelines/env.sh
+    . "$src/pipelines/env.sh"
+    h3_pipeline_env "$build"
+    rc=0
+    timeout 120 gst-launch-1.0 h3src sampler=causal lora="$out/no-such-lora" $H3_PROPS name=s s.video ! fakesink \
+      s.audio ! fakesink >"$out/bad.txt" 2>&1 || rc=$?
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "a missing LoRA gave rc $rc" >&2; cat "$out/bad.txt" >&2; exit 1; }
+    grep -q "no-such-lora" "$out/bad.txt" || { echo "the error does not name the LoRA" >&2; cat "$out/bad.txt" >&2; exit 1; }
     ;;
   rtp-av)
     PORT=${PORT:-5010} bash "$src/pipelines/rtp-av.sh" "$build" "$frames"

@@ -1,0 +1,144 @@
+#include "engine/stage_causal.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "dit/consistency_sampler.h"
+#include "dit/frames.h"
+#include "engine/stage_decode.h"
+
+namespace h3::engine_detail {
+namespace {
+
+// The sampler's chunks as the decode and the soundtrack read them. Keeps only the latents a
+// later clip may still ask for (the decode never goes back before the first index it asked
+// for) and the audio latents the audio decoder may still read.
+class CausalLatents : public vae::LatentSource, public AudioLatents {
+ public:
+  CausalLatents(const StageContext& c, dit::CausalSampler& sampler, int64_t c_in, int64_t h, int64_t w,
+                bool keep_all)
+      : c_(c), sampler_(sampler), keep_all_(keep_all) {
+    shape_ = {1, c_in, c.plan.latent_frames, h, w};
+  }
+
+  std::vector<int64_t> shape() const override { return shape_; }
+
+  at::Tensor select(const std::vector<int64_t>& t) override {
+    const int64_t need = *std::max_element(t.begin(), t.end()) + 1;
+    while (video_end_ < need) run_chunk();
+    // Drop what no later clip reads.
+    const int64_t first = *std::min_element(t.begin(), t.end());
+    if (!keep_all_ && first > video_begin_) {
+      video_ = video_.narrow(2, first - video_begin_, video_end_ - first).clone();
+      video_begin_ = first;
+    }
+    std::vector<int64_t> local;
+    for (int64_t i : t) local.push_back(i - video_begin_);
+    return video_.index_select(2, at::tensor(local, at::TensorOptions().dtype(at::kLong)));
+  }
+
+  int64_t total() const override { return c_.plan.audio_latents; }
+  int64_t available() const override { return audio_end_; }
+  at::Tensor rows(int64_t begin, int64_t end) const override {
+    const at::Tensor z = audio_.narrow(3, begin - audio_begin_, end - begin);  // [1, C, 2, n]
+    return dit::audio_rows_of(z);
+  }
+  void release_before(int64_t latent) override {
+    if (keep_all_ || latent <= audio_begin_) return;
+    audio_ = audio_.narrow(3, latent - audio_begin_, audio_end_ - latent).clone();
+    audio_begin_ = latent;
+  }
+
+  // The whole clip (keep_all only).
+  at::Tensor video() const { return video_; }
+  at::Tensor audio_rows() const { return dit::audio_rows_of(audio_).contiguous(); }
+
+ private:
+  void run_chunk() {
+    const int64_t steps = c_.plan.steps, total = c_.plan.evaluations;
+    const int64_t chunks = static_cast<int64_t>(sampler_.spans().size());
+    int64_t index = -1;
+    auto on_step = [&](const dit::ChunkSpan& s, int64_t k, int64_t, const at::Tensor&, const at::Tensor&) {
+      index = s.index;
+      c_.report_step(s.index * steps + k + 1, total);
+      if (c_.agreed_cancel()) {
+        throw Error(ErrorKind::kCancelled, "cancelled during denoising (chunk " +
+                                               std::to_string(s.index + 1) + " of " + std::to_string(chunks) +
+                                               ", after step " + std::to_string(k + 1) + " of " +
+                                               std::to_string(steps) + ")");
+      }
+    };
+    dit::CausalChunk chunk;
+    try {
+      chunk = sampler_.next(on_step);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kCancelled) throw;  // agreed: every rank throws it at the same step
+      // This rank alone, between collectives: tell the peers now, not at their timeout.
+      const std::string what = "causal chunk " + std::to_string(std::max<int64_t>(index, 0) + 1) + " of " +
+                               std::to_string(chunks) + ": " + e.what();
+      c_.group.report_failure(what);
+      throw Error(e.kind(), what);
+    } catch (const std::exception& e) {
+      const std::string what = "causal chunk " + std::to_string(std::max<int64_t>(index, 0) + 1) + " of " +
+                               std::to_string(chunks) + ": " + e.what();
+      c_.group.report_failure(what);
+      throw Error(ErrorKind::kInternal, what);
+    }
+    const at::Tensor audio = dit::audio_latent_of(chunk.audio);
+    video_ = video_.defined() ? at::cat({video_, chunk.video}, 2) : chunk.video;
+    audio_ = audio_.defined() ? at::cat({audio_, audio}, 3) : audio;
+    video_end_ = chunk.span.video_end;
+    audio_end_ = chunk.span.audio_end;
+  }
+
+  const StageContext& c_;
+  dit::CausalSampler& sampler_;
+  const bool keep_all_;
+  std::vector<int64_t> shape_;
+  at::Tensor video_, audio_;  // latents [video_begin_, video_end_) and [audio_begin_, audio_end_)
+  int64_t video_begin_ = 0, video_end_ = 0, audio_begin_ = 0, audio_end_ = 0;
+};
+
+}  // namespace
+
+void causal_stage(const StageContext& c, const Job& job, const text::Conditioning& cond) {
+  const ClipPlan& p = c.plan;
+  dit::CausalRequest r;
+  r.text = cond.embeds;
+  r.text_tags = cond.tags;
+  r.seed = job.request.seed;
+  r.video_latents = p.latent_frames;
+  r.latent_h = p.canvas_height / dit::kVaeSpatialRatio;
+  r.latent_w = p.canvas_width / dit::kVaeSpatialRatio;
+  r.audio_latents = p.audio_latents;
+  r.settings.steps = p.steps;
+  r.settings.sink = job.request.sink;
+  r.settings.window = job.request.window < 0 ? std::nullopt : std::optional<int64_t>(job.request.window);
+  r.settings.video_shift = p.video_shift;
+  r.settings.audio_shift = p.audio_shift;
+  // The sampler's draws and its prefill are collectives: every rank builds it here.
+  dit::CausalSampler sampler(*c.parts.dit, r);
+  CausalLatents latents(c, sampler, c.model.dit.in_channels, r.latent_h, r.latent_w, job.want_latents);
+  decode_stage(c, latents, job.request.audio ? &latents : nullptr);
+  if (job.want_latents) {
+    dist::LocalFailure f;
+    c.group.run_on_owner(
+        0,
+        [&] {
+          if (!c.root()) return;
+          Event e{Event::Kind::kLatents};
+          e.video = latents.video().contiguous();
+          e.audio = latents.audio_rows();
+          f.set(c.mailbox.call(std::move(e)));
+        },
+        "waiting for rank 0 to hand the latents to the observer");
+    dist::agree_or_throw(c.group, f);
+  }
+}
+
+}  // namespace h3::engine_detail

@@ -1,0 +1,278 @@
+// The causal sampler through the engine (docs/causal.md): a clip synthesised chunk by chunk with
+// a LoRA, its frames handed over as each VAE clip's latents exist (the first 17 frames after two
+// chunks of synthesis, before the third starts), every streamed frame equal to the whole decode
+// of the final latents and the streamed soundtrack to the whole audio decode; the same at two
+// ranks; the bad inputs refused naming the setting; a cancel inside a chunk names it and leaves
+// only whole chunks downstream.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "audio/audio_decoder.h"
+#include "common/error.h"
+#include "dit/config.h"
+#include "dit/random_model.h"
+#include "engine_test_util.h"
+#include "io/safetensors.h"
+
+namespace h3 {
+namespace {
+
+namespace fs = std::filesystem;
+using test::open_tiny;
+
+// A random LoRA for the tiny default model, written once per test program.
+const std::string& tiny_lora() {
+  static const std::string dir = [] {
+    const std::string d =
+        (fs::temp_directory_path() / ("h3-tiny-lora-" + std::to_string(::getpid()))).string();
+    const auto c = dit::DitConfig::load(default_model_dir() + "/transformer");
+    dit::write_random_lora(d, c, 4, 8.0, 2029);
+    return d;
+  }();
+  return dir;
+}
+
+GenerationRequest causal(int64_t frames, bool audio) {
+  GenerationRequest r;
+  r.prompt = "a red ball bouncing";
+  r.num_frames = frames;
+  r.seed = 11;
+  r.sampler = "causal";
+  r.lora = tiny_lora();
+  r.audio = audio;
+  return r;
+}
+
+// Frames, audio stretches and the order of steps and chunks as the caller sees them.
+struct Outcome {
+  ClipPlan plan;
+  std::vector<Chunk> frames, audio;
+  std::vector<std::pair<char, int64_t>> timeline;  // ('s', step) and ('c', chunk index)
+  at::Tensor video_latents, audio_rows;
+};
+
+class RecordingSink : public ChunkSink {
+ public:
+  explicit RecordingSink(Outcome& o) : o_(o) {}
+  void on_chunk(const Chunk& c) override {
+    if (c.frames.defined()) {
+      EXPECT_EQ(c.index, static_cast<int64_t>(o_.frames.size()));
+      o_.timeline.emplace_back('c', c.index);
+      o_.frames.push_back(c);
+    } else {
+      o_.audio.push_back(c);
+    }
+  }
+
+ private:
+  Outcome& o_;
+};
+
+void run(Engine& e, const GenerationRequest& r, Outcome* o, CancelToken* cancel = nullptr,
+         int64_t cancel_at_step = -1) {
+  CancelToken own;
+  CancelToken& token = cancel ? *cancel : own;
+  o->plan = e.plan(r);
+  RecordingSink sink(*o);
+  auto progress = [&](const Progress& p) {
+    if (p.phase != Phase::kDenoising) return;
+    o->timeline.emplace_back('s', p.step);
+    if (p.step == cancel_at_step) token.cancel();
+  };
+  e.generate(r, sink, progress, token, test::keep_latents(&o->video_latents, &o->audio_rows));
+}
+
+at::Tensor all_frames(const std::vector<Chunk>& chunks) {
+  std::vector<at::Tensor> f;
+  for (const auto& c : chunks) f.push_back(c.frames);
+  return at::cat(f, 0);
+}
+
+at::Tensor soundtrack(const std::vector<Chunk>& stretches) {
+  std::vector<at::Tensor> a;
+  int64_t next = 0;
+  for (const auto& c : stretches) {
+    EXPECT_EQ(c.first_sample, next) << "stretches must join";
+    next += c.audio.size(0);
+    a.push_back(c.audio);
+  }
+  return at::cat(a, 0);
+}
+
+// Frames equal within one u8 step on at most 0.1 % of the values.
+void expect_same_frames(const at::Tensor& a, const at::Tensor& b, const char* what) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  const auto d = (a.to(at::kShort) - b.to(at::kShort)).abs();
+  const double off = d.gt(0).sum().item<double>() / static_cast<double>(d.numel());
+  std::printf("%s: max |diff| %d, %.4f %% of values differ\n", what, d.max().item<int>(), 100 * off);
+  EXPECT_LE(d.max().item<int>(), 1) << what;
+  EXPECT_LE(off, 1e-3) << what;
+}
+
+TEST(EngineCausal, ChunksLeaveAsTheyAreSynthesisedAndEqualTheWholeDecode) {
+  auto e = open_tiny(1);
+  Outcome o;
+  run(*e, causal(73, true), &o);
+  const ClipPlan& p = o.plan;
+  EXPECT_EQ(p.sampler, "causal");
+  EXPECT_EQ(p.causal_chunks, 5);  // 22 latents: four chunks of 5 and a tail of 2
+  EXPECT_EQ(p.steps, 4);
+  EXPECT_EQ(p.evaluations, 20);
+  EXPECT_TRUE(p.warnings.empty());
+  ASSERT_EQ(static_cast<int64_t>(o.frames.size()), p.total_chunks);
+  EXPECT_EQ(all_frames(o.frames).size(0), 73);
+
+  // The first VAE clip needs latents 0..6: chunks 0 and 1 (steps 1..8). Its 17 frames reach the
+  // caller before chunk 2's first step; every later clip needs one more chunk.
+  std::vector<std::pair<char, int64_t>> want;
+  int64_t step = 0;
+  for (int64_t s = 0; s < 8; ++s) want.emplace_back('s', ++step);
+  for (int64_t c = 0; c < 3; ++c) {
+    want.emplace_back('c', c);
+    for (int64_t s = 0; s < 4; ++s) want.emplace_back('s', ++step);
+  }
+  want.emplace_back('c', 3);  // the last clip (latents 15..21) after the tail chunk
+  want.emplace_back('c', 4);  // and its 5-frame overlap
+  EXPECT_EQ(o.timeline, want);
+
+  // The streamed frames are the decode of the final latents.
+  ASSERT_EQ(o.video_latents.sizes(), (at::IntArrayRef{1, 24, 22, p.canvas_height / 16, p.canvas_width / 16}));
+  test::CollectSink whole;
+  CancelToken token;
+  e->decode(o.video_latents, p, whole, {}, token);
+  expect_same_frames(all_frames(o.frames), whole.all(), "streamed causal frames vs the whole decode");
+
+  // And the streamed soundtrack the whole audio decode.
+  const at::Tensor got = soundtrack(o.audio);
+  ASSERT_EQ(got.size(0), p.audio_samples);
+  const auto dec = audio::AudioDecoder::load(e->model().audio_vae_dir);
+  const at::Tensor ref = dec.decode(o.audio_rows).narrow(1, 0, p.audio_samples).t();
+  const double diff = (got - ref).abs().max().item<double>();
+  std::printf("streamed causal soundtrack vs the whole decode: max |diff| = %.3g over %lld samples\n", diff,
+              static_cast<long long>(got.size(0)));
+  EXPECT_LE(diff, 1e-4);
+  EXPECT_GT(ref.abs().max().item<double>(), 0.0);
+}
+
+TEST(EngineCausal, TwoRanksMakeTheClipOneRankMakes) {
+  Outcome one, two;
+  run(*open_tiny(1), causal(39, true), &one);
+  run(*open_tiny(2), causal(39, true), &two);
+  expect_same_frames(all_frames(one.frames), all_frames(two.frames), "causal frames, 1 vs 2 ranks");
+  EXPECT_LE((one.video_latents - two.video_latents).abs().max().item<double>(), 1e-4);
+  const at::Tensor a = soundtrack(one.audio), b = soundtrack(two.audio);
+  ASSERT_EQ(a.sizes(), b.sizes());
+  EXPECT_LE((a - b).abs().max().item<double>(), 1e-4);
+}
+
+TEST(EngineCausal, TheLoraAndTheSettingsChangeTheClip) {
+  auto e = open_tiny(1);
+  Outcome base, lora, window;
+  GenerationRequest r = causal(39, false);
+  run(*e, r, &lora);
+  r.lora.clear();
+  const ClipPlan p = e->plan(r);
+  ASSERT_EQ(p.warnings.size(), 1u);  // allowed, with the warning that the base was not trained for it
+  EXPECT_NE(p.warnings[0].find("LoRA"), std::string::npos) << p.warnings[0];
+  run(*e, r, &base);
+  EXPECT_GT((base.video_latents - lora.video_latents).abs().max().item<double>(), 1e-3);
+  // The engine took the adapter off again: the LoRA request once more gives its own clip.
+  Outcome again;
+  run(*e, causal(39, false), &again);
+  EXPECT_TRUE(at::equal(again.video_latents, lora.video_latents));
+  // A window of 0 (every chunk sees the prompt only) makes a different third chunk.
+  r = causal(39, false);
+  r.window = 0;
+  run(*e, r, &window);
+  EXPECT_TRUE(at::equal(window.video_latents.narrow(2, 0, 5), lora.video_latents.narrow(2, 0, 5)));
+  EXPECT_GT(
+      (window.video_latents.narrow(2, 5, 7) - lora.video_latents.narrow(2, 5, 7)).abs().max().item<double>(),
+      1e-4);
+}
+
+TEST(EngineCausal, BadSettingsAreRefusedNamingThem) {
+  auto e = open_tiny(1);
+  auto refused = [&](GenerationRequest r, ErrorKind kind, const std::string& words) {
+    try {
+      e->plan(r);
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), kind) << err.what();
+      EXPECT_NE(std::string(err.what()).find(words), std::string::npos) << err.what();
+    }
+  };
+  GenerationRequest r = causal(22, false);
+  r.sink = 0;
+  refused(r, ErrorKind::kInvalidArgument, "sink");
+  r = causal(22, false);
+  r.window = -2;
+  refused(r, ErrorKind::kInvalidArgument, "window");
+  r = causal(22, false);
+  r.steps = 65;
+  refused(r, ErrorKind::kInvalidArgument, "steps");
+  r = causal(22, false);
+  r.sampler = "dpm";
+  refused(r, ErrorKind::kInvalidArgument, "sampler 'dpm'");
+  r = causal(22, false);
+  r.lora = "/nonexistent/adapter";
+  refused(r, ErrorKind::kNotFound, "/nonexistent/adapter");
+  r = causal(22, false);
+  r.sampler = "euler";
+  r.video_shift = 5;
+  refused(r, ErrorKind::kInvalidArgument, "causal sampler");
+  // steps 0: RAVEN's 4; a window beyond the clip keeps every chunk (stated, not refused).
+  r = causal(22, false);
+  r.window = 64;
+  EXPECT_EQ(e->plan(r).steps, 4);
+}
+
+TEST(EngineCausal, ALoraWithNanFailsEveryRankAndTheEngineServesTheNextRequest) {
+  // A copy of the tiny LoRA with one NaN.
+  const fs::path dir = fs::temp_directory_path() / ("h3-nan-lora-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<std::pair<std::string, at::Tensor>> t;
+  auto f = io::SafetensorsFile::open(tiny_lora() + "/adapter_model.safetensors");
+  for (const auto& info : f->tensors()) t.emplace_back(info.name, f->view(info.name).clone());
+  t[3].second.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  io::write_safetensors((dir / "adapter_model.safetensors").string(), t);
+  auto e = open_tiny(2);
+  GenerationRequest r = causal(22, false);
+  r.lora = dir.string();
+  Outcome bad;
+  try {
+    run(*e, r, &bad);
+    ADD_FAILURE() << "a LoRA with NaN was accepted";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::kFormat) << err.what();
+    EXPECT_NE(std::string(err.what()).find(t[3].first), std::string::npos) << err.what();
+  }
+  EXPECT_TRUE(bad.frames.empty());
+  Outcome good;
+  run(*e, causal(22, false), &good);
+  EXPECT_EQ(all_frames(good.frames).size(0), 22);
+  fs::remove_all(dir);
+}
+
+TEST(EngineCausal, ACancelInsideAChunkNamesItAndLeavesOnlyWholeChunks) {
+  auto e = open_tiny(1);
+  Outcome o;
+  CancelToken token;
+  try {
+    run(*e, causal(73, true), &o, &token, /*cancel_at_step=*/10);  // chunk 3's second step
+    ADD_FAILURE() << "not cancelled";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::kCancelled) << err.what();
+    EXPECT_NE(std::string(err.what()).find("chunk 3 of 5"), std::string::npos) << err.what();
+  }
+  // Only the first clip's chunk (made from chunks 1 and 2) was handed over, whole.
+  ASSERT_EQ(o.frames.size(), 1u);
+  EXPECT_EQ(o.frames[0].frames.size(0), 17);
+}
+
+}  // namespace
+}  // namespace h3
