@@ -195,6 +195,21 @@ TEST(EngineCausal, TheLoraAndTheSettingsChangeTheClip) {
       1e-4);
 }
 
+TEST(EngineCausal, TheEulerSamplerTakesTheLoraToo) {
+  // A step-distilled LoRA's path: the ordinary sampler with an adapter, the same at two ranks.
+  GenerationRequest r = causal(22, false);
+  r.sampler = "euler";
+  r.steps = 3;
+  Outcome with1, with2, without;
+  run(*open_tiny(1), r, &with1);
+  run(*open_tiny(2), r, &with2);
+  EXPECT_TRUE(with1.plan.warnings.empty());
+  EXPECT_LE((with1.video_latents - with2.video_latents).abs().max().item<double>(), 1e-4);
+  r.lora.clear();
+  run(*open_tiny(1), r, &without);
+  EXPECT_GT((with1.video_latents - without.video_latents).abs().max().item<double>(), 1e-3);
+}
+
 TEST(EngineCausal, BadSettingsAreRefusedNamingThem) {
   auto e = open_tiny(1);
   auto refused = [&](GenerationRequest r, ErrorKind kind, const std::string& words) {

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "dit/config.h"
+#include "dit/random_model.h"
 #include "process_world_util.h"
 
 namespace h3 {
@@ -111,6 +113,48 @@ TEST(ProcessWorld, RankZeroKeepsItsShardsWhenTheWorldFormsAgain) {
   });
   EXPECT_EQ(loading_reports, 0) << "rank 0 loaded its parts again";
   EXPECT_TRUE(at::equal(next, frames));
+  e.reset();
+  EXPECT_TRUE(exited_with(again.wait(), 0)) << again.output();
+}
+
+// The causal sampler with a LoRA over a worker process (docs/causal.md): the worker attaches the
+// same file to its shards and the clip is the thread ranks'; a worker killed inside a chunk fails
+// the request naming the chunk, and the restarted one serves the next.
+TEST(ProcessWorld, ACausalClipWithALoraIsTheThreadRanksAndAWorkerKilledInAChunkIsNamed) {
+  World w;
+  const std::string lora = w.dir / "lora";
+  dit::write_random_lora(lora, dit::DitConfig::load(default_model_dir() + "/transformer"), 4, 8.0, 3);
+  GenerationRequest r = small_request();  // 30 frames: generated as 39, three chunks
+  r.sampler = "causal";
+  r.steps = 0;
+  r.lora = lora;
+  auto frames_of = [&](Engine& e, const ProgressFn& progress) {
+    test::CollectSink sink;
+    CancelToken cancel;
+    e.generate(r, sink, progress, cancel);
+    return sink.all();
+  };
+  const at::Tensor threads = frames_of(*test::open_tiny(2), {});
+  Child worker = w.worker("first");
+  auto e = Engine::open(w.rank0());
+  EXPECT_TRUE(at::equal(frames_of(*e, {}), threads)) << "process ranks and thread ranks disagree";
+  bool killed = false;
+  try {
+    frames_of(*e, [&](const Progress& p) {
+      if (!killed && p.phase == Phase::kDenoising && p.step == 6) {  // chunk 2's second step
+        kill(worker.pid, SIGKILL);
+        killed = true;
+      }
+    });
+    ADD_FAILURE() << "the request survived its worker's death";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::kDistributed) << err.what();
+    EXPECT_THAT(err.what(), HasSubstr("causal chunk 2 of 3")) << err.what();
+  }
+  ASSERT_TRUE(killed);
+  worker.wait();
+  Child again = w.worker("again");
+  EXPECT_TRUE(at::equal(frames_of(*e, {}), threads));
   e.reset();
   EXPECT_TRUE(exited_with(again.wait(), 0)) << again.output();
 }
