@@ -17,27 +17,33 @@ namespace {
   throw Error(ErrorKind::kInvalidArgument, what);
 }
 
-// Runs the blocks over rows `h` (in place) against the cache; with `commit`, stages every
-// layer's keys and values and commits them once after the last layer (all layers evict
-// together).
+// What a forward does with the rows' keys and values.
+enum class Keep { kNothing, kCommit, kReplaceFirst };
+
+// Runs the blocks over rows `h` (in place) against the cache (the prompt's prefill attends only
+// itself); unless kNothing, stages every layer's keys and values and writes them once after the
+// last layer (all layers evict together).
 void run_blocks(const Transformer& model, at::Tensor& h, const Modulation& mod, const at::Tensor& tags,
-                const RopeTable& rope, KvCache& cache, bool commit) {
+                const RopeTable& rope, KvCache& cache, Keep keep, bool attend_cache) {
   const auto& c = model.config();
   const auto& w = model.weights();
   const auto segs = segments_of(mod.index * 3 + tags.clamp_min(0));
   std::vector<at::Tensor> keys(w.blocks.size()), values(w.blocks.size());
   for (size_t b = 0; b < w.blocks.size(); ++b) {
     KvContext kv;
-    kv.past_k = cache.keys(static_cast<int64_t>(b));
-    kv.past_v = cache.values(static_cast<int64_t>(b));
-    if (commit) {
+    if (attend_cache) {
+      kv.past_k = cache.keys(static_cast<int64_t>(b));
+      kv.past_v = cache.values(static_cast<int64_t>(b));
+    }
+    if (keep != Keep::kNothing) {
       kv.own_k = &keys[b];
       kv.own_v = &values[b];
     }
     auto table = modality_table(mod.block_rows.select(1, static_cast<int64_t>(b)), c.hidden_size);
     transformer_block_(h, w.blocks[b], c, table, segs, rope, model.tp(), &kv);
   }
-  if (commit) cache.commit(std::move(keys), std::move(values));
+  if (keep == Keep::kCommit) cache.commit(std::move(keys), std::move(values));
+  if (keep == Keep::kReplaceFirst) cache.replace_first(std::move(keys), std::move(values));
 }
 
 }  // namespace
@@ -51,7 +57,6 @@ void prefill_text(const Transformer& model, const at::Tensor& text, const at::Te
         (text.defined() ? shape_string(text.sizes()) : std::string("missing")) + ": give [L, " +
         std::to_string(c.text_dim) + "] encoder states with L >= 1");
   }
-  if (cache.committed() != 0) throw Error(ErrorKind::kInternal, "text prefill: the KV cache is not empty");
   const int64_t l = text.size(0);
   const auto dev = w.proj_in.weight.device();
   const auto stream = w.context_embedder.weight.scalar_type();
@@ -61,7 +66,8 @@ void prefill_text(const Transformer& model, const at::Tensor& text, const at::Te
   auto pos = at::zeros({l, 3}, at::kDouble);
   pos.select(1, 0).copy_(at::arange(l, at::kDouble));
   const auto rope = rope_table(pos.to(dev), c.rope_freq_dim, c.rope_theta);
-  run_blocks(model, h, mod, tags, rope, cache, /*commit=*/true);
+  run_blocks(model, h, mod, tags, rope, cache, cache.committed() == 0 ? Keep::kCommit : Keep::kReplaceFirst,
+             /*attend_cache=*/false);
 }
 
 Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache& cache, ChunkPass pass) {
@@ -97,7 +103,8 @@ Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache&
   auto h = at::cat({audio_h.to(stream), video_h.to(stream)});
   const auto rope =
       rope_table(chunk_positions(in.text_rows, s, gh, gw).to(dev), c.rope_freq_dim, c.rope_theta);
-  run_blocks(model, h, mod, tags, rope, cache, pass == ChunkPass::kCommit);
+  run_blocks(model, h, mod, tags, rope, cache, pass == ChunkPass::kCommit ? Keep::kCommit : Keep::kNothing,
+             /*attend_cache=*/true);
   if (pass == ChunkPass::kCommit) return {};
 
   auto y = final_modulation(h, w.norm_out, c.final_norm_eps, mod.final_table, segments_of(mod.index));

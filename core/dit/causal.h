@@ -21,8 +21,9 @@ constexpr float kCleanTimestep = 0.999f;
 // Text prefill: encoder states [L, text_dim] (tags [L] or undefined: all text) through the
 // text projection and the refiner, then every block at t = 0.999 with the text's AdaLN rows,
 // positions (i, 0, 0), attending only the text; commits the keys and values as the cache's
-// first record. No output. Throws h3::Error(kInvalidArgument) for text of the wrong width and
-// kInternal when the cache is not empty.
+// first record, or, when the cache holds records already (a prompt change), puts them in the
+// place of the first record. No output. Throws h3::Error(kInvalidArgument) for text of the
+// wrong width.
 void prefill_text(const Transformer& model, const at::Tensor& text, const at::Tensor& text_tags,
                   KvCache& cache);
 

@@ -15,6 +15,22 @@ double chunk_start_time(int64_t chunk) {
   return static_cast<double>(chunk) * 85.0 / 3.0;
 }
 
+namespace {
+int64_t audio_start(int64_t chunk) {
+  return static_cast<int64_t>(std::ceil(chunk_start_time(chunk)));
+}
+}  // namespace
+
+ChunkSpan full_chunk(int64_t chunk) {
+  ChunkSpan s;
+  s.index = chunk;
+  s.video_begin = chunk * kChunkLatents;
+  s.video_end = s.video_begin + kChunkLatents;
+  s.audio_begin = audio_start(chunk);
+  s.audio_end = audio_start(chunk + 1);
+  return s;
+}
+
 std::vector<ChunkSpan> cut_chunks(int64_t video_latents, int64_t audio_latents) {
   if (!is_valid_latent_frames(video_latents)) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -22,7 +38,6 @@ std::vector<ChunkSpan> cut_chunks(int64_t video_latents, int64_t audio_latents) 
                     " video latents: the clip must have 5k + 2 (17k + 5 frames)");
   }
   const int64_t full = (video_latents - 2) / kChunkLatents;
-  const auto audio_start = [](int64_t c) { return static_cast<int64_t>(std::ceil(chunk_start_time(c))); };
   if (audio_latents < audio_start(full) + 1) {
     throw Error(ErrorKind::kInvalidArgument, "chunk-causal sampling: " + std::to_string(audio_latents) +
                                                  " audio latents do not reach the last chunk (it starts at " +
@@ -30,12 +45,11 @@ std::vector<ChunkSpan> cut_chunks(int64_t video_latents, int64_t audio_latents) 
   }
   std::vector<ChunkSpan> out;
   for (int64_t c = 0; c <= full; ++c) {
-    ChunkSpan s;
-    s.index = c;
-    s.video_begin = c * kChunkLatents;
-    s.video_end = c < full ? s.video_begin + kChunkLatents : video_latents;
-    s.audio_begin = audio_start(c);
-    s.audio_end = c < full ? audio_start(c + 1) : audio_latents;
+    ChunkSpan s = full_chunk(c);
+    if (c == full) {
+      s.video_end = video_latents;  // the 2-latent tail
+      s.audio_end = audio_latents;
+    }
     out.push_back(s);
   }
   return out;

@@ -31,6 +31,10 @@ struct ChunkSpan {
 // 85/3 audio latents at 40 per second).
 double chunk_start_time(int64_t chunk);
 
+// Full chunk c of a clip or stream: video latents [5c, 5c + 5) and the audio latents of its
+// stretch of the clock.
+ChunkSpan full_chunk(int64_t chunk);
+
 // The chunks of a clip of `video_latents` (5k + 2) and `audio_latents` (round(frames * 5 / 3))
 // latents: k full chunks and the tail. Throws h3::Error(kInvalidArgument) for a latent count
 // that is not 5k + 2 or audio latents that do not reach the tail's start.

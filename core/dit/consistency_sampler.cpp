@@ -16,17 +16,6 @@ namespace {
   throw Error(ErrorKind::kInvalidArgument, what);
 }
 
-// Each chunk's part of a whole-clip tensor along `dim`, owned, so that it can be released alone.
-std::vector<at::Tensor> cut(const at::Tensor& whole, int64_t dim, const std::vector<ChunkSpan>& spans,
-                            bool video) {
-  std::vector<at::Tensor> out;
-  for (const auto& s : spans) {
-    out.push_back(video ? whole.narrow(dim, s.video_begin, s.video_latents()).clone()
-                        : whole.narrow(dim, s.audio_begin, s.audio_latents()).clone());
-  }
-  return out;
-}
-
 // The model's timestep of a noise forward: t = 1 - sigma, sigma rounded to fp32 first.
 float timestep_of(double sigma) {
   return 1.0f - static_cast<float>(sigma);
@@ -66,7 +55,7 @@ CausalSampler::CausalSampler(const Transformer& model, CausalRequest request)
       cache_(model.config().num_layers, req_.settings.sink, req_.settings.window) {
   const auto& c = model_.config();
   check_causal_settings(req_.settings);
-  spans_ = cut_chunks(req_.video_latents, req_.audio_latents);
+  if (!req_.endless) spans_ = cut_chunks(req_.video_latents, req_.audio_latents);
   if (req_.latent_h < 1 || req_.latent_w < 1 || req_.latent_h % c.patch[1] != 0 ||
       req_.latent_w % c.patch[2] != 0) {
     bad("chunk-causal sampling: a " + std::to_string(req_.latent_h) + "x" + std::to_string(req_.latent_w) +
@@ -77,16 +66,35 @@ CausalSampler::CausalSampler(const Transformer& model, CausalRequest request)
   const dist::Group* g = model_.tp().group();
   if (g == nullptr || g->rank() == 0) gen_ = at::make_generator<at::CPUGeneratorImpl>(req_.seed);
 
-  const std::vector<int64_t> vshape{1, c.in_channels, req_.video_latents, req_.latent_h, req_.latent_w};
-  const std::vector<int64_t> ashape{1, c.audio_in_channels, 2, req_.audio_latents};
-  // The whole clip's four draws, in the contract's order, before any forward; each is cut per
-  // chunk before the next is drawn, so that only one whole-clip tensor exists at a time.
-  noise_v_ = cut(draw(vshape), 2, spans_, true);
-  noise_a_ = cut(draw(ashape), 3, spans_, false);
-  clean_v_ = cut(draw(vshape), 2, spans_, true);
-  clean_a_ = cut(draw(ashape), 3, spans_, false);
+  if (!req_.endless) {
+    // The whole clip's four draws, in the contract's order, before any forward; each is cut per
+    // chunk before the next is drawn, so that only one whole-clip tensor exists at a time.
+    const std::vector<int64_t> vshape{1, c.in_channels, req_.video_latents, req_.latent_h, req_.latent_w};
+    const std::vector<int64_t> ashape{1, c.audio_in_channels, 2, req_.audio_latents};
+    draws_.resize(spans_.size());
+    auto cut = [&](const at::Tensor& whole, at::Tensor ChunkDraws::*field, bool video) {
+      for (size_t k = 0; k < spans_.size(); ++k) {
+        const ChunkSpan& sp = spans_[k];
+        draws_[k].*field = video ? whole.narrow(2, sp.video_begin, sp.video_latents()).clone()
+                                 : whole.narrow(3, sp.audio_begin, sp.audio_latents()).clone();
+      }
+    };
+    cut(draw(vshape), &ChunkDraws::noise_v, true);
+    cut(draw(ashape), &ChunkDraws::noise_a, false);
+    cut(draw(vshape), &ChunkDraws::clean_v, true);
+    cut(draw(ashape), &ChunkDraws::clean_a, false);
+  }
+  origin_ = req_.text.size(0);
   prefill_text(model_, req_.text, req_.text_tags, cache_);
   ++forwards_;
+}
+
+ChunkSpan CausalSampler::span(int64_t chunk) const {
+  return req_.endless ? full_chunk(chunk) : spans_[static_cast<size_t>(chunk)];
+}
+
+int64_t CausalSampler::chunks() const {
+  return req_.endless ? -1 : static_cast<int64_t>(spans_.size());
 }
 
 at::Tensor CausalSampler::draw(at::IntArrayRef shape) {
@@ -96,40 +104,59 @@ at::Tensor CausalSampler::draw(at::IntArrayRef shape) {
   return t;
 }
 
+void CausalSampler::change_text(at::Tensor text, at::Tensor text_tags) {
+  pending_text_ = std::move(text);
+  pending_tags_ = std::move(text_tags);
+}
+
 void CausalSampler::commit_previous() {
-  if (!pending_v_.defined()) return;
-  const int64_t prev = next_ - 1;
-  const auto i = static_cast<size_t>(prev);
+  if (!pending_.x0_v.defined()) return;
   if (cache_.retains_next()) {
     // The clean forward's rows: t x0 + (1 - t) eps at t = 0.999, in fp32 (1 - t as the fp32
     // subtraction, as the reference computes it).
     const float t = kCleanTimestep, rest = 1.0f - kCleanTimestep;
     ChunkInputs in;
-    in.span = spans_[i];
-    in.text_rows = req_.text.size(0);
-    in.video = pending_v_.mul(t).add(clean_v_[i].mul(rest));
-    in.audio = audio_rows_of(pending_a_.mul(t).add(clean_a_[i].mul(rest)));
+    in.span = pending_.span;
+    in.text_rows = origin_;
+    in.video = pending_.x0_v.mul(t).add(pending_.clean_v.mul(rest));
+    in.audio = audio_rows_of(pending_.x0_a.mul(t).add(pending_.clean_a.mul(rest)));
     in.t_video = in.t_audio = t;
     forward_chunk(model_, in, cache_, ChunkPass::kCommit);
     ++forwards_;
   } else {
     cache_.commit_dropped();  // window 0: the record would be evicted at once
   }
-  clean_v_[i] = clean_a_[i] = at::Tensor();
-  pending_v_ = pending_a_ = at::Tensor();
+  pending_ = Pending{};
 }
 
 CausalChunk CausalSampler::next(const CausalStepCallback& on_step) {
   if (done()) throw Error(ErrorKind::kInternal, "causal sampler: every chunk was delivered");
   commit_previous();
-  const auto i = static_cast<size_t>(next_);
-  const ChunkSpan& span = spans_[i];
-  at::Tensor xv = std::move(noise_v_[i]), xa = std::move(noise_a_[i]);
+  if (pending_text_.defined()) {
+    // A new prompt from this chunk on: its prefill takes the cache's first record; the chunks
+    // the cache keeps (and the media clock's origin) stay, so the motion carries on.
+    prefill_text(model_, pending_text_, pending_tags_, cache_);
+    ++forwards_;
+    pending_text_ = pending_tags_ = at::Tensor();
+  }
+  const ChunkSpan sp = span(next_);
+  ChunkDraws d;
+  if (req_.endless) {
+    // The stream's contract: the chunk's own four draws at its start, then its steps' draws.
+    const auto& c = model_.config();
+    d.noise_v = draw({1, c.in_channels, sp.video_latents(), req_.latent_h, req_.latent_w});
+    d.noise_a = draw({1, c.audio_in_channels, 2, sp.audio_latents()});
+    d.clean_v = draw({1, c.in_channels, sp.video_latents(), req_.latent_h, req_.latent_w});
+    d.clean_a = draw({1, c.audio_in_channels, 2, sp.audio_latents()});
+  } else {
+    d = std::move(draws_[static_cast<size_t>(next_)]);
+  }
+  at::Tensor xv = std::move(d.noise_v), xa = std::move(d.noise_a);
   const int64_t n = req_.settings.steps;
   for (int64_t k = 0; k < n; ++k) {
     ChunkInputs in;
-    in.span = span;
-    in.text_rows = req_.text.size(0);
+    in.span = sp;
+    in.text_rows = origin_;
     in.video = xv;
     in.audio = audio_rows_of(xa);
     in.t_video = timestep_of(sigma_v_[static_cast<size_t>(k)]);
@@ -146,7 +173,7 @@ CausalChunk CausalSampler::next(const CausalStepCallback& on_step) {
     const double na = k + 1 < n ? sigma_a_[static_cast<size_t>(k + 1)] : 0.0;
     xv = x0v.mul(static_cast<float>(1.0 - nv)).add(ev.mul(static_cast<float>(nv)));
     xa = x0a.mul(static_cast<float>(1.0 - na)).add(ea.mul(static_cast<float>(na)));
-    if (on_step) on_step(span, k, n, x0v, x0a);
+    if (on_step) on_step(sp, k, n, x0v, x0a);
     if (k + 1 == n) {
       // The last step's x0 is the chunk (the update to sigma 0 gives it back exactly).
       xv = x0v;
@@ -154,15 +181,12 @@ CausalChunk CausalSampler::next(const CausalStepCallback& on_step) {
     }
   }
   CausalChunk out;
-  out.span = span;
+  out.span = sp;
   out.video = xv;
   out.audio = audio_rows_of(xa).contiguous();
   ++next_;
   out.last = done();
-  if (!out.last) {
-    pending_v_ = xv;
-    pending_a_ = xa;
-  }
+  if (!out.last) pending_ = Pending{sp, xv, xa, std::move(d.clean_v), std::move(d.clean_a)};
   return out;
 }
 

@@ -42,9 +42,14 @@ struct CausalRequest {
   at::Tensor text;       // [L, text_dim] encoder states
   at::Tensor text_tags;  // [L] or undefined (all text)
   uint64_t seed = 0;
-  int64_t video_latents = 0;  // T = 5k + 2
+  int64_t video_latents = 0;  // T = 5k + 2 (unused when endless)
   int64_t latent_h = 0, latent_w = 0;
-  int64_t audio_latents = 0;  // per channel
+  int64_t audio_latents = 0;  // per channel (unused when endless)
+  // A stream without an end: full chunks only, one after another for as long as next() is
+  // called. The reference's contract draws the whole clip first, which an endless stream cannot:
+  // here each chunk draws its own video and audio noise and clean eps at its start, then its
+  // steps' noise (the same seed still gives the same stream).
+  bool endless = false;
   CausalSettings settings;
 };
 
@@ -66,8 +71,13 @@ class CausalSampler {
   // Draws the whole clip's noise and prefills the text: a collective over the model's group.
   CausalSampler(const Transformer& model, CausalRequest request);
 
+  // The chunks of a finite clip (empty when endless); chunk c's span; the number of chunks (-1:
+  // endless).
   const std::vector<ChunkSpan>& spans() const { return spans_; }
-  bool done() const { return next_ == static_cast<int64_t>(spans_.size()); }
+  ChunkSpan span(int64_t chunk) const;
+  int64_t chunks() const;
+  bool done() const { return !req_.endless && next_ == static_cast<int64_t>(spans_.size()); }
+  int64_t next_index() const { return next_; }
   const KvCache& cache() const { return cache_; }
   int64_t forwards() const { return forwards_; }  // DiT forwards run so far (the prefill included)
 
@@ -75,7 +85,23 @@ class CausalSampler {
   // A collective; throws h3::Error(kInternal) when done().
   CausalChunk next(const CausalStepCallback& on_step = {});
 
+  // A new prompt (encoder states [L', text_dim], tags or undefined) from the next chunk on: its
+  // prefill replaces the cache's first record before that chunk's first step; the chunks the
+  // cache keeps stay, and so does the media clock's origin (the first prompt's length). Every rank
+  // calls it between the same two next() calls.
+  void change_text(at::Tensor text, at::Tensor text_tags);
+
  private:
+  // One chunk's part of the contract's draws: its initial noise and the clean eps of its commit.
+  struct ChunkDraws {
+    at::Tensor noise_v, noise_a, clean_v, clean_a;
+  };
+  // The chunk delivered last, until its commit forward.
+  struct Pending {
+    ChunkSpan span;
+    at::Tensor x0_v, x0_a, clean_v, clean_a;
+  };
+
   at::Tensor draw(at::IntArrayRef shape);  // the next draw of the contract, the same on every rank
   void commit_previous();
 
@@ -85,9 +111,11 @@ class CausalSampler {
   std::vector<double> sigma_v_, sigma_a_;
   KvCache cache_;
   std::optional<at::Generator> gen_;  // rank 0 only
-  // The whole clip's draws, cut per chunk: each chunk's slice is released once it is used.
-  std::vector<at::Tensor> noise_v_, noise_a_, clean_v_, clean_a_;
-  at::Tensor pending_v_, pending_a_;  // the previous chunk's x0 until it is committed
+  // A finite clip's whole-clip draws, cut per chunk: each is released once used.
+  std::vector<ChunkDraws> draws_;
+  Pending pending_;
+  at::Tensor pending_text_, pending_tags_;  // a prompt change waiting for the next chunk
+  int64_t origin_ = 0;                      // the media clock's origin: the first prompt's length
   int64_t next_ = 0;
   int64_t forwards_ = 0;
 };

@@ -68,6 +68,18 @@ void KvCache::commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> value
   committed_ = n;
 }
 
+void KvCache::replace_first(std::vector<at::Tensor> keys, std::vector<at::Tensor> values) {
+  if (ids_.empty() || ids_.front() != 0 || keys.size() != k_.size()) {
+    throw Error(ErrorKind::kInternal, "KV cache: no prompt record to replace");
+  }
+  const int64_t old = rows_.front(), rest = rows() - old;
+  for (size_t l = 0; l < k_.size(); ++l) {
+    k_[l] = rest > 0 ? at::cat({keys[l], k_[l].narrow(0, old, rest)}) : keys[l];
+    v_[l] = rest > 0 ? at::cat({values[l], v_[l].narrow(0, old, rest)}) : values[l];
+  }
+  rows_.front() = keys.front().size(0);
+}
+
 void KvCache::commit_dropped() {
   if (retains_next()) throw Error(ErrorKind::kInternal, "KV cache: a record the policy retains was dropped");
   ++committed_;

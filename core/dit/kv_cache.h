@@ -38,6 +38,9 @@ class KvCache {
   // Whether the next record committed would be retained (false with window 0 once the sink is
   // full: a commit forward then changes nothing and may be skipped).
   bool retains_next() const { return committed_ < sink_ || !window_ || *window_ > 0; }
+  // Puts keys and values (any rows) in the place of record 0, the prompt's (a prompt change);
+  // the other records stay. Throws h3::Error(kInternal) when nothing was committed yet.
+  void replace_first(std::vector<at::Tensor> keys, std::vector<at::Tensor> values);
   // Counts a record that would be evicted as soon as committed (!retains_next()), without
   // computing it.
   void commit_dropped();

@@ -18,6 +18,9 @@ constexpr int64_t kMinSteps = 2, kMaxSteps = 1000;  // grid points N (N-1 evalua
 constexpr int64_t kMinCausalSteps = 1, kMaxCausalSteps = 64, kDefaultCausalSteps = 4;
 constexpr int64_t kMinSink = 1, kMaxSink = 64, kDefaultSink = 2;
 constexpr int64_t kMinWindow = -1, kMaxWindow = 64, kDefaultWindow = 2;
+// An endless causal request ends after this many chunks of 17 frames (19.7 hours at 24 fps).
+constexpr int64_t kMaxEndlessChunks = 100000;
+constexpr int64_t kEndless = -1;  // num_frames of an endless request
 
 // Ranks as threads in one process; every rank is a tensor-parallel rank of the DiT.
 constexpr int kMinRanks = 1, kMaxRanks = 64;

@@ -87,8 +87,8 @@ std::string own_cgroup_dir() {
 }
 
 std::string request_text(const ClipPlan& p) {
-  return std::to_string(p.width) + "x" + std::to_string(p.height) + ", " + std::to_string(p.num_frames) +
-         " frames";
+  return std::to_string(p.width) + "x" + std::to_string(p.height) + ", " +
+         (p.endless ? std::string("endless") : std::to_string(p.num_frames) + " frames");
 }
 
 }  // namespace
@@ -144,16 +144,19 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
   MemoryEstimate e;
   const int64_t lh = p.canvas_height / dit::kVaeSpatialRatio, lw = p.canvas_width / dit::kVaeSpatialRatio;
   const dit::DitConfig& c = m.dit;
+  // An endless stream holds a VAE clip's latents and two chunks' audio at a time.
+  const int64_t latent_frames = p.endless ? 12 : p.latent_frames;
+  const int64_t audio_latents = p.endless ? 57 : p.audio_latents;
   const int64_t video_rows =
-      p.latent_frames * (lh / c.patch[1]) * (lw / c.patch[2]) / std::max<int64_t>(1, c.patch[0]);
-  const int64_t audio_rows = 2 * p.audio_latents;
+      latent_frames * (lh / c.patch[1]) * (lw / c.patch[2]) / std::max<int64_t>(1, c.patch[0]);
+  const int64_t audio_rows = 2 * audio_latents;
   if (p.sampler == "causal") {
     // A chunk's rows at a time (a full chunk is the widest), attending the KV cache: its
     // records' keys and values in every layer and, per block, the scores over them.
-    const int64_t chunks = std::max<int64_t>(1, p.causal_chunks);
+    const int64_t chunks = p.endless ? 2 : std::max<int64_t>(1, p.causal_chunks);
     const int64_t chunk_rows =
         (audio_rows + chunks - 1) / chunks +
-        std::min<int64_t>(video_rows, 5 * video_rows / std::max<int64_t>(1, p.latent_frames));
+        std::min<int64_t>(video_rows, 5 * video_rows / std::max<int64_t>(1, latent_frames));
     const int64_t cache_rows = kTextRowsReserve + std::max<int64_t>(0, p.cache_records - 1) * chunk_rows;
     const int64_t tp = std::max(1, s.tp);
     e.dit_rows = chunk_rows;
@@ -167,8 +170,8 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
   e.decode_bytes = decode_bytes(m, p, s);
   // Per rank: the noise, the latents, the velocity and the next step's latents (video and
   // audio), and the decode's fp32 copy; rank 0 also holds the soundtrack's waveform.
-  const int64_t latent_values = c.in_channels * p.latent_frames * lh * lw + audio_rows * c.audio_in_channels;
-  e.state_bytes = s.ranks_here * 5 * latent_values * kF32 + 2 * p.audio_samples * kF32;
+  const int64_t latent_values = c.in_channels * latent_frames * lh * lw + audio_rows * c.audio_in_channels;
+  e.state_bytes = s.ranks_here * 5 * latent_values * kF32 + 2 * std::max<int64_t>(0, p.audio_samples) * kF32;
   e.margin_bytes = (e.state_bytes + e.dit_bytes + e.decode_bytes) / 10 + (int64_t{64} << 20);
   return e;
 }

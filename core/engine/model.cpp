@@ -167,7 +167,40 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   p.steps = req.steps != 0 ? req.steps : causal ? kDefaultCausalSteps : m.defaults.steps;
   check_range("width", p.width, kMinSide, kMaxSide, " pixels (0 = the model default)");
   check_range("height", p.height, kMinSide, kMaxSide, " pixels (0 = the model default)");
-  check_range("frames", p.num_frames, kMinFrames, kMaxFrames, " (0 = the model default)");
+  p.endless = p.num_frames == kEndless;
+  if (p.endless && !causal) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "frames = -1 (an endless stream) needs the causal sampler (sampler=causal): the euler sampler "
+        "denoises a whole clip of known length");
+  }
+  if (p.endless && req.window < 0) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "window = -1 keeps every chunk in the KV cache, which an endless stream would grow without bound: "
+        "give a window of 0 or more");
+  }
+  if (!p.endless)
+    check_range("frames", p.num_frames, kMinFrames, kMaxFrames, " (0 = the model default; -1: endless)");
+  if (!req.prompt_timeline.empty()) {
+    if (!causal) {
+      throw Error(ErrorKind::kInvalidArgument, "a prompt timeline needs the causal sampler (sampler=causal)");
+    }
+    double last = 0;
+    for (size_t i = 0; i < req.prompt_timeline.size(); ++i) {
+      const TimedPrompt& t = req.prompt_timeline[i];
+      if (!std::isfinite(t.seconds) || t.seconds < last || (i > 0 && t.seconds == last)) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "prompt timeline entry " + std::to_string(i + 1) + " at " + std::to_string(t.seconds) +
+                        " s: the times must increase from 0 (it follows " + std::to_string(last) + " s)");
+      }
+      if (t.prompt.empty()) {
+        throw Error(ErrorKind::kInvalidArgument, "prompt timeline entry " + std::to_string(i + 1) + " at " +
+                                                     std::to_string(t.seconds) + " s has an empty prompt");
+      }
+      last = t.seconds;
+    }
+  }
   if (causal) {
     check_range("steps", p.steps, kMinCausalSteps, kMaxCausalSteps,
                 " forwards per chunk with the causal sampler (0 = 4, RAVEN's)");
@@ -210,25 +243,35 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   p.canvas_width = up32(p.width);
   p.canvas_height = up32(p.height);
   // The model makes 17n+5 frames; the VAE's temporal plan needs at least one whole chunk
-  // (7 latents -> 22 frames), so shorter requests are generated at 22 and trimmed.
-  p.generated_frames = std::max<int64_t>(dit::snap_pixel_frames(p.num_frames), 22);
+  // (7 latents -> 22 frames), so shorter requests are generated at 22 and trimmed. An endless
+  // stream is planned as the longest one (its plan's latents), and never trimmed.
+  p.generated_frames =
+      p.endless ? 17 * kMaxEndlessChunks + 5 : std::max<int64_t>(dit::snap_pixel_frames(p.num_frames), 22);
   const dit::LatentGeometry geo = dit::latent_geometry(p.generated_frames, p.canvas_width, p.canvas_height);
   p.latent_frames = geo.t;
   p.audio_latents = geo.audio;
   p.audio_rate = m.audio_rate;
-  p.audio_samples =
-      dit::audio_latents_for(p.num_frames) * (m.audio_hop > 0 ? m.audio_hop : dit::kAudioSamplesPerLatent);
+  p.audio_samples = p.endless ? -1
+                              : dit::audio_latents_for(p.num_frames) *
+                                    (m.audio_hop > 0 ? m.audio_hop : dit::kAudioSamplesPerLatent);
   p.fps_n = static_cast<int>(dit::kFps);
   p.fps_d = 1;
   if (causal) {
-    p.causal_chunks = static_cast<int64_t>(dit::cut_chunks(p.latent_frames, p.audio_latents).size());
+    p.causal_chunks =
+        p.endless ? -1 : static_cast<int64_t>(dit::cut_chunks(p.latent_frames, p.audio_latents).size());
     p.evaluations = p.steps * p.causal_chunks;
     // The text and every committed chunk (the last is never committed), at most sink + window.
-    p.cache_records = req.window < 0 ? p.causal_chunks : std::min(p.causal_chunks, req.sink + req.window);
+    p.cache_records = p.endless        ? (req.window < 0 ? -1 : req.sink + req.window)
+                      : req.window < 0 ? p.causal_chunks
+                                       : std::min(p.causal_chunks, req.sink + req.window);
   } else {
     p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();
   }
 
+  if (p.endless) {
+    p.num_frames = p.total_chunks = p.evaluations = p.generated_frames = -1;
+    return p;
+  }
   const vae::ChunkPlan cp = vae::plan_chunks(p.latent_frames, vae::temporal_params(m.vae));
   p.total_chunks = 0;
   for (const auto& c : cp.chunks) {

@@ -9,6 +9,7 @@ const char* to_string(Phase p) {
     case Phase::kDenoising: return "denoising";
     case Phase::kDecoding: return "decoding";
     case Phase::kDone: return "done";
+    case Phase::kPrompt: return "prompt";
   }
   return "unknown";
 }

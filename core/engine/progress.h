@@ -4,10 +4,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
 
 namespace h3 {
 
-enum class Phase { kLoading, kConditioning, kDenoising, kDecoding, kDone };
+// kPrompt: a causal request's prompt changed; `chunk` is the chunk it applies from.
+enum class Phase { kLoading, kConditioning, kDenoising, kDecoding, kDone, kPrompt };
 const char* to_string(Phase);
 
 struct Progress {
@@ -24,14 +28,42 @@ using ProgressFn = std::function<void(const Progress&)>;
 
 // Thread-safe: any thread may cancel. The engine polls it at step and chunk boundaries and
 // agrees on it across ranks; a token stays cancelled until reset().
+// The caller's hold on a running request. Besides cancel: a causal request's prompt changes and
+// the end of an endless one (docs/causal.md "Live"), both taken at its next chunk boundary.
 class CancelToken {
  public:
   void cancel() { flag_.store(true, std::memory_order_release); }
   bool requested() const { return flag_.load(std::memory_order_acquire); }
-  void reset() { flag_.store(false, std::memory_order_release); }
+  // An endless request (num_frames -1): end it at the next chunk boundary, every whole chunk and
+  // the soundtrack up to its last frame delivered; generate() then returns normally.
+  void finish() { finish_.store(true, std::memory_order_release); }
+  bool finish_requested() const { return finish_.load(std::memory_order_acquire); }
+  // A new prompt for a causal request from its next chunk on (the last one given wins); the
+  // engine reports it applied with a Phase::kPrompt progress. An empty prompt is ignored.
+  void change_prompt(std::string prompt) {
+    if (prompt.empty()) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    prompt_ = std::move(prompt);
+  }
+  // The engine's side: the prompt given since the last take, if any.
+  std::optional<std::string> take_prompt() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto p = std::move(prompt_);
+    prompt_.reset();
+    return p;
+  }
+  void reset() {
+    flag_.store(false, std::memory_order_release);
+    finish_.store(false, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(mutex_);
+    prompt_.reset();
+  }
 
  private:
   std::atomic<bool> flag_{false};
+  std::atomic<bool> finish_{false};
+  mutable std::mutex mutex_;
+  mutable std::optional<std::string> prompt_;
 };
 
 }  // namespace h3

@@ -9,12 +9,20 @@
 
 namespace h3 {
 
+// A prompt that takes over at `seconds` into the clip (a causal request's timeline).
+struct TimedPrompt {
+  double seconds = 0;
+  std::string prompt;
+};
+
 struct GenerationRequest {
   std::string prompt;       // for models with a built-in text encoder (the tiny default)
   std::string embeds_path;  // precomputed embeddings safetensors (`embeds` [L, text_dim], optional `tags`)
   int64_t width = 0, height = 0;  // output size in pixels; 0 = model default
-  int64_t num_frames = 0;         // exact output frame count; 0 = model default
-  int64_t steps = 0;              // grid points N (N-1 evaluations); 0 = model default; >= 2
+  // Exact output frame count; 0 = model default; -1 = endless (the causal sampler only: chunks
+  // one after another until the caller finishes or cancels it; docs/causal.md "Live").
+  int64_t num_frames = 0;
+  int64_t steps = 0;  // grid points N (N-1 evaluations); 0 = model default; >= 2
   uint64_t seed = 0;
   // Also decode the soundtrack: each chunk then carries its stretch of the waveform
   // (Chunk::audio). Needs the model folder's audio_vae/; off, the audio rows are denoised
@@ -33,6 +41,10 @@ struct GenerationRequest {
   // A PEFT LoRA (adapter_model.safetensors or its folder) attached to the DiT for this request
   // on every rank; empty: none (one attached for an earlier request is taken off).
   std::string lora;
+  // causal: prompts that take over later, in increasing time: each applies from the first chunk
+  // that starts at or after its time (chunk c starts at c * 17 / 24 s), so that the same
+  // timeline and seed give the same frames. The first prompt is `prompt` (or the embeddings).
+  std::vector<TimedPrompt> prompt_timeline;
 };
 
 // What a request will produce, computed before any work (validated; throws h3::Error
@@ -57,7 +69,11 @@ struct ClipPlan {
   // `evaluations` the noise forwards of the whole clip (steps per chunk, causal_chunks chunks).
   std::string sampler = "euler";
   int64_t causal_chunks = 0;
-  int64_t cache_records = 0;                // causal: the most records the KV cache holds (the text included)
+  int64_t cache_records = 0;  // causal: the most records the KV cache holds (the text included)
+  // An endless request: num_frames, total_chunks, generated_frames, evaluations and
+  // audio_samples are -1; latent_frames and audio_latents are those of the longest stream
+  // (kMaxEndlessChunks chunks), after which it ends.
+  bool endless = false;
   double video_shift = 0, audio_shift = 0;  // the shifts the sampler runs with
   // What the caller should be told before the clip starts (e.g. a causal request without a
   // LoRA: the base model was not trained for chunk-causal sampling).

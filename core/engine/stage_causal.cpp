@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "dit/consistency_sampler.h"
 #include "dit/frames.h"
+#include "engine/stage_conditioning.h"
 #include "engine/stage_decode.h"
 
 namespace h3::engine_detail {
@@ -20,9 +21,9 @@ namespace {
 // for) and the audio latents the audio decoder may still read.
 class CausalLatents : public vae::LatentSource, public AudioLatents {
  public:
-  CausalLatents(const StageContext& c, dit::CausalSampler& sampler, int64_t c_in, int64_t h, int64_t w,
-                bool keep_all)
-      : c_(c), sampler_(sampler), keep_all_(keep_all) {
+  CausalLatents(const StageContext& c, const Job& job, dit::CausalSampler& sampler, int64_t c_in, int64_t h,
+                int64_t w, bool keep_all)
+      : c_(c), job_(job), sampler_(sampler), keep_all_(keep_all) {
     shape_ = {1, c_in, c.plan.latent_frames, h, w};
   }
 
@@ -59,16 +60,48 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
   at::Tensor audio_rows() const { return dit::audio_rows_of(audio_).contiguous(); }
 
  private:
+  // Before each chunk, agreed by every rank: whether the caller ended an endless stream, and a
+  // new prompt from this chunk on (the timeline's entry whose time the chunk reached, else the
+  // caller's live change; rank 0 decides, every rank encodes it with the text encoder's shards).
+  void boundary() {
+    const int64_t next = sampler_.next_index();
+    if (c_.plan.endless && dist::agree_cancel(c_.group, c_.root() && c_.cancel.finish_requested())) {
+      throw StreamEnd{};
+    }
+    std::string prompt;
+    if (c_.root()) {
+      const auto& timeline = job_.request.prompt_timeline;
+      const double starts = static_cast<double>(next) * 17.0 / 24.0;  // seconds into the clip
+      while (timeline_next_ < timeline.size() && timeline[timeline_next_].seconds <= starts + 1e-9) {
+        prompt = timeline[timeline_next_++].prompt;
+      }
+      if (auto live = c_.cancel.take_prompt()) prompt = *live;
+    }
+    prompt = c_.group.broadcast_string(prompt, 0);
+    if (prompt.empty()) return;
+    GenerationRequest r = job_.request;
+    r.prompt = prompt;
+    r.embeds_path.clear();
+    const text::Conditioning cond = conditioning_stage(c_, r, job_.free_text_encoder);
+    sampler_.change_text(cond.embeds, cond.tags);
+    if (c_.root()) c_.post_progress(Phase::kPrompt, 0, 0, next, next * 17);
+  }
+
   void run_chunk() {
-    const int64_t steps = c_.plan.steps, total = c_.plan.evaluations;
-    const int64_t chunks = static_cast<int64_t>(sampler_.spans().size());
-    int64_t index = -1;
+    boundary();
+    const int64_t steps = c_.plan.steps, total = c_.plan.evaluations;  // total -1: endless
+    const int64_t chunks = sampler_.chunks();
+    int64_t index = sampler_.next_index();
+    // "chunk 3 of 5" (1-based), or "chunk 3" of an endless stream.
+    const auto chunk_name = [&](int64_t i) {
+      return "chunk " + std::to_string(i + 1) +
+             (chunks > 0 ? " of " + std::to_string(chunks) : std::string());
+    };
     auto on_step = [&](const dit::ChunkSpan& s, int64_t k, int64_t, const at::Tensor&, const at::Tensor&) {
       index = s.index;
       c_.report_step(s.index * steps + k + 1, total);
       if (c_.agreed_cancel()) {
-        throw Error(ErrorKind::kCancelled, "cancelled during denoising (chunk " +
-                                               std::to_string(s.index + 1) + " of " + std::to_string(chunks) +
+        throw Error(ErrorKind::kCancelled, "cancelled during denoising (" + chunk_name(s.index) +
                                                ", after step " + std::to_string(k + 1) + " of " +
                                                std::to_string(steps) + ")");
       }
@@ -79,13 +112,11 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kCancelled) throw;  // agreed: every rank throws it at the same step
       // This rank alone, between collectives: tell the peers now, not at their timeout.
-      const std::string what = "causal chunk " + std::to_string(std::max<int64_t>(index, 0) + 1) + " of " +
-                               std::to_string(chunks) + ": " + e.what();
+      const std::string what = "causal " + chunk_name(index) + ": " + e.what();
       c_.group.report_failure(what);
       throw Error(e.kind(), what);
     } catch (const std::exception& e) {
-      const std::string what = "causal chunk " + std::to_string(std::max<int64_t>(index, 0) + 1) + " of " +
-                               std::to_string(chunks) + ": " + e.what();
+      const std::string what = "causal " + chunk_name(index) + ": " + e.what();
       c_.group.report_failure(what);
       throw Error(ErrorKind::kInternal, what);
     }
@@ -97,7 +128,9 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
   }
 
   const StageContext& c_;
+  const Job& job_;
   dit::CausalSampler& sampler_;
+  size_t timeline_next_ = 0;  // rank 0: the timeline's next entry
   const bool keep_all_;
   std::vector<int64_t> shape_;
   at::Tensor video_, audio_;  // latents [video_begin_, video_end_) and [audio_begin_, audio_end_)
@@ -121,11 +154,13 @@ void causal_stage(const StageContext& c, const Job& job, const text::Conditionin
   r.settings.window = job.request.window < 0 ? std::nullopt : std::optional<int64_t>(job.request.window);
   r.settings.video_shift = p.video_shift;
   r.settings.audio_shift = p.audio_shift;
+  r.endless = p.endless;
   // The sampler's draws and its prefill are collectives: every rank builds it here.
   dit::CausalSampler sampler(*c.parts.dit, r);
-  CausalLatents latents(c, sampler, c.model.dit.in_channels, r.latent_h, r.latent_w, job.want_latents);
+  CausalLatents latents(c, job, sampler, c.model.dit.in_channels, r.latent_h, r.latent_w,
+                        job.want_latents && !p.endless);
   decode_stage(c, latents, job.request.audio ? &latents : nullptr);
-  if (job.want_latents) {
+  if (job.want_latents && !p.endless) {
     dist::LocalFailure f;
     c.group.run_on_owner(
         0,

@@ -24,7 +24,7 @@ class HandOverSink : public ChunkSink {
 
   void on_chunk(const Chunk& c) override {
     const ClipPlan& plan = c_.plan;
-    if (frames_ >= plan.num_frames) return;  // frames past the request: trimmed (all were delivered)
+    if (!plan.endless && frames_ >= plan.num_frames) return;  // past the request: trimmed
     if (c_.cancel.requested()) {
       throw Error(ErrorKind::kCancelled, "cancelled during decoding (after " + std::to_string(index_) +
                                              " of " + std::to_string(plan.total_chunks) + " chunks)");
@@ -34,7 +34,8 @@ class HandOverSink : public ChunkSink {
                                             std::to_string(c.first_frame) + ", expected " +
                                             std::to_string(frames_));
     }
-    const int64_t n = std::min<int64_t>(c.frames.size(0), plan.num_frames - frames_);
+    const int64_t n =
+        plan.endless ? c.frames.size(0) : std::min<int64_t>(c.frames.size(0), plan.num_frames - frames_);
     Event e{Event::Kind::kChunk};
     e.chunk.index = index_;
     e.chunk.first_frame = frames_;
@@ -59,6 +60,18 @@ class HandOverSink : public ChunkSink {
     since_ = Clock::now();
   }
 
+  // An endless stream that ended at a chunk boundary: the soundtrack up to the last frame handed
+  // over, as one more stretch.
+  void finish_audio() {
+    if (!audio_ || audio_latents_ >= dit::audio_latents_for(frames_)) return;
+    Event a{Event::Kind::kChunk};
+    a.chunk.index = index_ - 1;
+    a.chunk.first_frame = frames_;
+    a.chunk.total_frames = c_.plan.num_frames;
+    a.chunk.final = true;
+    if (add_audio(a.chunk, frames_, /*ended=*/true)) hand_over(std::move(a));
+  }
+
   std::exception_ptr sink_error() const { return sink_error_; }
   int64_t frames() const { return frames_; }
   int64_t audio_latents() const { return audio_latents_; }
@@ -70,10 +83,11 @@ class HandOverSink : public ChunkSink {
   // the whole clip's decode; the rows past A (the generated frames trimmed away) serve as the
   // last piece's right context. While the latents are still being made, the piece stops where
   // its right context ends (the rest follows with a later chunk). False: nothing to hand over.
-  bool add_audio(Chunk& chunk, int64_t frame_end) {
+  bool add_audio(Chunk& chunk, int64_t frame_end, bool ended = false) {
     const audio::AudioDecoder& dec = *c_.parts.audio;
     const int64_t ctx = dec.context_latents();
-    const bool complete = audio_->available() == audio_->total();
+    // An ended stream's audio is complete as it is: its last piece takes the context there is.
+    const bool complete = ended || audio_->available() == audio_->total();
     const int64_t exact = complete ? audio_->total() : audio_->available() - ctx;
     const int64_t end = std::min(dit::audio_latents_for(frame_end), exact);
     if (end <= audio_latents_) return false;
@@ -145,13 +159,19 @@ void decode_stage(const StageContext& c, vae::LatentSource& video, AudioLatents*
   o.height = p.height;
   o.width = p.width;
   if (!c.root()) {
-    c.parts.vae->decode_chunks(video, nullptr, c.group, o);
+    try {
+      c.parts.vae->decode_chunks(video, nullptr, c.group, o);
+    } catch (const StreamEnd&) {
+    }
     return;
   }
   if (p.sampler != "causal") c.post_progress(Phase::kDecoding, p.evaluations, p.evaluations);
   HandOverSink sink(c, audio);
   try {
     c.parts.vae->decode_chunks(video, &sink, c.group, o);
+  } catch (const StreamEnd&) {
+    sink.finish_audio();
+    return;
   } catch (...) {
     // The caller's own exception, not the decoder's wrapping of it.
     if (sink.sink_error()) std::rethrow_exception(sink.sink_error());

@@ -28,6 +28,11 @@ class AudioLatents {
   virtual void release_before(int64_t latent) { (void)latent; }
 };
 
+// Thrown by a latent source on every rank at the same chunk boundary when an endless stream
+// ends there (the caller finished it): decode_stage delivers the soundtrack up to the last frame
+// handed over and returns normally.
+struct StreamEnd {};
+
 // Audio rows [2A, C] held whole.
 class WholeAudio : public AudioLatents {
  public:

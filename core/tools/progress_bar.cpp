@@ -18,6 +18,7 @@ void ProgressPrinter::operator()(const Progress& p) {
     case Phase::kDenoising: done = p.step, total = p.total_steps, unit = "steps"; break;
     case Phase::kDecoding: done = p.chunk, total = p.total_chunks, unit = "chunks"; break;
     case Phase::kDone: done = p.frames, total = p.total_frames, unit = "frames"; break;
+    case Phase::kPrompt: done = p.chunk, unit = "chunk (new prompt)"; break;
   }
   char counts[96] = "";
   if (total > 0)

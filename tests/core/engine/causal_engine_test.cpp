@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "audio/audio_decoder.h"
 #include "common/error.h"
 #include "dit/config.h"
+#include "dit/frames.h"
 #include "dit/random_model.h"
 #include "engine_test_util.h"
 #include "io/safetensors.h"
@@ -287,6 +289,141 @@ TEST(EngineCausal, ACancelInsideAChunkNamesItAndLeavesOnlyWholeChunks) {
   // Only the first clip's chunk (made from chunks 1 and 2) was handed over, whole.
   ASSERT_EQ(o.frames.size(), 1u);
   EXPECT_EQ(o.frames[0].frames.size(0), 17);
+}
+
+// ---- Endless streams and prompt changes (docs/causal.md "Live") ----
+
+// An endless request finished by the caller when chunk `n`'s frames arrive; `on_progress` sees
+// every report (a prompt change may be given from there).
+struct Stream {
+  std::vector<Chunk> frames, audio;
+  std::vector<std::pair<int64_t, double>> prompts;  // (chunk, elapsed) of each prompt applied
+};
+
+Stream run_endless(Engine& e, GenerationRequest r, int64_t n,
+                   const std::function<void(const Progress&, CancelToken&)>& on_progress = {}) {
+  r.num_frames = kEndless;
+  Stream s;
+  CancelToken token;
+  class Sink : public ChunkSink {
+   public:
+    Sink(Stream& s, CancelToken& t, int64_t n) : s_(s), t_(t), n_(n) {}
+    void on_chunk(const Chunk& c) override {
+      if (!c.frames.defined()) {
+        s_.audio.push_back(c);
+        return;
+      }
+      EXPECT_FALSE(c.final);
+      EXPECT_EQ(c.total_frames, -1);
+      s_.frames.push_back(c);
+      if (static_cast<int64_t>(s_.frames.size()) == n_) t_.finish();
+    }
+
+   private:
+    Stream& s_;
+    CancelToken& t_;
+    int64_t n_;
+  } sink(s, token, n);
+  auto progress = [&](const Progress& p) {
+    if (p.phase == Phase::kPrompt) s.prompts.emplace_back(p.chunk, p.elapsed_s);
+    if (on_progress) on_progress(p, token);
+  };
+  e.generate(r, sink, progress, token);
+  return s;
+}
+
+TEST(EngineLive, AnEndlessStreamFinishedAfterNChunksGivesNTimes17FramesAndTheirSoundtrack) {
+  auto e = open_tiny(1);
+  GenerationRequest r = causal(0, true);
+  r.num_frames = kEndless;
+  const ClipPlan p = e->plan(r);
+  EXPECT_TRUE(p.endless);
+  EXPECT_EQ(p.num_frames, -1);
+  EXPECT_EQ(p.total_chunks, -1);
+  EXPECT_EQ(p.cache_records, 4);
+  const Stream s = run_endless(*e, r, 4);
+  ASSERT_EQ(s.frames.size(), 4u);  // the finish is taken at the next chunk boundary
+  int64_t frames = 0;
+  for (const auto& c : s.frames) {
+    EXPECT_EQ(c.frames.size(0), 17);
+    EXPECT_EQ(c.first_frame, frames);
+    frames += c.frames.size(0);
+  }
+  const at::Tensor audio = soundtrack(s.audio);
+  EXPECT_EQ(audio.size(0), 800 * dit::audio_latents_for(4 * 17));  // the soundtrack of the 68 frames
+  EXPECT_GT(audio.abs().max().item<double>(), 0.0);
+  // The same seed gives the same stream.
+  const Stream again = run_endless(*e, r, 2);
+  EXPECT_TRUE(at::equal(again.frames[1].frames, s.frames[1].frames));
+}
+
+TEST(EngineLive, APromptChangedWhilePlayingLandsAtTheNextChunkAndEqualsTheSameTimelineUpFront) {
+  auto e = open_tiny(1);
+  GenerationRequest r = causal(0, false);
+  const int64_t steps = 4;
+  // Live: the new prompt given during chunk 1's last step applies from chunk 2.
+  const Stream live = run_endless(*e, r, 5, [&](const Progress& p, CancelToken& t) {
+    if (p.phase == Phase::kDenoising && p.step == 2 * steps) t.change_prompt("a blue cube spinning");
+  });
+  ASSERT_EQ(live.prompts.size(), 1u);
+  EXPECT_EQ(live.prompts[0].first, 2);
+  // Up front: the same change as a timeline entry at chunk 2's start (34 / 24 s).
+  GenerationRequest timed = r;
+  timed.prompt_timeline = {{34.0 / 24.0, "a blue cube spinning"}};
+  const Stream up_front = run_endless(*e, timed, 5);
+  ASSERT_EQ(up_front.prompts.size(), 1u);
+  EXPECT_EQ(up_front.prompts[0].first, 2);
+  ASSERT_EQ(live.frames.size(), up_front.frames.size());
+  for (size_t i = 0; i < live.frames.size(); ++i) {
+    EXPECT_TRUE(at::equal(live.frames[i].frames, up_front.frames[i].frames)) << "chunk " << i;
+  }
+  // And the change changed the stream: the frames after it differ from a run without it, the
+  // frames before it do not.
+  const Stream unchanged = run_endless(*e, r, 5);
+  EXPECT_TRUE(at::equal(unchanged.frames[0].frames, live.frames[0].frames));
+  EXPECT_FALSE(at::equal(unchanged.frames[3].frames, live.frames[3].frames));
+}
+
+TEST(EngineLive, TwoRanksFollowAPromptChangeAsOneRankDoes) {
+  GenerationRequest r = causal(0, false);
+  r.prompt_timeline = {{1.0, "a green field"}};
+  const Stream one = run_endless(*open_tiny(1), r, 4);
+  const Stream two = run_endless(*open_tiny(2), r, 4);
+  ASSERT_EQ(two.prompts.size(), 1u);
+  EXPECT_EQ(two.prompts[0].first, 2);  // chunk 2 starts at 1.417 s, the first start after 1 s
+  ASSERT_EQ(one.frames.size(), two.frames.size());
+  expect_same_frames(one.frames[3].frames, two.frames[3].frames,
+                     "chunk 4 after a prompt change, 1 vs 2 ranks");
+}
+
+TEST(EngineLive, BadStreamsAreRefusedNamingTheSetting) {
+  auto e = open_tiny(1);
+  auto refused = [&](GenerationRequest r, const std::string& words) {
+    try {
+      e->plan(r);
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), ErrorKind::kInvalidArgument) << err.what();
+      EXPECT_NE(std::string(err.what()).find(words), std::string::npos) << err.what();
+    }
+  };
+  GenerationRequest r = causal(0, false);
+  r.num_frames = kEndless;
+  r.sampler = "euler";
+  refused(r, "causal sampler");
+  r = causal(0, false);
+  r.num_frames = kEndless;
+  r.window = -1;
+  refused(r, "without bound");
+  r = causal(73, false);
+  r.prompt_timeline = {{2.0, "a"}, {1.0, "b"}};
+  refused(r, "entry 2 at 1.0");
+  r.prompt_timeline = {{2.0, ""}};
+  refused(r, "empty prompt");
+  r = causal(73, false);
+  r.sampler = "euler";
+  r.prompt_timeline = {{2.0, "b"}};
+  refused(r, "causal sampler");
 }
 
 }  // namespace
