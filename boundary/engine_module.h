@@ -26,7 +26,7 @@
 
 namespace h3gst {
 
-constexpr int kEngineModuleAbi = 6;
+constexpr int kEngineModuleAbi = 7;
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 
@@ -49,8 +49,14 @@ class EngineHandle {
   // Thread-safe: asks the running request (or the next one) to stop at the next
   // step or chunk boundary, agreed across ranks.
   virtual void cancel() = 0;
-  // Clears a cancel request before a new generate().
+  // Clears a cancel request (and a finish or a prompt change) before a new generate().
   virtual void reset_cancel() = 0;
+  // Thread-safe: ends the running endless request at its next chunk boundary, every whole chunk
+  // and the soundtrack up to it delivered; generate() then returns true (docs/causal.md "Live").
+  virtual void finish() = 0;
+  // Thread-safe: a new prompt for the running causal request, from its first chunk that starts
+  // at or after `at_seconds` into the stream (0: the next chunk).
+  virtual void change_prompt(const std::string& prompt, double at_seconds) = 0;
 };
 
 struct EngineModule {

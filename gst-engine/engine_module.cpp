@@ -120,6 +120,10 @@ class Handle : public h3gst::EngineHandle {
 
   void cancel() override { cancel_.cancel(); }
   void reset_cancel() override { cancel_.reset(); }
+  void finish() override { cancel_.finish(); }
+  void change_prompt(const std::string& prompt, double at_seconds) override {
+    cancel_.change_prompt(prompt, at_seconds);
+  }
 
  private:
   std::unique_ptr<h3::Engine> engine_;

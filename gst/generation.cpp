@@ -49,11 +49,22 @@ void Generation::end() {
   std::lock_guard<std::mutex> lock(mutex_);
   ending_ = true;
   if (generating_) {
-    engine_->cancel();
+    // An endless stream is finished, not cancelled: its last whole chunk and the soundtrack up
+    // to it still come.
+    if (request_.clip.num_frames == h3::kEndless) {
+      engine_->finish();
+    } else {
+      engine_->cancel();
+    }
     return;
   }
   queue_.finish();
   audio_queue_.finish();
+}
+
+void Generation::change_prompt(const std::string& prompt, double at_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (generating_) engine_->change_prompt(prompt, at_seconds);
 }
 
 void Generation::cancel_and_arm_restart() {

@@ -88,6 +88,9 @@ class Generation {
   // over (the engine hands a chunk's audio over right after its frames, so both pads end at the
   // same chunk); before the request runs, both queues end at once. stop() joins the worker later.
   void end();
+  // A new prompt for the running causal request from its first chunk at or after `at_seconds`
+  // (0: the next chunk); ignored unless a request runs.
+  void change_prompt(const std::string& prompt, double at_seconds);
   // Releases the engine (joins its rank threads). Only after stop().
   void close_engine() { engine_.reset(); }
 

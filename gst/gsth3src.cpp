@@ -260,6 +260,11 @@ static void flush_stop(GstH3Src* self, GstEvent* event) {
 // request is cancelled and both pads push EOS.
 static gboolean gst_h3_src_send_event(GstElement* element, GstEvent* event) {
   GstH3Src* self = GST_H3_SRC(element);
+  bool accepted = false;
+  if (self->priv->lifecycle.prompt_event(event, &accepted)) {
+    gst_event_unref(event);
+    return accepted;
+  }
   switch (GST_EVENT_TYPE(event)) {
     case GST_EVENT_FLUSH_START: flush_start(self, event); return TRUE;
     case GST_EVENT_FLUSH_STOP: flush_stop(self, event); return TRUE;
@@ -319,6 +324,10 @@ static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* q
       gst_query_parse_duration(query, &format, nullptr);
       const h3gst::Published pub = p->lifecycle.published();
       if (format != GST_FORMAT_TIME || !pub.have_plan) return FALSE;
+      if (pub.plan.endless) {  // no end: the duration is unknown
+        gst_query_set_duration(query, GST_FORMAT_TIME, -1);
+        return TRUE;
+      }
       const GstClockTime d =
           video ? h3gst::Lifecycle::frame_time(pub.plan.num_frames, pub.fps_n, pub.fps_d)
                 : gst_util_uint64_scale(static_cast<guint64>(pub.plan.audio_samples), GST_SECOND,

@@ -243,6 +243,11 @@ static bool accept_event(GstH3VideoSrc* self, GstEvent* event) {
 }
 
 static gboolean gst_h3_video_src_send_event(GstElement* element, GstEvent* event) {
+  bool accepted = false;
+  if (GST_H3_VIDEO_SRC(element)->priv->lifecycle.prompt_event(event, &accepted)) {
+    gst_event_unref(event);
+    return accepted;
+  }
   if (!accept_event(GST_H3_VIDEO_SRC(element), event)) {
     gst_event_unref(event);
     return FALSE;
@@ -401,13 +406,14 @@ static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
   // completion restarts it. The plan is published under the stream lock together with that
   // completion (complete_start below).
   if (!pub.have_plan) return GST_FLOW_FLUSHING;
-  if (p->stream.frame_n >= pub.plan.num_frames) return GST_FLOW_EOS;
+  if (!pub.plan.endless && p->stream.frame_n >= pub.plan.num_frames) return GST_FLOW_EOS;
 
   h3gst::Frame f;
   switch (p->lifecycle.pop_frame(&f, p->stream.frame_n, &pub)) {
     case h3gst::Lifecycle::Pop::kData: break;
     case h3gst::Lifecycle::Pop::kFlushing: return GST_FLOW_FLUSHING;
     case h3gst::Lifecycle::Pop::kEnd:
+      if (pub.plan.endless) return GST_FLOW_EOS;  // finished, or the longest stream's end
       p->lifecycle.ended_complete(p->stream.frame_n, pub.plan.num_frames, "frames");
       return GST_FLOW_ERROR;  // frames were still due (the count check above)
     case h3gst::Lifecycle::Pop::kError: return GST_FLOW_ERROR;

@@ -19,6 +19,14 @@ Lifecycle::Lifecycle(GstElement* element, GstDebugCategory* category, CompleteSt
 
 bool Lifecycle::set_property(guint id, const GValue* value, GParamSpec* pspec) {
   GST_OBJECT_LOCK(element_);
+  if (id == PROP_PROMPT && started_ && active_.sampler == kSamplerCausal) {
+    // A causal stream takes a new prompt while it plays: from its next chunk on.
+    const gchar* text = g_value_get_string(value);
+    props_.prompt = text ? text : "";
+    GST_OBJECT_UNLOCK(element_);
+    change_prompt(text ? text : "", GST_CLOCK_TIME_NONE);
+    return true;
+  }
   if (GST_STATE(element_) > GST_STATE_READY || started_) {
     GST_OBJECT_UNLOCK(element_);
     GST_ELEMENT_WARNING(
@@ -80,7 +88,13 @@ bool Lifecycle::start(bool audio, bool live_ok) {
   Generation::Request request;
   request.plugin_dir = plugin_dir_of(element_);
   request.engine = to_engine_options(s);
-  request.clip = to_request(s);
+  try {
+    request.clip = to_request(s);
+  } catch (const std::exception& e) {
+    GST_ELEMENT_ERROR(element_, RESOURCE, SETTINGS, ("%s", e.what()), ("prompt-timeline"));
+    post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, "the prompt timeline cannot be used");
+    return false;
+  }
   request.clip.audio = audio;
   request.queue_chunks = static_cast<size_t>(s.queue_chunks);
   generation_.set_flushing(false);
@@ -101,6 +115,47 @@ bool Lifecycle::restart_if_flushed() {
   if (!generation_.restart_pending()) return false;
   GST_CAT_DEBUG_OBJECT(category_, element_, "generating the clip again after a flush");
   generation_.restart();
+  return true;
+}
+
+bool Lifecycle::change_prompt(const std::string& prompt, GstClockTime running_time) {
+  if (prompt.empty()) {
+    GST_ELEMENT_WARNING(element_, LIBRARY, SETTINGS,
+                        ("An empty prompt was given; the stream keeps its prompt"), (nullptr));
+    return false;
+  }
+  GST_OBJECT_LOCK(element_);
+  const bool causal = started_ && active_.sampler == kSamplerCausal;
+  GST_OBJECT_UNLOCK(element_);
+  if (!causal) {
+    GST_ELEMENT_WARNING(element_, LIBRARY, SETTINGS,
+                        ("A prompt change while playing needs sampler=causal; it applies at the next start"),
+                        (nullptr));
+    return false;
+  }
+  // The stream's time of a running time: frames are stamped from 0 on the running clock.
+  const double at =
+      GST_CLOCK_TIME_IS_VALID(running_time) ? static_cast<double>(running_time) / GST_SECOND : 0.0;
+  GST_CAT_INFO_OBJECT(category_, element_, "prompt change from %.3f s: \"%s\"", at, prompt.c_str());
+  generation_.change_prompt(prompt, at);
+  return true;
+}
+
+bool Lifecycle::prompt_event(GstEvent* event, bool* accepted) {
+  if (GST_EVENT_TYPE(event) != GST_EVENT_CUSTOM_UPSTREAM && GST_EVENT_TYPE(event) != GST_EVENT_CUSTOM_BOTH) {
+    return false;
+  }
+  const GstStructure* s = gst_event_get_structure(event);
+  if (s == nullptr || !gst_structure_has_name(s, "h3-prompt")) return false;
+  const gchar* prompt = gst_structure_get_string(s, "prompt");
+  guint64 at = GST_CLOCK_TIME_NONE;
+  if (gst_structure_has_field(s, "running-time") && !gst_structure_get_uint64(s, "running-time", &at)) {
+    GST_ELEMENT_WARNING(element_, LIBRARY, SETTINGS, ("The h3-prompt event's running-time must be a guint64"),
+                        (nullptr));
+    *accepted = false;
+    return true;
+  }
+  *accepted = change_prompt(prompt ? prompt : "", at);
   return true;
 }
 
@@ -258,6 +313,18 @@ void Lifecycle::complete_start(const h3::ClipPlan* plan) {
 }
 
 void Lifecycle::progress(const h3::Progress& progress) {
+  if (progress.phase == h3::Phase::kPrompt) {
+    // Where a new prompt took over: its first chunk and that chunk's time in the stream.
+    const Published pub = published();
+    const GstClockTime at = frame_time(progress.frames, pub.fps_n, pub.fps_d);
+    gst_element_post_message(
+        element_,
+        gst_message_new_element(
+            GST_OBJECT(element_),
+            gst_structure_new("h3-prompt-applied", "chunk", G_TYPE_INT64, static_cast<gint64>(progress.chunk),
+                              "running-time", G_TYPE_UINT64, static_cast<guint64>(at), nullptr)));
+    return;
+  }
   post_h3_progress(element_, progress);
 }
 
@@ -269,8 +336,8 @@ void Lifecycle::chunk_decoded(std::chrono::nanoseconds time) {
   GST_OBJECT_LOCK(element_);
   if (!GST_CLOCK_TIME_IS_VALID(pub_.chunk_time) || t > pub_.chunk_time) pub_.chunk_time = t;
   const GstClockTime est = pub_.chunk_time;
-  if (active_.live &&
-      (!GST_CLOCK_TIME_IS_VALID(pub_.reported_latency) || est > pub_.reported_latency * 5 / 4)) {
+  if (active_.live && (!GST_CLOCK_TIME_IS_VALID(pub_.reported_latency) ||
+                       est > pub_.reported_latency * 6 / 5)) {  // 20 % more
     pub_.reported_latency = est;
     post = true;
   }

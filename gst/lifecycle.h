@@ -50,6 +50,14 @@ class Lifecycle final : private Generation::Observer {
   // A change while the element is started or above READY is refused with a warning naming the
   // property (every property shapes the request or the engine). False: not one of ours.
   bool set_property(guint id, const GValue* value, GParamSpec* pspec);
+  // A new prompt for the running causal stream, from its first chunk at or after `running_time`
+  // (GST_CLOCK_TIME_NONE: the next chunk); the `prompt` property set while started and the
+  // `h3-prompt` event come here. False (with a warning) when the stream cannot take it: an
+  // empty prompt, not started, or not sampler=causal.
+  bool change_prompt(const std::string& prompt, GstClockTime running_time);
+  // The `h3-prompt` event sent to the element (custom upstream, fields `prompt` and optional
+  // `running-time`): true when `event` is one (then *accepted says whether it was taken).
+  bool prompt_event(GstEvent* event, bool* accepted);
   bool get_property(guint id, GValue* value) const;
   bool live_property() const;
 

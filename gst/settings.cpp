@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/prompt_timeline.h"
+
 namespace h3gst {
 namespace {
 
@@ -22,10 +24,21 @@ void install_request_properties(GObjectClass* klass) {
                           nullptr, kReady));
   g_object_class_install_property(
       klass, PROP_PROMPT,
-      g_param_spec_string("prompt", "Prompt",
-                          "Text prompt, for models with a text encoder (text_encoder/ + tokenizer/). "
-                          "Ignored when prompt-embeds is set",
-                          kDefaultPrompt, kReady));
+      g_param_spec_string(
+          "prompt", "Prompt",
+          "Text prompt, for models with a text encoder (text_encoder/ + tokenizer/). "
+          "Ignored when prompt-embeds is set. With sampler=causal it may change while "
+          "playing: the stream takes it from its next chunk on",
+          kDefaultPrompt,
+          static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING)));
+  g_object_class_install_property(
+      klass, PROP_PROMPT_TIMELINE,
+      g_param_spec_string(
+          "prompt-timeline", "Prompt timeline",
+          "sampler=causal: a file of `SECONDS PROMPT` lines, prompts that take over at those "
+          "times into the stream (each from the first chunk starting at or after it); the same "
+          "timeline and seed give the same frames",
+          nullptr, kReady));
   g_object_class_install_property(
       klass, PROP_PROMPT_EMBEDS,
       g_param_spec_string("prompt-embeds", "Prompt embeddings",
@@ -79,9 +92,11 @@ void install_request_properties(GObjectClass* klass) {
                        kModelDefault, static_cast<gint>(h3::kMaxSide), d.height, kReady));
   g_object_class_install_property(
       klass, PROP_NUM_FRAMES,
-      g_param_spec_int("num-frames", "Number of frames",
-                       "Frames in the clip (exactly); -1: the model's default. The stream ends after them",
-                       kModelDefault, static_cast<gint>(h3::kMaxFrames), d.num_frames, kReady));
+      g_param_spec_int(
+          "num-frames", "Number of frames",
+          "Frames in the clip (exactly); -1: the model's default, and with sampler=causal an endless "
+          "stream (until EOS). The stream ends after them",
+          kModelDefault, static_cast<gint>(h3::kMaxFrames), d.num_frames, kReady));
   g_object_class_install_property(
       klass, PROP_FRAMERATE,
       gst_param_spec_fraction(
@@ -226,6 +241,7 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_LORA: s->lora = string_or_empty(value); break;
     case PROP_SINK: s->sink = g_value_get_int(value); break;
     case PROP_WINDOW: s->window = g_value_get_int(value); break;
+    case PROP_PROMPT_TIMELINE: s->prompt_timeline = string_or_empty(value); break;
     default: return false;
   }
   return true;
@@ -258,6 +274,7 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_LORA: set_string_or_null(value, s.lora); break;
     case PROP_SINK: g_value_set_int(value, s.sink); break;
     case PROP_WINDOW: g_value_set_int(value, s.window); break;
+    case PROP_PROMPT_TIMELINE: set_string_or_null(value, s.prompt_timeline); break;
     default: return false;
   }
   return true;
@@ -278,13 +295,15 @@ h3::GenerationRequest to_request(const Settings& s) {
   r.embeds_path = s.embeds;
   r.width = std::max(0, s.width);
   r.height = std::max(0, s.height);
-  r.num_frames = std::max(0, s.num_frames);
+  r.num_frames =
+      s.num_frames == kModelDefault && s.sampler == kSamplerCausal ? h3::kEndless : std::max(0, s.num_frames);
   r.steps = std::max(0, s.steps);
   r.seed = s.seed;
   r.sampler = s.sampler == kSamplerCausal ? "causal" : "euler";
   r.lora = s.lora;
   r.sink = s.sink;
   r.window = s.window;
+  if (!s.prompt_timeline.empty()) r.prompt_timeline = h3::read_prompt_timeline(s.prompt_timeline);
   return r;
 }
 

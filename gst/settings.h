@@ -48,7 +48,8 @@ struct Settings {
   guint64 max_memory = 0;  // bytes a request may take beside the weights; 0: what is available
   // The sampler (docs/causal.md): how the clip is synthesised.
   gint sampler = kSamplerEuler;
-  std::string lora;  // a PEFT LoRA on the DiT; empty: none
+  std::string lora;             // a PEFT LoRA on the DiT; empty: none
+  std::string prompt_timeline;  // a file of `SECONDS PROMPT` lines; empty: none
   gint sink = static_cast<gint>(h3::kDefaultSink), window = static_cast<gint>(h3::kDefaultWindow);
 };
 
@@ -79,6 +80,7 @@ enum Property {
   PROP_LORA,
   PROP_SINK,
   PROP_WINDOW,
+  PROP_PROMPT_TIMELINE,
 };
 
 void install_properties(GObjectClass* klass);
@@ -88,7 +90,9 @@ bool get_property(const Settings& s, guint id, GValue* value);
 
 // The name of a width/height/num-frames/steps property set to 0, or nullptr.
 const char* explicit_zero(const Settings& s);
-// The engine's request and options for a copy taken at start (-1 becomes 0).
+// The engine's request and options for a copy taken at start (-1 becomes 0, but num-frames -1
+// with sampler=causal an endless stream). Throws h3::Error for a prompt timeline file that
+// cannot be read or parsed.
 h3::GenerationRequest to_request(const Settings& s);
 h3::EngineOptions to_engine_options(const Settings& s);
 

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace h3 {
 
@@ -38,32 +40,38 @@ class CancelToken {
   // the soundtrack up to its last frame delivered; generate() then returns normally.
   void finish() { finish_.store(true, std::memory_order_release); }
   bool finish_requested() const { return finish_.load(std::memory_order_acquire); }
-  // A new prompt for a causal request from its next chunk on (the last one given wins); the
-  // engine reports it applied with a Phase::kPrompt progress. An empty prompt is ignored.
-  void change_prompt(std::string prompt) {
+  // A new prompt for a causal request from its first chunk that starts at or after
+  // `at_seconds` into the clip (0: its next chunk); the engine reports each one applied with a
+  // Phase::kPrompt progress. An empty prompt is ignored.
+  void change_prompt(std::string prompt, double at_seconds = 0) {
     if (prompt.empty()) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    prompt_ = std::move(prompt);
+    auto at = prompts_.begin();
+    while (at != prompts_.end() && at->first <= at_seconds) ++at;
+    prompts_.insert(at, {at_seconds, std::move(prompt)});
   }
-  // The engine's side: the prompt given since the last take, if any.
-  std::optional<std::string> take_prompt() const {
+  // The engine's side: the last prompt due by `seconds` (those before it are superseded).
+  std::optional<std::string> take_prompt(double seconds) const {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto p = std::move(prompt_);
-    prompt_.reset();
+    std::optional<std::string> p;
+    while (!prompts_.empty() && prompts_.front().first <= seconds + 1e-9) {
+      p = std::move(prompts_.front().second);
+      prompts_.erase(prompts_.begin());
+    }
     return p;
   }
   void reset() {
     flag_.store(false, std::memory_order_release);
     finish_.store(false, std::memory_order_release);
     std::lock_guard<std::mutex> lock(mutex_);
-    prompt_.reset();
+    prompts_.clear();
   }
 
  private:
   std::atomic<bool> flag_{false};
   std::atomic<bool> finish_{false};
   mutable std::mutex mutex_;
-  mutable std::optional<std::string> prompt_;
+  mutable std::vector<std::pair<double, std::string>> prompts_;  // by time
 };
 
 }  // namespace h3

@@ -75,7 +75,7 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
       while (timeline_next_ < timeline.size() && timeline[timeline_next_].seconds <= starts + 1e-9) {
         prompt = timeline[timeline_next_++].prompt;
       }
-      if (auto live = c_.cancel.take_prompt()) prompt = *live;
+      if (auto live = c_.cancel.take_prompt(starts)) prompt = *live;
     }
     prompt = c_.group.broadcast_string(prompt, 0);
     if (prompt.empty()) return;
@@ -120,9 +120,13 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
       c_.group.report_failure(what);
       throw Error(ErrorKind::kInternal, what);
     }
-    const at::Tensor audio = dit::audio_latent_of(chunk.audio);
     video_ = video_.defined() ? at::cat({video_, chunk.video}, 2) : chunk.video;
-    audio_ = audio_.defined() ? at::cat({audio_, audio}, 3) : audio;
+    if (job_.request.audio || keep_all_) {
+      const at::Tensor audio = dit::audio_latent_of(chunk.audio);
+      audio_ = audio_.defined() ? at::cat({audio_, audio}, 3) : audio;
+    } else {
+      audio_begin_ = chunk.span.audio_end;  // nobody reads the audio latents: none are kept
+    }
     video_end_ = chunk.span.video_end;
     audio_end_ = chunk.span.audio_end;
   }

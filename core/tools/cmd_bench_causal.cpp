@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/tiny_model.h"
 #include "tools/command.h"
+#include "tools/process_memory.h"
 #include "tools/scratch_dir.h"
 
 namespace h3::tools {
@@ -44,20 +44,6 @@ class ArrivalSink : public ChunkSink {
   Clock::time_point t0_;
 };
 
-// The process's peak resident set since the last reset, in MiB (VmHWM); reset_peak() starts a new
-// high-water mark (Linux: "5" to /proc/self/clear_refs).
-double peak_rss_mib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return 0;
-}
-void reset_peak() {
-  std::ofstream("/proc/self/clear_refs") << "5";
-}
-
 struct Run {
   std::vector<double> arrivals;
   double total_s = 0, peak_mib = 0;
@@ -65,7 +51,7 @@ struct Run {
 };
 
 Run timed(Engine& e, const GenerationRequest& r) {
-  reset_peak();
+  reset_peak_rss();
   const ClipPlan plan = e.plan(r);
   const auto t0 = Clock::now();
   ArrivalSink sink(t0);
@@ -76,7 +62,7 @@ Run timed(Engine& e, const GenerationRequest& r) {
   out.arrivals = sink.arrivals;
   out.frames = sink.frames;
   out.evaluations = plan.evaluations;
-  out.peak_mib = peak_rss_mib();
+  out.peak_mib = status_mib("VmHWM:");
   return out;
 }
 

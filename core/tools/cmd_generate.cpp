@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/memory_guard.h"
+#include "engine/prompt_timeline.h"
 #include "engine/y4m_writer.h"
 #include "io/safetensors.h"
 #include "tools/command.h"
@@ -66,6 +67,7 @@ int run(Args& a) {
   req.sink = a.int_or("sink", kDefaultSink, kMinSink, kMaxSink);
   req.window = a.int_or("window", kDefaultWindow, kMinWindow, kMaxWindow);
   req.video_shift = a.double_or("video-shift", 0.0);
+  if (const auto t = a.opt_string("prompt-timeline")) req.prompt_timeline = read_prompt_timeline(*t);
   req.audio_shift = a.double_or("audio-shift", 0.0);
   req.seed = static_cast<uint64_t>(a.int_or("seed", 0, 0, std::numeric_limits<int64_t>::max()));
   eo.ranks = static_cast<int>(a.int_or("ranks", 1, kMinRanks, kMaxRanks));
@@ -155,7 +157,7 @@ H3_REGISTER_COMMAND(
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] --out FILE.y4m\n"
     "                   [--sampler euler|causal] [--lora FILE] [--sink N] [--window N]\n"
-    "                   [--video-shift S] [--audio-shift S]\n"
+    "                   [--video-shift S] [--audio-shift S] [--prompt-timeline FILE]\n"
     "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
     "                   [--compute-dtype fp32|bf16] [--timeout S] [--max-memory BYTES] [--quiet]\n"
     "                   [--rendezvous HOST:PORT --world-size N --token-file FILE]\n"
@@ -179,6 +181,8 @@ H3_REGISTER_COMMAND(
     "  --sink N             causal: KV-cache records pinned, the text first (default 2)\n"
     "  --window N           causal: recent chunks kept in the KV cache (default 2; -1: all)\n"
     "  --video-shift S --audio-shift S  causal: the grids' shifts (default: the model's, 12 and 3)\n"
+    "  --prompt-timeline FILE  causal: `SECONDS PROMPT` lines, prompts that take over at those times\n"
+    "                       (each from the first chunk that starts at or after it)\n"
     "  --seed S             noise seed (default 0)\n"
     "  --ranks R            ranks as threads; the DiT runs tensor-parallel over them (default 1)\n"
     "  --out FILE.y4m       YUV4MPEG2 output (C444, BT.601 limited range, 24 fps); '-' = stdout\n"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
 # on a small clip of the tiny default model and checks what came out.
-# Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|mp4-av|webm-av|rtp-av|mp4-av-causal|app|inspect|linkage|
+# Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|mp4-av|webm-av|rtp-av|mp4-av-causal|endless-av|app|inspect|linkage|
 #        installed
 #        BUILD_DIR SOURCE_DIR
 #        (inspect also takes the expected LICENSE and ORIGIN)
@@ -74,6 +74,35 @@ case "$what" in
       s.audio ! fakesink >"$out/bad.txt" 2>&1 || rc=$?
     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "a missing LoRA gave rc $rc" >&2; cat "$out/bad.txt" >&2; exit 1; }
     grep -q "no-such-lora" "$out/bad.txt" || { echo "the error does not name the LoRA" >&2; cat "$out/bad.txt" >&2; exit 1; }
+    ;;
+  endless-av)
+    # An endless causal h3src (num-frames -1) muxed to MP4, ended by Ctrl-C on `gst-launch-1.0 -e`:
+    # the file is finalised with whole 17-frame chunks and the soundtrack that goes with them.
+    # shellcheck source=pipelines/env.sh
+    . "$src/pipelines/env.sh"
+    h3_pipeline_env "$build"
+    gst-launch-1.0 -e -q h3src sampler=causal width=$width height=$height name=s \
+      s.video ! queue ! videoconvert ! x264enc ! mux. s.audio ! queue ! audioconvert ! avenc_aac ! mux. \
+      mp4mux name=mux ! filesink location="$out/endless.mp4" &
+    pid=$!
+    for _ in $(seq 1 1200); do
+      [ "$(stat -c %s "$out/endless.mp4" 2>/dev/null || echo 0)" -gt 20000 ] && break
+      kill -0 $pid 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -INT $pid
+    rc=0
+    timeout 120 tail --pid=$pid -f /dev/null || { kill -9 $pid; echo "gst-launch did not stop after SIGINT" >&2; exit 1; }
+    wait $pid || rc=$?
+    [ "$rc" -eq 0 ] || { echo "gst-launch -e exited $rc after SIGINT" >&2; exit 1; }
+    streams=$(ffprobe -v error -show_entries stream=codec_type,nb_frames,duration -of csv=p=0 "$out/endless.mp4")
+    echo "$streams"
+    n=$(echo "$streams" | awk -F, '$1=="video"{print $3}')
+    [ "$n" -gt 0 ] && [ $((n % 17)) -eq 0 ] || { echo "the endless clip has $n frames, not whole chunks" >&2; exit 1; }
+    vdur=$(echo "$streams" | awk -F, '$1=="video"{print $2}')
+    adur=$(echo "$streams" | awk -F, '$1=="audio"{print $2}')
+    python3 -c "import sys; sys.exit(0 if abs($vdur - $adur) <= 1/24 + 0.03 else 1)" ||
+      { echo "video $vdur s and audio $adur s differ by more than a frame (and AAC's priming)" >&2; exit 1; }
     ;;
   rtp-av)
     PORT=${PORT:-5010} bash "$src/pipelines/rtp-av.sh" "$build" "$frames"
