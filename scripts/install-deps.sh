@@ -16,11 +16,14 @@ PKGS=(
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
   gstreamer1.0-plugins-base-apps ffmpeg
   ccache
+  chromium chromium-driver python3-selenium
 )
 # libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes (the wheel has none).
 # python3-pip only downloads the wheels (nothing is installed into any Python).
 # libssl-dev: libcrypto (HMAC-SHA256, AES-GCM) for the token of a process world (core/dist/door.h).
 # libicu-dev (NFC) and libpcre2-dev (\p{L}/\p{N} in the pre-tokenizer): the H3 tokenizer.
+# chromium, chromium-driver, python3-selenium: the live page's test drives a headless browser
+# (tests/web/live_page_test.py; pipelines/live-web.sh).
 # ccache: meson compiles through it when it is there, so a second build folder or a fresh clone
 # (CI) reuses what an earlier build compiled (docs/building.md, "Build times").
 
