@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -150,6 +151,66 @@ TEST(H3SrcLive, ThePromptPropertySetWhilePlayingTakesOverAtAChunkBoundary) {
   ASSERT_EQ(applied.size(), 1u);
   EXPECT_GE(applied[0].first, 1);
   EXPECT_EQ(applied[0].second, static_cast<guint64>(applied[0].first) * 17 * GST_SECOND / 24);
+}
+
+TEST(H3VideoSrcLive, AnEndlessLiveStreamReportsALatencyOfAtLeastTheTimeAChunkTakes) {
+  GError* err = nullptr;
+  GstElement* pipeline = gst_parse_launch(
+      // 48 forwards a chunk at 256x160: slower than real time on any CPU this runs on, so that the
+      // chunks' pace is their production, not the clock's (a faster source waits for the clock).
+      "h3videosrc name=s sampler=causal is-live=true steps=48 width=256 height=160 ! appsink name=v "
+      "sync=false",
+      &err);
+  ASSERT_EQ(err, nullptr);
+  GstElement* src = h3test::by_name(pipeline, "s");
+  GstAppSink* sink = GST_APP_SINK(h3test::by_name(pipeline, "v"));
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  for (int frame = 0; frame < 8 * 17; ++frame) {
+    GstSample* s = gst_app_sink_try_pull_sample(sink, 120 * GST_SECOND);
+    ASSERT_NE(s, nullptr) << "frame " << frame;
+    gst_sample_unref(s);
+  }
+  // The time each chunk took to produce, as the engine reports it (h3-progress, decoding).
+  std::vector<double> decoded;
+  GstBus* bus = gst_element_get_bus(pipeline);
+  while (GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ELEMENT)) {
+    const GstStructure* st = gst_message_get_structure(m);
+    double elapsed = 0;
+    if (st && gst_structure_has_name(st, "h3-progress") &&
+        g_strcmp0(gst_structure_get_string(st, "phase"), "decoding") == 0 &&
+        gst_structure_get_double(st, "elapsed", &elapsed)) {
+      decoded.push_back(elapsed);
+    }
+    gst_message_unref(m);
+  }
+  gst_object_unref(bus);
+  ASSERT_GE(decoded.size(), 6u);
+  std::vector<double> periods;
+  for (size_t i = 2; i < decoded.size(); ++i) periods.push_back(decoded[i] - decoded[i - 1]);
+  std::sort(periods.begin(), periods.end());
+  const double period = periods[periods.size() / 2];
+  GstQuery* q = gst_query_new_latency();
+  ASSERT_TRUE(gst_element_query(src, q));
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = 0;
+  gst_query_parse_latency(q, &live, &min, &max);
+  gst_query_unref(q);
+  std::printf("live latency %.3f s, median time to produce a chunk %.3f s\n",
+              static_cast<double>(min) / GST_SECOND, period);
+  EXPECT_TRUE(live);
+  if (period <= 17.0 / 24.0) {
+    // The clock paced the chunks, not their production: what this test compares is not there.
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(src);
+    gst_object_unref(sink);
+    gst_object_unref(pipeline);
+    GTEST_SKIP() << "this machine makes the chunks faster than real time (" << period << " s each)";
+  }
+  EXPECT_GE(static_cast<double>(min) / GST_SECOND, period) << "the latency must cover the time a chunk takes";
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(src);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
 }
 
 TEST(H3SrcLive, AnEmptyPromptEventIsRefusedAndABadTimelineFailsTheStartNamingTheFile) {

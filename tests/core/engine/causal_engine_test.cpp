@@ -384,6 +384,24 @@ TEST(EngineLive, APromptChangedWhilePlayingLandsAtTheNextChunkAndEqualsTheSameTi
   EXPECT_FALSE(at::equal(unchanged.frames[3].frames, live.frames[3].frames));
 }
 
+TEST(EngineLive, APromptChangeWithTheTextEncoderFreedReadsItAgain) {
+  EngineOptions o;
+  o.model_dir = default_model_dir();
+  o.free_text_encoder = true;
+  auto freed = Engine::open(o);
+  GenerationRequest r = causal(0, false);
+  r.prompt_timeline = {{1.0, "a green field"}};
+  int64_t loads = 0;
+  const Stream s = run_endless(*freed, r, 4, [&](const Progress& p, CancelToken&) {
+    if (p.phase == Phase::kLoading) ++loads;
+  });
+  ASSERT_EQ(s.prompts.size(), 1u);
+  // The same frames as an engine that kept its encoder.
+  const Stream kept = run_endless(*open_tiny(1), r, 4);
+  ASSERT_EQ(s.frames.size(), kept.frames.size());
+  EXPECT_TRUE(at::equal(s.frames[3].frames, kept.frames[3].frames));
+}
+
 TEST(EngineLive, TwoRanksFollowAPromptChangeAsOneRankDoes) {
   GenerationRequest r = causal(0, false);
   r.prompt_timeline = {{1.0, "a green field"}};
