@@ -1,35 +1,31 @@
 #!/usr/bin/env python3
-"""Serves pipelines/live/index.html and, at /live.webm, h3src's endless causal stream as live WebM.
+"""Serves the live page (pipelines/live/index.html) and an HLS folder beside it, for
+pipelines/live-hls.sh: one generating pipeline writes the segments, every viewer reads them.
+Python's standard library only.
 
-Each viewer's GET /live.webm runs its own gst-launch-1.0 (h3src sampler=causal num-frames=-1,
-VP8 + Opus, webmmux streamable=true, to stdout) and the response carries its bytes as they come;
-the pipeline stops when the viewer goes away. Python's standard library only.
-
-    live_server.py --port PORT [--props "width=256 height=160 prompt=..."]
+    live_server.py --port PORT --hls DIR
 """
 import argparse
+import functools
 import http.server
 import os
-import shlex
-import signal
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def pipeline(props):
-    return (["gst-launch-1.0", "-q", "h3src", "name=s", "sampler=causal"] + shlex.split(props) +
-            ["s.video", "!", "queue", "!", "videoconvert", "!", "vp8enc", "deadline=1", "keyframe-max-dist=24",
-             "!", "mux.", "s.audio", "!", "queue", "!", "audioconvert", "!", "audioresample", "!", "opusenc",
-             "!", "mux.", "webmmux", "name=mux", "streamable=true", "!", "fdsink", "fd=1"])
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    props = ""
-
+class Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, fmt, *args):
         sys.stderr.write("live_server: " + (fmt % args) + "\n")
+
+    def log_request(self, code="-", size="-"):
+        if str(code) not in ("200", "304"):  # a viewer's steady polling is not news
+            super().log_request(code, size)
+
+    def end_headers(self):
+        # A live playlist changes every segment: never cached.
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
 
     def do_GET(self):
         if self.path in ("/", "/index.html"):
@@ -40,38 +36,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
-        elif self.path == "/live.webm":
-            self.send_response(200)
-            self.send_header("Content-Type", "video/webm")
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            proc = subprocess.Popen(pipeline(self.props), stdout=subprocess.PIPE)
-            try:
-                while True:
-                    data = proc.stdout.read1(65536)
-                    if not data:
-                        break
-                    self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the viewer went away
-            finally:
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-        else:
-            self.send_error(404)
+            return
+        super().do_GET()
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=8080)
-    ap.add_argument("--props", default="width=256 height=160")
+    ap.add_argument("--hls", required=True)
     a = ap.parse_args()
-    Handler.props = a.props
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
-    print(f"live_server: http://127.0.0.1:{a.port}/ (h3src {a.props})", flush=True)
+    Handler.extensions_map = {**Handler.extensions_map, ".m3u8": "application/vnd.apple.mpegurl",
+                              ".ts": "video/mp2t"}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", a.port), functools.partial(Handler, directory=a.hls))
+    print(f"live_server: http://127.0.0.1:{a.port}/ (HLS from {a.hls})", flush=True)
     server.serve_forever()
 
 

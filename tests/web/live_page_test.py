@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The live page in a headless Chromium (Debian's chromium, chromium-driver, python3-selenium):
-pipelines/live_server.py serves the page and the endless causal h3src stream; the test asserts that
+pipelines/live-hls.sh generates the endless causal h3src stream as HLS and serves the page; the
+test asserts that
 the <video> plays (currentTime advances by at least 3 s) and that a drawn frame is not blank, and
 keeps a screenshot of the page as its artifact.
 
@@ -8,10 +9,12 @@ keeps a screenshot of the page as its artifact.
 """
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 try:
     from selenium import webdriver
@@ -36,17 +39,21 @@ def main():
         return 77
     port = free_port()
     env = dict(os.environ)
-    server = subprocess.Popen(["bash", os.path.join(src, "pipelines", "live-web.sh"), build, str(port),
+    server = subprocess.Popen(["setsid", "bash", os.path.join(src, "pipelines", "live-hls.sh"), build, str(port),
                                "width=256 height=160 seed=4 prompt='a paper boat on a lake'"], env=env)
     artifact = os.path.join(build, "meson-logs", "live-page.png")
     driver = None
     try:
-        for _ in range(100):  # the server is up when it accepts
+        # The stream is there once the server serves its playlist (the model loads first).
+        playlist = f"http://127.0.0.1:{port}/live.m3u8"
+        for _ in range(1200):
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                with urllib.request.urlopen(playlist, timeout=2) as r:
+                    if r.status == 200 and b"#EXTINF" in r.read():
+                        break
             except OSError:
-                time.sleep(0.1)
+                pass
+            time.sleep(0.1)
         opts = webdriver.ChromeOptions()
         opts.binary_location = "/usr/bin/chromium"
         for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -85,11 +92,12 @@ def main():
     finally:
         if driver is not None:
             driver.quit()
-        server.terminate()
+        # The script's own session: the server and the pipeline end with it.
+        os.killpg(server.pid, signal.SIGTERM)
         try:
-            server.wait(timeout=10)
+            server.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            server.kill()
+            os.killpg(server.pid, signal.SIGKILL)
 
 
 if __name__ == "__main__":
