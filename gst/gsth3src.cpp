@@ -34,6 +34,7 @@
 #include "element_common.h"
 #include "frame_writer.h"
 #include "lifecycle.h"
+#include "live_timing.h"
 #include "src_pad.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_h3_src_debug);
@@ -76,6 +77,13 @@ struct H3SrcPrivate {
 
   h3gst::FrameWriter writer;  // the video pad's task only
   bool s16 = false;           // the audio pad's task only: negotiated S16LE (else F32LE)
+
+  // is-live=true (docs/causal.md "Live"): the tasks push in PLAYING only, paced to the clock; a
+  // buffer whose wait a flush or stop cut short is held (each pad's task only) and pushed first
+  // when the pad runs again.
+  bool live = false;  // this start's is-live; written by state changes while no task runs
+  h3gst::LiveClock live_clock;
+  GstBuffer* held[2] = {nullptr, nullptr};
 };
 
 struct _GstH3Src {
@@ -172,8 +180,17 @@ static void stop_tasks(GstH3Src* self) {
   H3SrcPrivate* p = self->priv;
   p->started_tasks = false;
   p->lifecycle.set_flushing(true);
+  p->live_clock.stop();
   gst_pad_stop_task(p->video.pad());
   gst_pad_stop_task(p->audio.pad());
+  for (GstBuffer*& b : p->held) gst_clear_buffer(&b);
+}
+
+static void start_tasks(GstH3Src* self) {
+  H3SrcPrivate* p = self->priv;
+  p->started_tasks = true;
+  gst_pad_start_task(p->video.pad(), gst_h3_src_video_loop, self, nullptr);
+  gst_pad_start_task(p->audio.pad(), gst_h3_src_audio_loop, self, nullptr);
 }
 
 // Idempotent: after the tasks stopped, or after a start that failed.
@@ -194,25 +211,34 @@ static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStat
       p->audio.reset();
       p->s16 = false;
       p->group_id = gst_util_group_id_next();
-      if (!p->lifecycle.start(/*audio=*/true, /*live_ok=*/false)) {
+      p->live = p->lifecycle.live_property();
+      p->live_clock.reset();
+      if (!p->lifecycle.start(/*audio=*/true)) {
         stop_running(self);
         return GST_STATE_CHANGE_FAILURE;
       }
       break;
+    case GST_STATE_CHANGE_PLAYING_TO_PAUSED: p->live_clock.set_playing(false); break;
     case GST_STATE_CHANGE_PAUSED_TO_READY: stop_tasks(self); break;
     default: break;
   }
-  const GstStateChangeReturn ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
+  GstStateChangeReturn ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
   switch (transition) {
     case GST_STATE_CHANGE_READY_TO_PAUSED:
       if (ret == GST_STATE_CHANGE_FAILURE) {
         stop_running(self);
         break;
       }
-      // The pads are active now: their tasks start, and wait for the engine's first chunk.
-      p->started_tasks = true;
-      gst_pad_start_task(p->video.pad(), gst_h3_src_video_loop, self, nullptr);
-      gst_pad_start_task(p->audio.pad(), gst_h3_src_audio_loop, self, nullptr);
+      // The pads are active now: their tasks start, and wait for the engine's first chunk (a
+      // live source's push in PLAYING only, and it does not preroll).
+      start_tasks(self);
+      if (p->live) ret = GST_STATE_CHANGE_NO_PREROLL;
+      break;
+    case GST_STATE_CHANGE_PAUSED_TO_PLAYING:
+      if (ret != GST_STATE_CHANGE_FAILURE) p->live_clock.set_playing(true);
+      break;
+    case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
+      if (p->live && ret != GST_STATE_CHANGE_FAILURE) ret = GST_STATE_CHANGE_NO_PREROLL;
       break;
     case GST_STATE_CHANGE_PAUSED_TO_READY: stop_running(self); break;
     case GST_STATE_CHANGE_READY_TO_NULL: p->lifecycle.close_engine(); break;
@@ -231,6 +257,7 @@ static void flush_start(GstH3Src* self, GstEvent* event) {
   H3SrcPrivate* p = self->priv;
   p->lifecycle.flush_start();
   p->lifecycle.set_flushing(true);
+  p->live_clock.stop();
   gst_pad_push_event(p->video.pad(), gst_event_ref(event));
   gst_pad_push_event(p->audio.pad(), event);
 }
@@ -245,7 +272,10 @@ static void flush_stop(GstH3Src* self, GstEvent* event) {
   if (p->lifecycle.restart_if_flushed()) {
     p->video.restart();
     p->audio.restart();
+    for (GstBuffer*& b : p->held) gst_clear_buffer(&b);
   }
+  p->live_clock.reset();
+  if (GST_STATE(self) == GST_STATE_PLAYING) p->live_clock.set_playing(true);
   const bool running = p->started_tasks;
   GST_PAD_STREAM_UNLOCK(p->audio.pad());
   GST_PAD_STREAM_UNLOCK(p->video.pad());
@@ -341,7 +371,16 @@ static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* q
       gst_query_set_seeking(query, format, FALSE, 0, -1);
       return TRUE;
     }
-    case GST_QUERY_LATENCY: gst_query_set_latency(query, FALSE, 0, GST_CLOCK_TIME_NONE); return TRUE;
+    case GST_QUERY_LATENCY:
+      // Live, a chunk's buffers exist only once the chunk is made: the slowest chunk so far (plus
+      // 5 %), at least a frame; non-live, none.
+      if (p->live) {
+        gst_query_set_latency(query, TRUE, h3gst::live_latency(p->lifecycle.published()),
+                              GST_CLOCK_TIME_NONE);
+      } else {
+        gst_query_set_latency(query, FALSE, 0, GST_CLOCK_TIME_NONE);
+      }
+      return TRUE;
     default: return gst_pad_query_default(pad, parent, query);
   }
 }
@@ -394,10 +433,32 @@ static void no_data(GstH3Src* self, h3gst::SrcPad& pad, h3gst::Lifecycle::Pop wh
   pad.end(eos);
 }
 
+// Pushes `buf` (taken) on pad `slot`; live, once the clock reaches its running time (a pause cuts
+// the wait short: the buffer is held for the next run).
+static void push_paced(GstH3Src* self, h3gst::SrcPad& pad, int slot, GstBuffer* buf) {
+  H3SrcPrivate* p = self->priv;
+  if (p->live && !p->live_clock.stamp_and_wait(GST_ELEMENT(self), slot, buf)) {
+    p->held[slot] = buf;
+    return;
+  }
+  pad.push(buf);
+}
+
+// A held buffer is pushed before anything new: true when there was one.
+static bool push_held(GstH3Src* self, h3gst::SrcPad& pad, int slot) {
+  H3SrcPrivate* p = self->priv;
+  GstBuffer* held = p->held[slot];
+  if (held == nullptr) return false;
+  p->held[slot] = nullptr;
+  push_paced(self, pad, slot, held);
+  return true;
+}
+
 static void gst_h3_src_video_loop(gpointer data) {
   GstH3Src* self = GST_H3_SRC(data);
   H3SrcPrivate* p = self->priv;
   h3gst::SrcPad& pad = p->video;
+  if (push_held(self, pad, 0)) return;
   h3gst::Published pub;
   h3gst::Frame f;
   const h3gst::Lifecycle::Pop got = p->lifecycle.pop_frame(&f, pad.next, &pub);
@@ -415,13 +476,14 @@ static void gst_h3_src_video_loop(gpointer data) {
   GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, pad.next,
                  GST_TIME_ARGS(GST_BUFFER_PTS(buf)));
   ++pad.next;
-  pad.push(buf);
+  push_paced(self, pad, 0, buf);
 }
 
 static void gst_h3_src_audio_loop(gpointer data) {
   GstH3Src* self = GST_H3_SRC(data);
   H3SrcPrivate* p = self->priv;
   h3gst::SrcPad& pad = p->audio;
+  if (push_held(self, pad, 1)) return;
   h3gst::Published pub;
   h3gst::AudioSlice a;
   const h3gst::Lifecycle::Pop got = p->lifecycle.pop_audio(&a, kAudioBufferSamples, pad.next, &pub);
@@ -448,5 +510,5 @@ static void gst_h3_src_audio_loop(gpointer data) {
   h3gst::Lifecycle::stamp_samples(buf, pad.next, a.count, static_cast<gint>(pub.plan.audio_rate));
   GST_LOG_OBJECT(self, "%" G_GINT64_FORMAT " samples from %" G_GINT64_FORMAT, a.count, pad.next);
   pad.next += a.count;
-  pad.push(buf);
+  push_paced(self, pad, 1, buf);
 }

@@ -187,7 +187,7 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
   // reconfigure flag; gst_base_src_start_complete() sets it again once the plan is known (and
   // fill() waits for that).
   gst_pad_check_reconfigure(GST_BASE_SRC_PAD(bsrc));
-  return p->lifecycle.start(/*audio=*/false, /*live_ok=*/true);
+  return p->lifecycle.start(/*audio=*/false);
 }
 
 // GstBaseSrc calls stop() only for a start that completed, so a failed async start is

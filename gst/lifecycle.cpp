@@ -58,20 +58,12 @@ bool Lifecycle::live_property() const {
 // States
 // ---------------------------------------------------------------------------
 
-bool Lifecycle::start(bool audio, bool live_ok) {
+bool Lifecycle::start(bool audio) {
   GST_OBJECT_LOCK(element_);
   active_ = props_;
   GST_OBJECT_UNLOCK(element_);
   const Settings& s = active_;
   if (!check_settings(element_, s)) return false;
-  if (s.live && !live_ok) {
-    GST_ELEMENT_ERROR(element_, RESOURCE, SETTINGS,
-                      ("%s does not support is-live=true: use h3videosrc is-live=true for a live video-only "
-                       "stream, or is-live=false",
-                       GST_OBJECT_NAME(gst_element_get_factory(element_))),
-                      (nullptr));
-    return false;
-  }
   eos_requested_ = false;
   failure_posted_ = false;
   GST_OBJECT_LOCK(element_);

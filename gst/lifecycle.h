@@ -62,10 +62,10 @@ class Lifecycle final : private Generation::Observer {
   bool live_property() const;
 
   // ---- states ----
-  // READY -> PAUSED: takes the settings snapshot, checks it (false with an error posted),
-  // refuses is-live when `live_ok` is false, and starts the worker (opens the engine, plans,
-  // completes the start, generates). `audio`: the soundtrack too.
-  bool start(bool audio, bool live_ok);
+  // READY -> PAUSED: takes the settings snapshot, checks it (false with an error posted), and
+  // starts the worker (opens the engine, plans, completes the start, generates). `audio`: the
+  // soundtrack too.
+  bool start(bool audio);
   // Stops the worker and forgets the plan. Idempotent: also after a failed start.
   void stop();
   // READY -> NULL: releases the engine kept across stop() and start() with the same options.

@@ -1,5 +1,7 @@
 #include "live_timing.h"
 
+#include <mutex>
+
 namespace h3gst {
 
 GstClockTime live_latency(const Published& pub) {
@@ -43,6 +45,61 @@ void LatenessMonitor::chunk_start(GstElement* element, const Published& pub, int
        "steps, add ranks, or use is-live=false",
        n, static_cast<guint64>(late / GST_MSECOND)),
       (nullptr), ("frame", G_TYPE_INT64, n, "lateness", G_TYPE_UINT64, static_cast<guint64>(late), nullptr));
+}
+
+void LiveClock::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  playing_ = stopped_ = false;
+  anchor_ = GST_CLOCK_TIME_NONE;
+}
+
+void LiveClock::set_playing(bool playing) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  playing_ = playing;
+  if (!playing) {
+    for (GstClockID id : waits_) {
+      if (id) gst_clock_id_unschedule(id);
+    }
+  }
+  changed_.notify_all();
+}
+
+void LiveClock::stop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopped_ = true;
+  for (GstClockID id : waits_) {
+    if (id) gst_clock_id_unschedule(id);
+  }
+  changed_.notify_all();
+}
+
+bool LiveClock::stamp_and_wait(GstElement* element, int slot, GstBuffer* buf) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return playing_ || stopped_; });
+    if (stopped_) return false;
+    GstClock* clock = gst_element_get_clock(element);
+    if (clock == nullptr) return true;
+    const GstClockTime base = gst_element_get_base_time(element);
+    if (!GST_CLOCK_TIME_IS_VALID(anchor_)) {
+      const GstClockTime now = gst_clock_get_time(clock);
+      anchor_ = now > base ? now - base : 0;
+    }
+    if (!GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_LIVE)) {  // stamped once, also when held
+      GST_BUFFER_PTS(buf) += anchor_;
+      GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_LIVE);
+    }
+    GstClockID id = gst_clock_new_single_shot_id(clock, base + GST_BUFFER_PTS(buf));
+    gst_object_unref(clock);
+    waits_[slot] = id;
+    lock.unlock();
+    const GstClockReturn r = gst_clock_id_wait(id, nullptr);
+    lock.lock();
+    waits_[slot] = nullptr;
+    gst_clock_id_unref(id);
+    // Unscheduled by a pause: wait for PLAYING again (the base time has moved), or by a stop.
+    if (r != GST_CLOCK_UNSCHEDULED) return true;
+  }
 }
 
 }  // namespace h3gst

@@ -5,7 +5,9 @@
 
 #include <gst/gst.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 
 #include "lifecycle.h"
 
@@ -31,6 +33,31 @@ class LatenessMonitor {
  private:
   GstClockTime first_running_ = GST_CLOCK_TIME_NONE;  // the running time of frame 0
   bool warned_ = false;
+};
+
+// A live h3src's pacing (is-live=true): its buffers carry running times (the stream's time plus
+// the running time at which the first buffer of either pad was ready), and each pad pushes only
+// in PLAYING, once the clock reaches its buffer's time, so that neither runs ahead of real time.
+// Thread-safe: the two pads' tasks wait; the state changes and flushes wake them.
+class LiveClock {
+ public:
+  // A new stream: the next buffer anchors it again; not stopped, not playing.
+  void reset();
+  // PLAYING or not: the waits hold the pads' buffers while not.
+  void set_playing(bool playing);
+  // Adds the anchor to `buf`'s PTS (once) and waits, as pad `slot` (0 video, 1 audio), until the
+  // element plays and its clock reaches that time. False: stopped (a flush or a stop); the
+  // buffer is stamped and should be pushed when the pad runs again.
+  bool stamp_and_wait(GstElement* element, int slot, GstBuffer* buf);
+  // Wakes every wait, which returns false, until reset().
+  void stop();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool playing_ = false, stopped_ = false;
+  GstClockTime anchor_ = GST_CLOCK_TIME_NONE;
+  GstClockID waits_[2] = {nullptr, nullptr};
 };
 
 }  // namespace h3gst

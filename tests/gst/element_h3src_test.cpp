@@ -1,6 +1,6 @@
 // h3src on the real engine and the tiny default model (which has an audio VAE): both pads'
 // caps, timestamps and EOS on one timeline, S16LE negotiation, state cycling, one slow or
-// unlinked pad holding nothing back, a model without audio_vae/, is-live refused, both pads'
+// unlinked pad holding nothing back, a model without audio_vae/, both pads'
 // durations, and an application's EOS leaving a playable MP4.
 #include <glib/gstdio.h>
 #include <gst/audio/audio.h>
@@ -299,16 +299,6 @@ TEST(H3Src, SeeksAreRefused) {
   EXPECT_GT(d, 0);
   gst_element_set_state(p, GST_STATE_NULL);
   gst_object_unref(p);
-}
-
-TEST(H3Src, IsLiveIsRefusedNamingThePropertyAndTheAlternative) {
-  const auto r = run(element("is-live=true") + " s.video ! fakesink s.audio ! fakesink", nullptr, nullptr);
-  ASSERT_TRUE(r.error);
-  EXPECT_FALSE(r.timed_out);
-  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
-  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
-  EXPECT_NE(r.message.find("is-live=true"), std::string::npos) << r.message;
-  EXPECT_NE(r.message.find("h3videosrc is-live=true"), std::string::npos) << r.message;
 }
 
 // The DURATION each pad answers once the clip is planned: the video's frames at 24 fps, the

@@ -213,6 +213,58 @@ TEST(H3VideoSrcLive, AnEndlessLiveStreamReportsALatencyOfAtLeastTheTimeAChunkTak
   gst_object_unref(pipeline);
 }
 
+TEST(H3SrcLive, IsLiveMakesALiveSourceOnTheRunningClockThatSurvivesAPause) {
+  GError* err = nullptr;
+  GstElement* pipeline = gst_parse_launch(
+      "h3src name=s sampler=causal is-live=true width=80 height=48 s.video ! appsink name=v sync=true "
+      "s.audio ! audio/x-raw,format=F32LE ! appsink name=a sync=true",
+      &err);
+  ASSERT_EQ(err, nullptr);
+  GstAppSink* video = GST_APP_SINK(h3test::by_name(pipeline, "v"));
+  GstAppSink* audio = GST_APP_SINK(h3test::by_name(pipeline, "a"));
+  // A live source does not preroll.
+  EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_PAUSED), GST_STATE_CHANGE_NO_PREROLL);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  std::vector<GstClockTime> pts;
+  for (int i = 0; i < 2 * 17; ++i) {
+    GstSample* s = gst_app_sink_try_pull_sample(video, 120 * GST_SECOND);
+    ASSERT_NE(s, nullptr) << "frame " << i;
+    GstBuffer* b = gst_sample_get_buffer(s);
+    EXPECT_TRUE(GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_LIVE));
+    pts.push_back(GST_BUFFER_PTS(b));
+    gst_sample_unref(s);
+  }
+  // Running times: frame n at the stream's first buffer's running time plus n / 24 s.
+  for (size_t i = 1; i < pts.size(); ++i) {
+    EXPECT_EQ(pts[i] - pts[0], gst_util_uint64_scale(i, GST_SECOND, 24)) << "frame " << i;
+  }
+  GstSample* first_audio = gst_app_sink_try_pull_sample(audio, 120 * GST_SECOND);
+  ASSERT_NE(first_audio, nullptr);
+  // Both pads share the anchor: the soundtrack starts with the frames (within one frame's time).
+  const GstClockTime apts = GST_BUFFER_PTS(gst_sample_get_buffer(first_audio));
+  EXPECT_LE(apts > pts[0] ? apts - pts[0] : pts[0] - apts, GST_SECOND / 24);
+  gst_sample_unref(first_audio);
+  GstQuery* q = gst_query_new_latency();
+  ASSERT_TRUE(gst_element_query(pipeline, q));
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = 0;
+  gst_query_parse_latency(q, &live, &min, &max);
+  gst_query_unref(q);
+  EXPECT_TRUE(live);
+  EXPECT_GE(min, GST_SECOND / 24);
+  // Paused and playing again: the stream goes on where it was.
+  EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_PAUSED), GST_STATE_CHANGE_NO_PREROLL);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstSample* more = gst_app_sink_try_pull_sample(video, 120 * GST_SECOND);
+  ASSERT_NE(more, nullptr);
+  EXPECT_GT(GST_BUFFER_PTS(gst_sample_get_buffer(more)), pts.back());
+  gst_sample_unref(more);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(video);
+  gst_object_unref(audio);
+  gst_object_unref(pipeline);
+}
+
 TEST(H3SrcLive, AnEmptyPromptEventIsRefusedAndABadTimelineFailsTheStartNamingTheFile) {
   {
     Pipeline p("");
