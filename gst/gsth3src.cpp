@@ -83,6 +83,7 @@ struct H3SrcPrivate {
   // when the pad runs again.
   bool live = false;  // this start's is-live; written by state changes while no task runs
   h3gst::LiveClock live_clock;
+  h3gst::LatenessMonitor lateness;  // the video pad's task only: QoS for a late chunk
   GstBuffer* held[2] = {nullptr, nullptr};
 };
 
@@ -213,6 +214,7 @@ static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStat
       p->group_id = gst_util_group_id_next();
       p->live = p->lifecycle.live_property();
       p->live_clock.reset();
+      p->lateness.reset();
       if (!p->lifecycle.start(/*audio=*/true)) {
         stop_running(self);
         return GST_STATE_CHANGE_FAILURE;
@@ -275,6 +277,7 @@ static void flush_stop(GstH3Src* self, GstEvent* event) {
     for (GstBuffer*& b : p->held) gst_clear_buffer(&b);
   }
   p->live_clock.reset();
+  p->lateness.reset();
   if (GST_STATE(self) == GST_STATE_PLAYING) p->live_clock.set_playing(true);
   const bool running = p->started_tasks;
   GST_PAD_STREAM_UNLOCK(p->audio.pad());
@@ -433,13 +436,18 @@ static void no_data(GstH3Src* self, h3gst::SrcPad& pad, h3gst::Lifecycle::Pop wh
   pad.end(eos);
 }
 
-// Pushes `buf` (taken) on pad `slot`; live, once the clock reaches its running time (a pause cuts
-// the wait short: the buffer is held for the next run).
-static void push_paced(GstH3Src* self, h3gst::SrcPad& pad, int slot, GstBuffer* buf) {
+// Pushes `buf` (taken) on pad `slot`; live, once the clock reaches its running time (a flush or
+// stop cuts the wait short: the buffer is held for the next run). `chunk`: the video frame that
+// starts a chunk, whose lateness a live stream reports (QoS).
+static void push_paced(GstH3Src* self, h3gst::SrcPad& pad, int slot, GstBuffer* buf,
+                       const h3gst::Published* chunk = nullptr, int64_t frame = 0) {
   H3SrcPrivate* p = self->priv;
   if (p->live && !p->live_clock.stamp_and_wait(GST_ELEMENT(self), slot, buf)) {
     p->held[slot] = buf;
     return;
+  }
+  if (p->live && chunk != nullptr) {
+    p->lateness.chunk_start(GST_ELEMENT(self), *chunk, frame, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
   }
   pad.push(buf);
 }
@@ -475,8 +483,8 @@ static void gst_h3_src_video_loop(gpointer data) {
   h3gst::Lifecycle::stamp_frame(buf, pad.next, pub.fps_n, pub.fps_d);
   GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, pad.next,
                  GST_TIME_ARGS(GST_BUFFER_PTS(buf)));
-  ++pad.next;
-  push_paced(self, pad, 0, buf);
+  const int64_t n = pad.next++;
+  push_paced(self, pad, 0, buf, f.chunk_start ? &pub : nullptr, n);
 }
 
 static void gst_h3_src_audio_loop(gpointer data) {
