@@ -14,6 +14,22 @@ export H3_PROPS="num-frames=$frames width=$width height=$height"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
+# Ctrl-C on the `gst-launch-1.0 -e` of pid $1 once its file $2 holds more than $3 bytes (a muxer
+# writes once the first encoded frames arrive); it must then stop by itself and exit 0.
+interrupt_when_written() {
+  local pid=$1 file=$2 size=$3 rc=0
+  for _ in $(seq 1 1200); do
+    [ "$(stat -c %s "$file" 2>/dev/null || echo 0)" -gt "$size" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -INT "$pid"
+  timeout 120 tail --pid="$pid" -f /dev/null ||
+    { kill -9 "$pid"; echo "gst-launch did not stop after SIGINT" >&2; exit 1; }
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || { echo "gst-launch -e exited $rc after SIGINT" >&2; exit 1; }
+}
+
 case "$what" in
   mp4)
     bash "$src/pipelines/mp4.sh" "$build" "$out/clip.mp4"
@@ -35,18 +51,7 @@ case "$what" in
     long=240
     gst-launch-1.0 -e -q h3videosrc num-frames=$long width=$width height=$height ! videoconvert ! \
       video/x-raw,format=I420 ! x264enc ! mp4mux ! filesink location="$out/cut.mp4" &
-    pid=$!
-    # mp4mux writes once the first encoded frames arrive: interrupt then.
-    for _ in $(seq 1 1200); do
-      [ -s "$out/cut.mp4" ] && break
-      kill -0 $pid 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -INT $pid
-    rc=0
-    timeout 60 tail --pid=$pid -f /dev/null || { kill -9 $pid; echo "gst-launch did not stop after SIGINT" >&2; exit 1; }
-    wait $pid || rc=$?
-    [ "$rc" -eq 0 ] || { echo "gst-launch -e exited $rc after SIGINT" >&2; exit 1; }
+    interrupt_when_written $! "$out/cut.mp4" 0
     bash "$src/pipelines/check-mp4.sh" "$out/cut.mp4" "" "$width" "$height" | tee "$out/check.txt"
     n=$(sed -n 's/.*, \([0-9]*\) frames,.*/\1/p' "$out/check.txt")
     [ "$n" -lt $long ] || { echo "the interrupted clip has all $n frames: it was not cut short" >&2; exit 1; }
@@ -84,17 +89,7 @@ case "$what" in
     gst-launch-1.0 -e -q h3src sampler=causal width=$width height=$height name=s \
       s.video ! queue ! videoconvert ! x264enc ! mux. s.audio ! queue ! audioconvert ! avenc_aac ! mux. \
       mp4mux name=mux ! filesink location="$out/endless.mp4" &
-    pid=$!
-    for _ in $(seq 1 1200); do
-      [ "$(stat -c %s "$out/endless.mp4" 2>/dev/null || echo 0)" -gt 20000 ] && break
-      kill -0 $pid 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -INT $pid
-    rc=0
-    timeout 120 tail --pid=$pid -f /dev/null || { kill -9 $pid; echo "gst-launch did not stop after SIGINT" >&2; exit 1; }
-    wait $pid || rc=$?
-    [ "$rc" -eq 0 ] || { echo "gst-launch -e exited $rc after SIGINT" >&2; exit 1; }
+    interrupt_when_written $! "$out/endless.mp4" 20000
     streams=$(ffprobe -v error -show_entries stream=codec_type,nb_frames,duration -of csv=p=0 "$out/endless.mp4")
     echo "$streams"
     n=$(echo "$streams" | awk -F, '$1=="video"{print $3}')
