@@ -9,7 +9,8 @@
 #
 # Steps: the GoogleTest cases that need a GPU (DiT forward fp32/bf16 and VAE decode against the
 # golden vectors, the NCCL group's collectives at world size = GPUs present, device checks);
-# `h3 generate --device cuda` on the tiny model against the CPU run; `h3 bench dit|vae|generate
+# `h3 generate --device cuda` on the tiny model against the CPU run (euler and causal samplers);
+# `h3 bench dit|vae|generate
 # --device cuda`. Exits non-zero at the first failure, and with "no GPU" where there is none.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -112,6 +113,15 @@ if [ "$GPUS" -ge 2 ]; then
   cmp -s "$LOG_DIR/tiny-cuda.y4m" "$LOG_DIR/tiny-cuda-2.y4m" && say "2 GPU ranks: the same clip, byte for byte" ||
     say "2 GPU ranks: the clip differs from 1 rank (bf16 TP sums in another order; see the compare above)"
 fi
+
+# The chunk-causal sampler (docs/causal.md) on the GPU against the CPU run (no LoRA: the tiny model
+# has none; its adapters follow the weights' device).
+"$H3" generate --model "$TINY" --prompt "a gpu check" --seed 3 --frames 39 --sampler causal \
+  --out "$LOG_DIR/causal-cpu.y4m" --quiet || fail "h3 generate --sampler causal on the CPU"
+"$H3" generate --model "$TINY" --prompt "a gpu check" --seed 3 --frames 39 --sampler causal --device cuda \
+  --out "$LOG_DIR/causal-cuda.y4m" --quiet || fail "h3 generate --sampler causal --device cuda"
+cmp -s "$LOG_DIR/causal-cpu.y4m" "$LOG_DIR/causal-cuda.y4m" && say "causal: CPU and CUDA clips byte for byte" ||
+  say "causal: the CUDA clip (bf16 DiT) differs from the CPU's (fp32), as the euler clip above may"
 
 # 5. Absolute times on the GPU.
 "$H3" bench dit --device cuda --dtype bf16 --hidden 1024 --heads 8 --layers 8 --max-ranks "$GPUS" ||

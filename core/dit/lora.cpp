@@ -262,7 +262,11 @@ LoraSummary attach_lora(DitWeights& w, const DitConfig& c, const std::string& pa
         case io::Split::kRow: down = shard(down, 1, tp_rank, tp_size); break;
         case io::Split::kReplicated: break;
       }
-      if (!bound.emplace(t.weight, Adapter{down.contiguous(), up.contiguous(), scale}).second) {
+      // Where the layer's weight lives (a CUDA device with device = cuda), in fp32.
+      const c10::Device device =
+          w.proj_in.weight.defined() ? w.proj_in.weight.device() : c10::Device(c10::kCPU);
+      if (!bound.emplace(t.weight, Adapter{down.contiguous().to(device), up.contiguous().to(device), scale})
+               .second) {
         throw Error(ErrorKind::kFormat, name + ": '" + t.weight + "' is adapted twice (module '" + module +
                                             "' and another name for the same layer)");
       }
