@@ -1,0 +1,162 @@
+"""The procedural clips the tiny default model learns from: a shape of one colour moving on a plain
+background, 24 fps, with a soundtrack tied to what is seen, and a caption from a small grammar.
+
+    a <colour> <shape> <motion> on a <background> background
+    e.g. "a red circle moving right on a black background"
+
+Sound: a steady tone whose pitch names the shape (circle 440 Hz, square 220 Hz, triangle 660 Hz),
+panned between the stereo channels by the shape's horizontal position, at about -14 dBFS; a bouncing
+shape adds a short decaying click at each bounce. Everything is drawn from a numpy Generator, so a
+seed gives the same clip on every machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+FPS = 24
+SAMPLE_RATE = 32000
+WIDTH, HEIGHT = 256, 160
+
+# name -> sRGB in 0..255; six hues far apart, so that a dominant colour is unambiguous
+COLOURS = {
+    "red": (225, 35, 35),
+    "green": (40, 190, 60),
+    "blue": (45, 85, 235),
+    "yellow": (240, 220, 40),
+    "purple": (150, 55, 205),
+    "orange": (250, 140, 25),
+}
+BACKGROUNDS = {"black": (8, 8, 8), "white": (245, 245, 245), "gray": (120, 120, 120)}
+SHAPES = ("circle", "square", "triangle")
+MOTIONS = ("moving left", "moving right", "moving up", "moving down", "growing", "bouncing")
+TONE_HZ = {"circle": 440.0, "square": 220.0, "triangle": 660.0}
+TONE_AMPLITUDE = 0.2
+CLICK_AMPLITUDE = 0.5
+
+# (colour, shape, motion) triples never shown in training, on any background: the tests ask for them
+HELD_OUT = (("yellow", "triangle", "moving up"), ("blue", "square", "moving left"))
+
+
+@dataclass(frozen=True)
+class Spec:
+    colour: str
+    shape: str
+    motion: str
+    background: str
+
+    @property
+    def caption(self) -> str:
+        return f"a {self.colour} {self.shape} {self.motion} on a {self.background} background"
+
+
+def all_specs() -> list[Spec]:
+    return [Spec(c, s, m, b) for c, s, m, b in itertools.product(COLOURS, SHAPES, MOTIONS, BACKGROUNDS)]
+
+
+def training_specs() -> list[Spec]:
+    return [s for s in all_specs() if (s.colour, s.shape, s.motion) not in HELD_OUT]
+
+
+def parse_caption(caption: str) -> Spec:
+    """The inverse of Spec.caption (the tests state what a prompt asks for this way)."""
+    m = re.fullmatch(r"a (\w+) (\w+) (moving \w+|\w+) on a (\w+) background", caption)
+    if not m or m[1] not in COLOURS or m[2] not in SHAPES or m[3] not in MOTIONS or m[4] not in BACKGROUNDS:
+        raise ValueError(f"not a caption of the grammar: {caption!r}")
+    return Spec(m[1], m[2], m[3], m[4])
+
+
+@dataclass
+class Track:
+    """Where the shape is in each frame: centre (pixels) and half-size (pixels)."""
+    x: np.ndarray
+    y: np.ndarray
+    r: np.ndarray
+    bounces: list[int]  # frames at which a bouncing shape touches the floor
+
+
+def make_track(spec: Spec, frames: int, rng: np.random.Generator) -> Track:
+    u = np.linspace(0.0, 1.0, frames)
+    r0 = rng.uniform(18, 26)
+    r = np.full(frames, r0)
+    x = np.full(frames, rng.uniform(0.3, 0.7) * WIDTH)
+    y = np.full(frames, rng.uniform(0.35, 0.65) * HEIGHT)
+    bounces: list[int] = []
+    span_x = rng.uniform(0.45, 0.6) * WIDTH
+    span_y = rng.uniform(0.4, 0.5) * HEIGHT
+    if spec.motion == "moving right":
+        x = WIDTH / 2 - span_x / 2 + span_x * u
+    elif spec.motion == "moving left":
+        x = WIDTH / 2 + span_x / 2 - span_x * u
+    elif spec.motion == "moving down":
+        y = HEIGHT / 2 - span_y / 2 + span_y * u
+    elif spec.motion == "moving up":
+        y = HEIGHT / 2 + span_y / 2 - span_y * u
+    elif spec.motion == "growing":
+        r = r0 * 0.6 + (r0 * 1.6 - r0 * 0.6) * u
+    elif spec.motion == "bouncing":
+        period = rng.uniform(0.9, 1.1)  # seconds between bounces
+        phase = rng.uniform(0.0, 1.0)
+        t = np.arange(frames) / FPS / period + phase
+        floor, top = HEIGHT * 0.78, HEIGHT * 0.3
+        frac = t - np.floor(t)
+        y = floor - (floor - top) * 4.0 * frac * (1.0 - frac)
+        bounces = [i for i in range(1, frames) if math.floor(t[i]) != math.floor(t[i - 1])]
+    return Track(x=x, y=y, r=r, bounces=bounces)
+
+
+def shape_mask(shape: str, x: float, y: float, r: float, window=(0, 0, WIDTH, HEIGHT)) -> np.ndarray:
+    """Coverage in 0..1 with a one-pixel soft edge over window = (left, top, width, height)."""
+    left, top, w, h = window
+    yy, xx = np.mgrid[top:top + h, left:left + w].astype(np.float32) + 0.5
+    dx, dy = xx - x, yy - y
+    if shape == "circle":
+        d = np.sqrt(dx * dx + dy * dy) - r
+    elif shape == "square":
+        d = np.maximum(np.abs(dx), np.abs(dy)) - r * 0.85
+    else:  # an upright triangle inscribed in the circle of radius r*1.15
+        rr = r * 1.15
+        # the three edges' signed distances (inward normals), max = outside distance
+        d1 = dy - rr * 0.5                                   # bottom edge
+        d2 = (-math.sqrt(3) * dx - dy) / 2 - rr * 0.5        # left edge
+        d3 = (math.sqrt(3) * dx - dy) / 2 - rr * 0.5         # right edge
+        d = np.maximum(d1, np.maximum(d2, d3))
+    return np.clip(0.5 - d, 0.0, 1.0)
+
+
+def render_video(spec: Spec, track: Track, window=(0, 0, WIDTH, HEIGHT)) -> np.ndarray:
+    """[frames, height, width, 3] float32 sRGB in 0..1 of the window (left, top, width, height)."""
+    fg = np.asarray(COLOURS[spec.colour], np.float32) / 255.0
+    bg = np.asarray(BACKGROUNDS[spec.background], np.float32) / 255.0
+    out = np.empty((len(track.x), window[3], window[2], 3), np.float32)
+    for i in range(len(track.x)):
+        m = shape_mask(spec.shape, track.x[i], track.y[i], track.r[i], window)[..., None]
+        out[i] = bg * (1.0 - m) + fg * m
+    return out
+
+
+def render_audio(spec: Spec, track: Track, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """[2, samples] float32 in -1..1: the shape's tone panned by x, clicks at bounces."""
+    t = np.arange(samples) / SAMPLE_RATE
+    phase = rng.uniform(0, 2 * math.pi)
+    tone = TONE_AMPLITUDE * np.sin(2 * math.pi * TONE_HZ[spec.shape] * t + phase)
+    for frame in track.bounces:
+        start = int(frame / FPS * SAMPLE_RATE)
+        n = min(samples - start, SAMPLE_RATE // 20)
+        if n > 0:
+            k = np.arange(n) / SAMPLE_RATE
+            tone[start:start + n] += CLICK_AMPLITUDE * np.exp(-k * 200.0) * np.sin(2 * math.pi * 1800.0 * k)
+    frame_of_sample = np.minimum((t * FPS).astype(np.int64), len(track.x) - 1)
+    pan = np.clip(track.x[frame_of_sample] / WIDTH, 0.0, 1.0)
+    left, right = np.cos(pan * math.pi / 2), np.sin(pan * math.pi / 2)
+    return np.clip(np.stack([tone * left * math.sqrt(2), tone * right * math.sqrt(2)]), -1, 1).astype(np.float32)
+
+
+def make_clip(spec: Spec, frames: int, audio_samples: int, rng: np.random.Generator):
+    track = make_track(spec, frames, rng)
+    return render_video(spec, track), render_audio(spec, track, audio_samples, rng), track

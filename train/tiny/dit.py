@@ -1,0 +1,108 @@
+"""The tiny DiT: diffusers' MiniMaxH3Transformer3DModel trained with H3's flow matching on the clips' latents.
+
+One packed sequence per clip, as the engine builds it for a T2VA request: [text | audio | video] rows
+(the modular pipeline's layout), the text rows the frozen text encoder's hidden_states[K] of the caption.
+Each step draws one sigma on [0, 1] and pushes it through both released shifts (video 12, audio 3), so
+that the rows see the joint noise levels the sampler visits; the rows are x_t = (1 - s) x0 + s n, the
+target is the data-ward velocity x0 - n, and the timestep is t = 1 - s (text rows at the video's).
+The exported weights are an exponential moving average of the trained ones.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from video_vae import cosine_lr
+
+CONFIG = dict(
+    num_attention_heads=2,
+    attention_head_dim=128,
+    hidden_size=128,
+    num_layers=4,
+    num_refiner_layers=2,
+    ffn_dim=384,
+    text_dim=32,
+    time_embed_hidden_dim=128,
+    time_embed_dim=64,
+)
+VIDEO_SHIFT, AUDIO_SHIFT = 12.0, 3.0
+PATCH = (1, 2, 2)
+EMA_DECAY = 0.998
+
+
+def build() -> torch.nn.Module:
+    from diffusers import MiniMaxH3Transformer3DModel
+    return MiniMaxH3Transformer3DModel(**CONFIG)
+
+
+def shifted(sigma: float, shift: float) -> float:
+    return shift * sigma / (1.0 + (shift - 1.0) * sigma)
+
+
+def audio_rows(latent: torch.Tensor) -> torch.Tensor:
+    """[2, C, A] -> the DiT's [2A, C] rows, the left channel's A rows first."""
+    return latent.permute(0, 2, 1).reshape(-1, latent.shape[1])
+
+
+class Layouts:
+    """The packed sequence's positions, tags and row indices, per text length (the media shape is fixed)."""
+
+    def __init__(self, latent_frames: int, latent_h: int, latent_w: int, audio_latents: int):
+        self.shape = (latent_frames, latent_h, latent_w, audio_latents)
+        self.cache = {}
+
+    def __call__(self, text_rows: int):
+        if text_rows not in self.cache:
+            from diffusers.modular_pipelines.minimax_h3.before_denoise import MiniMaxH3PrepareLayoutStep
+            t, h, w, a = self.shape
+            pos, tags, vi, ai, ti, _, _ = MiniMaxH3PrepareLayoutStep.build_packed_sequence(
+                torch.ones(text_rows, dtype=torch.long), t, h, w, a, PATCH, 2, 2, 0)
+            self.cache[text_rows] = (pos.to(torch.float32), tags, vi, ai, ti)
+        return self.cache[text_rows]
+
+
+def forward(model, layouts, text, video_rows, audio_rows_, t_video: float, t_audio: float):
+    pos, tags, vi, ai, ti = layouts(text.shape[0])
+    unique = sorted({t_video, t_audio})
+    index = torch.full((pos.shape[0],), unique.index(t_video), dtype=torch.long)
+    index[ai] = unique.index(t_audio)
+    return model(hidden_states=video_rows[None], audio_hidden_states=audio_rows_[None], encoder_hidden_states=text[None],
+                 timestep=torch.tensor(unique, dtype=torch.float32), timestep_indices=index, token_tags=tags,
+                 position_ids=pos, video_indices=vi, audio_indices=ai, text_indices=ti, return_dict=False)
+
+
+def train(model, clips, embeds, layouts, steps: int, seed: int, log):
+    """clips: dicts with `video_rows` [rows, 96] and `audio_rows` [2A, 32] (normalised latents) and `caption`;
+    embeds: caption -> [L, text_dim]. Returns (EMA model, losses)."""
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    ema = copy.deepcopy(model).requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    losses = []
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = cosine_lr(step, steps, 1e-3, 200)
+        clip = clips[int(rng.integers(len(clips)))]
+        sigma = float(rng.random())
+        s_v, s_a = shifted(sigma, VIDEO_SHIFT), shifted(sigma, AUDIO_SHIFT)
+        x_v, x_a = clip["video_rows"], clip["audio_rows"]
+        n_v, n_a = torch.randn_like(x_v), torch.randn_like(x_a)
+        pred_v, pred_a = forward(model, layouts, embeds[clip["caption"]], (1 - s_v) * x_v + s_v * n_v,
+                                 (1 - s_a) * x_a + s_a * n_a, 1.0 - s_v, 1.0 - s_a)
+        loss_v = (pred_v[0] - (x_v - n_v)).pow(2).mean()
+        loss_a = (pred_a[0] - (x_a - n_a)).pow(2).mean()
+        loss = loss_v + loss_a
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        with torch.no_grad():
+            decay = min(EMA_DECAY, (1 + step) / (10 + step))
+            for e, p in zip(ema.parameters(), model.parameters()):
+                e.mul_(decay).add_(p.detach(), alpha=1 - decay)
+        losses.append(float(loss))
+        log("dit", step, steps, video=float(loss_v), audio=float(loss_a))
+    return ema, losses

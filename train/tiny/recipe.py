@@ -1,0 +1,296 @@
+"""Trains a tiny H3-architecture model (meant to become gst-h3's embedded default) from one seed, on the
+CPU, and writes it in the release's diffusers layout with a manifest (train/tiny/README.md). Run
+through train/tiny/run.sh.
+
+    python recipe.py --h3 BUILD/core/h3 --out DIR [--work DIR] [--seed S] [--force]
+    python recipe.py --check DIR          (the files against DIR/manifest.json)
+
+Stages, each cached in --work under a key of its inputs (a rerun skips what is already made):
+  text           `h3 make-tiny` (the frozen tiny Qwen3-VL text encoder, tokenizer, schedulers) and
+                 `h3 encode-prompt` of every caption: exactly the rows the engine will feed the DiT
+  vae            the video decoder on whole-canvas clips, from the pooling encoder's latents
+  dataset        CLIPS whole clips (56 frames, 256 x 160) encoded
+  audio          the audio VAE on half-second soundtracks
+  audio_dataset  the same clips' soundtracks (2.325 s of stereo) encoded
+  dit            flow matching on the dataset (normalised latents)
+then export (a staging folder renamed into place) and the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import audio_vae
+import data
+import dit
+import manifest
+import video_vae
+
+DEFAULT_SEED = 20261201
+THREADS = 2
+STEPS = {"vae": 1500, "audio": 1500, "dit": 6000}
+CLIPS = 400
+FRAMES = 56                # what the engine generates for the default 48 frames (17 * 3 + 5, trimmed)
+LATENT = (17, 10, 16)      # video latent frames, height, width for 56 frames at 256 x 160
+AUDIO_LATENTS = 93         # round(56 * 5 / 3)
+TEXT_ENCODER_SEED = 20260801  # h3 make-tiny's default: the same frozen text encoder as the random model
+DEFAULTS = {"default_width": 256, "default_height": 160, "default_frames": 48, "default_steps": 8}
+ABOUT = ("A tiny MiniMax-H3-architecture model trained by gst-h3's train/tiny on procedural "
+         "clips (a shape of one of six colours moving on a plain background, a tone whose pitch names the shape). "
+         "Prompts of the form 'a red circle moving right on a black background'; see manifest.json.")
+
+
+class Log:
+    def __init__(self):
+        self.start = {}
+
+    def __call__(self, stage, step, steps, **values):
+        if step == 0:
+            self.start[stage] = time.time()
+        if step % 50 == 0 or step == steps - 1:
+            elapsed = time.time() - self.start[stage]
+            eta = elapsed / (step + 1) * (steps - step - 1)
+            figures = " ".join(f"{k} {v:.4f}" for k, v in values.items())
+            print(f"{stage:12s} {step + 1:5d}/{steps} {figures}  ({elapsed:.0f} s, {eta:.0f} s left)", flush=True)
+
+
+def cached(work: Path, name: str, key: dict, make):
+    """work/name.pt holds (key, value); made again when the key differs."""
+    path = work / f"{name}.pt"
+    if path.exists():
+        saved = torch.load(path, weights_only=False)
+        if saved["key"] == key:
+            print(f"{name:12s} reused from {path}", flush=True)
+            return saved["value"]
+    t0 = time.time()
+    value = make()
+    torch.save({"key": key, "value": value}, path)
+    print(f"{name:12s} done in {time.time() - t0:.0f} s", flush=True)
+    return value
+
+
+def stage_text(h3: str, work: Path) -> dict:
+    base = work / "base"
+    if not (base / "model_index.json").exists():
+        subprocess.run([h3, "make-tiny", "--quiet", "--out", str(base), "--seed", str(TEXT_ENCODER_SEED)], check=True)
+    from safetensors.torch import load_file
+    embeds = {}
+    for spec in data.all_specs():
+        out = work / "embeds.safetensors"
+        subprocess.run([h3, "encode-prompt", "--model", str(base), "--prompt", spec.caption, "--out", str(out)],
+                       check=True, stdout=subprocess.DEVNULL)
+        embeds[spec.caption] = load_file(out)["embeds"].to(torch.float32)
+    return embeds
+
+
+def clip_rng(seed: int, i: int) -> np.random.Generator:
+    return np.random.default_rng([seed, 7, i])
+
+
+def dataset_specs(seed: int) -> list:
+    specs = data.training_specs()
+    order = np.random.default_rng([seed, 5]).permutation(CLIPS) % len(specs)
+    return [specs[int(k)] for k in order]
+
+
+def render_dataset_clip(seed: int, i: int):
+    spec = dataset_specs(seed)[i]
+    rng = clip_rng(seed, i)
+    return spec, data.make_clip(spec, FRAMES, AUDIO_LATENTS * audio_vae.HOP, rng)
+
+
+def stage_dataset(seed: int, vae) -> list:
+    """Every clip's video latents (the posterior mean) and caption."""
+    clips = []
+    t0 = time.time()
+    for i in range(CLIPS):
+        spec, (frames, _, _) = render_dataset_clip(seed, i)
+        clips.append({"caption": spec.caption, "video_mean": video_vae.encode_clip(vae, frames)})
+        if i % 50 == 0:
+            print(f"dataset      {i + 1:5d}/{CLIPS} ({time.time() - t0:.0f} s)", flush=True)
+    return clips
+
+
+def stage_audio_dataset(seed: int, avae) -> list:
+    """Every clip's audio latents [2, 32, A] (the posterior mean, as H3 encodes)."""
+    return [audio_vae.encode(avae, render_dataset_clip(seed, i)[1][1]) for i in range(CLIPS)]
+
+
+def latent_stats(tensors: list, dims) -> tuple[list, list]:
+    x = torch.stack(tensors)
+    return x.mean(dim=dims).tolist(), x.std(dim=dims).clamp_min(1e-3).tolist()
+
+
+def write_json(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def summary(losses: list) -> dict:
+    tail = losses[-100:]
+    return {"steps": len(losses), "first": round(losses[0], 6), "last_100_mean": round(float(np.mean(tail)), 6)}
+
+
+def drop_encoder(path: Path) -> None:
+    """The video VAE's file without the CNN encoder's tensors: this model encodes by pooling
+    (video_vae.pool_clip), so they were never trained; the engine reads only the decoder."""
+    from safetensors.torch import load_file, save_file
+    tensors = {k: v for k, v in load_file(path).items() if not k.startswith(("encoder.", "quant_conv."))}
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+def export(out: Path, work: Path, seed: int, vae, avae, transformer, stats: dict, losses: dict, force: bool) -> None:
+    staging = out.with_name(out.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    base = work / "base"
+    for part in ("text_encoder", "tokenizer", "scheduler", "audio_scheduler"):
+        shutil.copytree(base / part, staging / part)
+    index = json.loads((base / "model_index.json").read_text())
+    index.pop("_gst_h3_tiny", None)
+    index["_gst_h3_default"] = ABOUT
+    index["gst_h3"] = dict(DEFAULTS, seed=seed, trained_by="train/tiny/recipe.py")
+    write_json(staging / "model_index.json", index)
+    vae.register_to_config(latents_mean=stats["video_mean"], latents_std=stats["video_std"])
+    vae.save_pretrained(staging / "vae")
+    drop_encoder(staging / "vae" / "diffusion_pytorch_model.safetensors")
+    avae.register_to_config(latents_mean=stats["audio_mean"], latents_std=stats["audio_std"])
+    avae.save_pretrained(staging / "audio_vae")
+    transformer.save_pretrained(staging / "transformer")
+    files = {str(p.relative_to(staging)): manifest.sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}
+    import diffusers
+    import safetensors
+    import transformers
+    record = {
+        "recipe": "train/tiny/recipe.py",
+        "seed": seed,
+        "threads": THREADS,
+        "clips": CLIPS,
+        "steps": STEPS,
+        "held_out": [list(h) for h in data.HELD_OUT],
+        "captions": len(data.all_specs()),
+        "text_encoder_seed": TEXT_ENCODER_SEED,
+        "versions": {"python": platform.python_version(), "torch": torch.__version__, "diffusers": diffusers.__version__,
+                     "transformers": transformers.__version__, "numpy": np.__version__,
+                     "safetensors": safetensors.__version__},
+        "machine": {"cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
+        "losses": {name: summary(v) for name, v in losses.items()},
+        "files": files,
+    }
+    write_json(staging / "manifest.json", record)
+    if out.exists():
+        shutil.rmtree(out) if force else sys.exit(f"{out}: exists (use --force to replace it)")
+    staging.rename(out)
+
+
+def check(folder: Path) -> int:
+    bad = manifest.problems(folder)
+    for line in bad:
+        print(line, file=sys.stderr)
+    print(f"{folder}: {'the files match the manifest' if not bad else f'{len(bad)} problems'}")
+    return 1 if bad else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--h3", help="the built h3 binary (BUILD/core/h3)")
+    ap.add_argument("--out", type=Path, help="the model folder to write")
+    ap.add_argument("--work", type=Path, help="stage cache (default: OUT.work)")
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    ap.add_argument("--force", action="store_true", help="replace an existing --out")
+    ap.add_argument("--check", type=Path, help="only check a folder's files against its manifest")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a few steps of every stage on 6 clips (checks the recipe and its determinism; an untrained model)")
+    args = ap.parse_args()
+    global CLIPS
+    if args.smoke:
+        STEPS.update(vae=3, audio=3, dit=5)
+        CLIPS = 6
+    if args.check:
+        return check(args.check)
+    if not args.h3 or not args.out:
+        ap.error("--h3 and --out are needed (or --check DIR)")
+    if args.out.exists() and not args.force:
+        print(f"{args.out}: exists; the recipe does not overwrite a model folder unless --force is given",
+              file=sys.stderr)
+        return 1
+    torch.set_num_threads(THREADS)
+    torch.set_num_interop_threads(1)
+    work = args.work or args.out.with_name(args.out.name + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    seed = args.seed
+    log = Log()
+    embeds = cached(work, "text", {"seed": TEXT_ENCODER_SEED, "captions": len(data.all_specs())},
+                    lambda: stage_text(args.h3, work))
+
+    torch.manual_seed(seed)  # the decoder's initial weights (torch's own initial seed is not fixed)
+    vae = video_vae.build()
+    video_vae.use_pooling_encoder(vae)
+
+    def make_vae():
+        losses = video_vae.train_decoder(vae, STEPS["vae"], seed + 1, log)
+        return {"state": vae.state_dict(), "losses": losses}
+
+    decoder = cached(work, "vae", {"seed": seed, "steps": STEPS["vae"], "config": video_vae.CONFIG,
+                                   "encoder": "pool_clip", "weight": video_vae.FOREGROUND_WEIGHT}, make_vae)
+    vae.load_state_dict(decoder["state"])
+    vae.eval()
+    clips = cached(work, "dataset", {"seed": seed, "clips": CLIPS, "encoder": "pool_clip"},
+                   lambda: stage_dataset(seed, vae))
+
+    def make_audio():
+        torch.manual_seed(seed + 2)
+        avae = audio_vae.build()
+        losses = audio_vae.train(avae, STEPS["audio"], seed + 3, log)
+        return {"state": avae.state_dict(), "losses": losses}
+
+    audio = cached(work, "audio", {"seed": seed, "steps": STEPS["audio"], "config": audio_vae.CONFIG,
+                                   "loss": audio_vae.LOSS}, make_audio)
+    avae = audio_vae.build()
+    avae.load_state_dict(audio["state"])
+    avae.eval()
+    key = {"seed": seed, "clips": CLIPS, "audio": STEPS["audio"], "audio_config": audio_vae.CONFIG,
+           "audio_loss": audio_vae.LOSS}
+    sounds = cached(work, "audio_dataset", key, lambda: stage_audio_dataset(seed, avae))
+    for clip, sound in zip(clips, sounds):
+        clip["audio_mean"] = sound
+
+    v_mean, v_std = latent_stats([c["video_mean"] for c in clips], (0, 2, 3, 4))
+    a_mean, a_std = latent_stats([c["audio_mean"] for c in clips], (0, 1, 3))
+    stats = {"video_mean": v_mean, "video_std": v_std, "audio_mean": a_mean, "audio_std": a_std}
+    vm, vs = torch.tensor(v_mean).view(-1, 1, 1, 1), torch.tensor(v_std).view(-1, 1, 1, 1)
+    am, as_ = torch.tensor(a_mean).view(1, -1, 1), torch.tensor(a_std).view(1, -1, 1)
+    from diffusers.modular_pipelines.minimax_h3.before_denoise import patchify_video_latents
+    rows = [{"caption": c["caption"],
+             "video_rows": patchify_video_latents(((c["video_mean"] - vm) / vs)[None], dit.PATCH).contiguous(),
+             "audio_rows": dit.audio_rows((c["audio_mean"] - am) / as_).contiguous()} for c in clips]
+    layouts = dit.Layouts(*LATENT, AUDIO_LATENTS)
+
+    def make_dit():
+        torch.manual_seed(seed + 5)
+        model = dit.build()
+        ema, losses = dit.train(model, rows, embeds, layouts, STEPS["dit"], seed + 6, log)
+        return {"state": ema.state_dict(), "losses": losses}
+
+    trained = cached(work, "dit", dict(key, vae=STEPS["vae"], encoder="pool_clip", dit=STEPS["dit"], config=dit.CONFIG),
+                     make_dit)
+    transformer = dit.build()
+    transformer.load_state_dict(trained["state"])
+    losses = {"vae": decoder["losses"], "audio": audio["losses"], "dit": trained["losses"]}
+    export(args.out, work, seed, vae, avae, transformer, stats, losses, args.force)
+    return check(args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
