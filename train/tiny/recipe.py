@@ -90,7 +90,8 @@ def stage_text(h3: str, work: Path) -> dict:
         out = work / "embeds.safetensors"
         subprocess.run([h3, "encode-prompt", "--model", str(base), "--prompt", spec.caption, "--out", str(out)],
                        check=True, stdout=subprocess.DEVNULL)
-        embeds[spec.caption] = load_file(out)["embeds"].to(torch.float32)
+        # a copy: load_file maps the file, which the next caption's run overwrites
+        embeds[spec.caption] = load_file(out)["embeds"].to(torch.float32).clone()
     return embeds
 
 
@@ -231,7 +232,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     seed = args.seed
     log = Log()
-    embeds = cached(work, "text", {"seed": TEXT_ENCODER_SEED, "captions": len(data.all_specs())},
+    embeds = cached(work, "text", {"seed": TEXT_ENCODER_SEED, "captions": len(data.all_specs()), "copied": True},
                     lambda: stage_text(args.h3, work))
 
     torch.manual_seed(seed)  # the decoder's initial weights (torch's own initial seed is not fixed)
