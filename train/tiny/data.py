@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,14 +60,6 @@ def all_specs() -> list[Spec]:
 
 def training_specs() -> list[Spec]:
     return [s for s in all_specs() if (s.colour, s.shape, s.motion) not in HELD_OUT]
-
-
-def parse_caption(caption: str) -> Spec:
-    """The inverse of Spec.caption (the tests state what a prompt asks for this way)."""
-    m = re.fullmatch(r"a (\w+) (\w+) (moving \w+|\w+) on a (\w+) background", caption)
-    if not m or m[1] not in COLOURS or m[2] not in SHAPES or m[3] not in MOTIONS or m[4] not in BACKGROUNDS:
-        raise ValueError(f"not a caption of the grammar: {caption!r}")
-    return Spec(m[1], m[2], m[3], m[4])
 
 
 @dataclass

@@ -123,9 +123,16 @@ def stage_dataset(seed: int, vae) -> list:
     return clips
 
 
+def render_dataset_sound(seed: int, i: int):
+    """Clip i's soundtrack alone (the same draws as render_dataset_clip: the frames take none)."""
+    spec = dataset_specs(seed)[i]
+    rng = clip_rng(seed, i)
+    return data.render_audio(spec, data.make_track(spec, FRAMES, rng), AUDIO_LATENTS * audio_vae.HOP, rng)
+
+
 def stage_audio_dataset(seed: int, avae) -> list:
     """Every clip's audio latents [2, 32, A] (the posterior mean, as H3 encodes)."""
-    return [audio_vae.encode(avae, render_dataset_clip(seed, i)[1][1]) for i in range(CLIPS)]
+    return [audio_vae.encode(avae, render_dataset_sound(seed, i)) for i in range(CLIPS)]
 
 
 def latent_stats(tensors: list, dims) -> tuple[list, list]:
