@@ -92,7 +92,7 @@ def use_pooling_encoder(vae) -> None:
 
 def random_clip(rng: np.random.Generator, specs: list, frames: int):
     spec = specs[rng.integers(len(specs))]
-    x = to_model_space(data.render_video(spec, data.make_track(spec, frames, rng)))
+    x = to_model_space(data.render_video(spec, data.make_track(spec, frames, rng, data.WIDE)))
     return x, foreground_weight(x, spec.background)
 
 
