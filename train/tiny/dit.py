@@ -36,6 +36,14 @@ CONFIG = dict(
 VIDEO_SHIFT, AUDIO_SHIFT = 3.0, 3.0
 PATCH = (1, 2, 2)
 EMA_DECAY = 0.998
+# Two guards against the shortcut the first DiTs took (train/tiny/README.md, "Status"): near sigma = 1
+# the mean of the 65,280 noisy video values still gives the clip's background away, so the DiT learnt
+# to read the clip off the noise and never off the text, and from pure noise it drew one average
+# clip for every prompt. A share of the steps is drawn at sigma = 1 exactly (nothing but the text to
+# go by), and the noise carries a per-channel constant (offset noise), so that the rows' mean says
+# little about the clip until the sampler is well under way.
+PURE_NOISE_SHARE = 0.1
+OFFSET_NOISE = 0.1
 
 
 def build() -> torch.nn.Module:
@@ -91,10 +99,13 @@ def train(model, clips, embeds, layouts, steps: int, seed: int, log):
         for group in opt.param_groups:
             group["lr"] = cosine_lr(step, steps, 1e-3, 200)
         clip = clips[int(rng.integers(len(clips)))]
-        sigma = float(rng.random())
+        sigma = 1.0 if rng.random() < PURE_NOISE_SHARE else float(rng.random())
         s_v, s_a = shifted(sigma, VIDEO_SHIFT), shifted(sigma, AUDIO_SHIFT)
         x_v, x_a = clip["video_rows"], clip["audio_rows"]
         n_v, n_a = torch.randn_like(x_v), torch.randn_like(x_a)
+        # a video row is one patch: 24 channels x 4 positions, channel-major; an audio row, 32 channels
+        n_v = n_v + OFFSET_NOISE * torch.randn(x_v.shape[1] // 4).repeat_interleave(4)
+        n_a = n_a + OFFSET_NOISE * torch.randn(x_a.shape[1])
         pred_v, pred_a = forward(model, layouts, embeds[clip["caption"]], (1 - s_v) * x_v + s_v * n_v,
                                  (1 - s_a) * x_a + s_a * n_a, 1.0 - s_v, 1.0 - s_a)
         loss_v = (pred_v[0] - (x_v - n_v)).pow(2).mean()

@@ -300,7 +300,8 @@ def main() -> int:
         return {"state": ema.state_dict(), "losses": losses}
 
     trained = cached(work, "dit", dict(key, vae=STEPS["vae"], encoder="pool_clip", dit=STEPS["dit"], config=dit.CONFIG,
-                                     audio_std_floor=AUDIO_STD_FLOOR, shifts=(dit.VIDEO_SHIFT, dit.AUDIO_SHIFT)),
+                                     audio_std_floor=AUDIO_STD_FLOOR, shifts=(dit.VIDEO_SHIFT, dit.AUDIO_SHIFT),
+                                     pure_noise=dit.PURE_NOISE_SHARE, offset_noise=dit.OFFSET_NOISE),
                      make_dit)
     transformer = dit.build()
     transformer.load_state_dict(trained["state"])
