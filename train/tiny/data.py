@@ -171,8 +171,3 @@ def render_audio(spec: Spec, track: Track, samples: int) -> np.ndarray:
     pan = np.clip(track.x[frame_of_sample] / WIDTH, 0.0, 1.0)
     left, right = np.cos(pan * math.pi / 2), np.sin(pan * math.pi / 2)
     return np.clip(np.stack([tone * left * math.sqrt(2), tone * right * math.sqrt(2)]), -1, 1).astype(np.float32)
-
-
-def make_clip(spec: Spec, frames: int, audio_samples: int, rng: np.random.Generator):
-    track = make_track(spec, frames, rng)
-    return render_video(spec, track), render_audio(spec, track, audio_samples), track

@@ -105,10 +105,10 @@ def dataset_specs(seed: int) -> list:
     return [specs[int(k)] for k in order]
 
 
-def render_dataset_clip(seed: int, i: int):
+def dataset_track(seed: int, i: int):
+    """Clip i's caption and track: its frames and its soundtrack are both rendered from it."""
     spec = dataset_specs(seed)[i]
-    rng = clip_rng(seed, i)
-    return spec, data.make_clip(spec, FRAMES, AUDIO_LATENTS * audio_vae.HOP, rng)
+    return spec, data.make_track(spec, FRAMES, clip_rng(seed, i))
 
 
 def stage_dataset(seed: int, vae) -> list:
@@ -116,18 +116,15 @@ def stage_dataset(seed: int, vae) -> list:
     clips = []
     t0 = time.time()
     for i in range(CLIPS):
-        spec, (frames, _, _) = render_dataset_clip(seed, i)
-        clips.append({"caption": spec.caption, "video_mean": video_vae.encode_clip(vae, frames)})
+        spec, track = dataset_track(seed, i)
+        clips.append({"caption": spec.caption, "video_mean": video_vae.encode_clip(vae, data.render_video(spec, track))})
         if i % 50 == 0:
             print(f"dataset      {i + 1:5d}/{CLIPS} ({time.time() - t0:.0f} s)", flush=True)
     return clips
 
 
 def render_dataset_sound(seed: int, i: int):
-    """Clip i's soundtrack alone (the same draws as render_dataset_clip: the frames take none)."""
-    spec = dataset_specs(seed)[i]
-    rng = clip_rng(seed, i)
-    return data.render_audio(spec, data.make_track(spec, FRAMES, rng), AUDIO_LATENTS * audio_vae.HOP)
+    return data.render_audio(*dataset_track(seed, i), AUDIO_LATENTS * audio_vae.HOP)
 
 
 def stage_audio_dataset(seed: int) -> list:
