@@ -1,11 +1,13 @@
 """The tiny DiT: diffusers' MiniMaxH3Transformer3DModel trained with H3's flow matching on the clips' latents.
 
-One packed sequence per clip, as the engine builds it for a T2VA request: [text | audio | video] rows
-(the modular pipeline's layout), the text rows the frozen text encoder's hidden_states[K] of the caption.
-Each step draws one sigma on [0, 1] and pushes it through both shifts (video 3, audio 3: see VIDEO_SHIFT), so
-that the rows see the joint noise levels the sampler visits; the rows are x_t = (1 - s) x0 + s n, the
-target is the data-ward velocity x0 - n, and the timestep is t = 1 - s (text rows at the video's).
-The exported weights are an exponential moving average of the trained ones.
+The packed sequence is the engine's for a T2VA request: [text | audio | video] rows (the modular
+pipeline's layout), the text rows the frozen text encoder's hidden_states[K] of the caption. A training
+step takes windows of it (WINDOW latent frames of video, the audio of the same time, all the text rows)
+at their whole-clip positions, for a batch of clips. Each step draws one sigma on [0, 1] and pushes it
+through both shifts (video 3, audio 3: see VIDEO_SHIFT), so that the rows see the joint noise levels the
+sampler visits; the rows are x_t = (1 - s) x0 + s n, the target is the data-ward velocity x0 - n, and
+the timestep is t = 1 - s (text rows at the video's). The exported weights are an exponential moving
+average of the trained ones.
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ EMA_DECAY = 0.998
 # little about the clip until the sampler is well under way.
 PURE_NOISE_SHARE = 0.1
 OFFSET_NOISE = 0.1
+# A step trains on windows, not whole clips: BATCH clips' rows of WINDOW latent frames (and the audio
+# of the same time) at the positions they hold in the whole clip, with the caption's text rows. A
+# window costs a tenth of a whole clip's 680 + 186 rows (attention: far less), so the same time sees
+# about twelve times as many clips; whole-clip steps of one clip each (the first recipe) did not learn
+# the shape's colour from the text in 6,000 steps (train/tiny/README.md, "Status"). The engine samples
+# whole clips: every row's position is the one it had in training, its attention spans more rows.
+WINDOW, BATCH = 2, 8
+# ... and then a short second stage on whole clips (the engine's sequence), from the first's average:
+# a DiT that only ever attended over a window's ~110 rows spreads its attention over the whole clip's
+# 880 at sampling time, and predicted the shape's rows 9 x worse there than in a window (shapes came out
+# faint and in pieces: train/tiny/README.md, run 6).
+WHOLE_BATCH, WHOLE_LR, WHOLE_WARMUP = 2, 3e-4, 100
 
 
 def build() -> torch.nn.Module:
@@ -61,7 +75,8 @@ def audio_rows(latent: torch.Tensor) -> torch.Tensor:
 
 
 class Layouts:
-    """The packed sequence's positions, tags and row indices, per text length (the media shape is fixed)."""
+    """The packed sequence's positions, tags and row indices, per text length (the media shape is fixed),
+    and its windows: a few latent frames' rows at their own positions."""
 
     def __init__(self, latent_frames: int, latent_h: int, latent_w: int, audio_latents: int):
         self.shape = (latent_frames, latent_h, latent_w, audio_latents)
@@ -76,40 +91,74 @@ class Layouts:
             self.cache[text_rows] = (pos.to(torch.float32), tags, vi, ai, ti)
         return self.cache[text_rows]
 
+    def window(self, text_rows: int, first: int, frames: int):
+        """The text rows, the video rows of latent frames [first, first + frames) and the audio rows of
+        the same stretch of time (both channels), at the positions they hold in the whole clip's
+        sequence. Returns the layout (as __call__) and the video and audio rows it keeps."""
+        pos, tags, vi, ai, ti = self(text_rows)
+        t, h, w, a = self.shape
+        per_frame = (h // PATCH[1]) * (w // PATCH[2])
+        a0, a1 = round(first * a / t), round((first + frames) * a / t)
+        keep_a = torch.cat([torch.arange(a0, a1), a + torch.arange(a0, a1)])
+        keep_v = torch.arange(first * per_frame, (first + frames) * per_frame)
+        rows = torch.cat([ti, ai[keep_a], vi[keep_v]])
+        n_t, n_a = len(ti), len(keep_a)
+        layout = (pos[rows], tags[rows], n_t + n_a + torch.arange(len(keep_v)), n_t + torch.arange(n_a),
+                  torch.arange(n_t))
+        return layout, keep_v, keep_a
 
-def forward(model, layouts, text, video_rows, audio_rows_, t_video: float, t_audio: float):
-    pos, tags, vi, ai, ti = layouts(text.shape[0])
+
+def forward(model, layouts, text, video_rows, audio_rows_, t_video: float, t_audio: float, layout=None):
+    """One packed forward of the whole clip ([rows, C] each), or of `layout` (a window) over a batch
+    ([batch, rows, C] each, one layout and one noise level shared by the batch)."""
+    if layout is None:
+        layout = layouts(text.shape[0])
+        text, video_rows, audio_rows_ = text[None], video_rows[None], audio_rows_[None]
+    pos, tags, vi, ai, ti = layout
     unique = sorted({t_video, t_audio})
     index = torch.full((pos.shape[0],), unique.index(t_video), dtype=torch.long)
     index[ai] = unique.index(t_audio)
-    return model(hidden_states=video_rows[None], audio_hidden_states=audio_rows_[None], encoder_hidden_states=text[None],
+    return model(hidden_states=video_rows, audio_hidden_states=audio_rows_, encoder_hidden_states=text,
                  timestep=torch.tensor(unique, dtype=torch.float32), timestep_indices=index, token_tags=tags,
                  position_ids=pos, video_indices=vi, audio_indices=ai, text_indices=ti, return_dict=False)
 
 
-def train(model, clips, embeds, layouts, steps: int, seed: int, log):
+def train(model, clips, embeds, layouts, steps: int, seed: int, log, window: int = WINDOW, batch: int = BATCH,
+          lr: float = 1e-3, warmup: int = 200, stage: str = "dit"):
     """clips: dicts with `video_rows` [rows, 96] and `audio_rows` [2A, 32] (normalised latents) and `caption`;
-    embeds: caption -> [L, text_dim]. Returns (EMA model, losses)."""
+    embeds: caption -> [L, text_dim]. Each step is a batch of `batch` windows of `window` latent frames
+    from clips whose captions have the same number of rows (the batch shares one layout), at one noise
+    level. Returns (EMA model, losses)."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     ema = copy.deepcopy(model).requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    by_length = {}
+    for i, clip in enumerate(clips):
+        by_length.setdefault(embeds[clip["caption"]].shape[0], []).append(i)
+    frames = layouts.shape[0]
     losses = []
     for step in range(steps):
         for group in opt.param_groups:
-            group["lr"] = cosine_lr(step, steps, 1e-3, 200)
-        clip = clips[int(rng.integers(len(clips)))]
+            group["lr"] = cosine_lr(step, steps, lr, warmup)
+        first = int(rng.integers(len(clips)))
+        text_rows = embeds[clips[first]["caption"]].shape[0]
+        same = by_length[text_rows]
+        chosen = [clips[first]] + [clips[same[int(j)]] for j in rng.integers(len(same), size=batch - 1)]
+        layout, keep_v, keep_a = layouts.window(text_rows, int(rng.integers(frames - window + 1)), window)
         sigma = 1.0 if rng.random() < PURE_NOISE_SHARE else float(rng.random())
         s_v, s_a = shifted(sigma, VIDEO_SHIFT), shifted(sigma, AUDIO_SHIFT)
-        x_v, x_a = clip["video_rows"], clip["audio_rows"]
+        x_v = torch.stack([c["video_rows"][keep_v] for c in chosen])
+        x_a = torch.stack([c["audio_rows"][keep_a] for c in chosen])
+        text = torch.stack([embeds[c["caption"]] for c in chosen])
         n_v, n_a = torch.randn_like(x_v), torch.randn_like(x_a)
         # a video row is one patch: 24 channels x 4 positions, channel-major; an audio row, 32 channels
-        n_v = n_v + OFFSET_NOISE * torch.randn(x_v.shape[1] // 4).repeat_interleave(4)
-        n_a = n_a + OFFSET_NOISE * torch.randn(x_a.shape[1])
-        pred_v, pred_a = forward(model, layouts, embeds[clip["caption"]], (1 - s_v) * x_v + s_v * n_v,
-                                 (1 - s_a) * x_a + s_a * n_a, 1.0 - s_v, 1.0 - s_a)
-        loss_v = (pred_v[0] - (x_v - n_v)).pow(2).mean()
-        loss_a = (pred_a[0] - (x_a - n_a)).pow(2).mean()
+        n_v = n_v + OFFSET_NOISE * torch.randn(batch, 1, x_v.shape[2] // 4).repeat_interleave(4, -1)
+        n_a = n_a + OFFSET_NOISE * torch.randn(batch, 1, x_a.shape[2])
+        pred_v, pred_a = forward(model, layouts, text, (1 - s_v) * x_v + s_v * n_v, (1 - s_a) * x_a + s_a * n_a,
+                                 1.0 - s_v, 1.0 - s_a, layout)
+        loss_v = (pred_v - (x_v - n_v)).pow(2).mean()
+        loss_a = (pred_a - (x_a - n_a)).pow(2).mean()
         loss = loss_v + loss_a
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -120,5 +169,5 @@ def train(model, clips, embeds, layouts, steps: int, seed: int, log):
             for e, p in zip(ema.parameters(), model.parameters()):
                 e.mul_(decay).add_(p.detach(), alpha=1 - decay)
         losses.append(float(loss))
-        log("dit", step, steps, video=float(loss_v), audio=float(loss_a))
+        log(stage, step, steps, video=float(loss_v), audio=float(loss_a))
     return ema, losses

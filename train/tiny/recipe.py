@@ -39,7 +39,7 @@ import video_vae
 
 DEFAULT_SEED = 20261201
 THREADS = 2
-STEPS = {"vae": 1500, "dit": 6000}
+STEPS = {"vae": 1500, "dit": 18000, "dit_whole": 2500}
 CLIPS = 400
 FRAMES = 56                # what the engine generates for the default 48 frames (17 * 3 + 5, trimmed)
 LATENT = (17, 10, 16)      # video latent frames, height, width for 56 frames at 256 x 160
@@ -235,7 +235,7 @@ def main() -> int:
     args = ap.parse_args()
     global CLIPS
     if args.smoke:
-        STEPS.update(vae=3, dit=5)
+        STEPS.update(vae=3, dit=5, dit_whole=3)
         CLIPS = 6
     if args.check:
         return check(args.check)
@@ -298,11 +298,25 @@ def main() -> int:
 
     trained = cached(work, "dit", dict(key, vae=STEPS["vae"], encoder="pool_clip", dit=STEPS["dit"], config=dit.CONFIG,
                                      audio_std_floor=AUDIO_STD_FLOOR, shifts=(dit.VIDEO_SHIFT, dit.AUDIO_SHIFT),
-                                     pure_noise=dit.PURE_NOISE_SHARE, offset_noise=dit.OFFSET_NOISE),
+                                     pure_noise=dit.PURE_NOISE_SHARE, offset_noise=dit.OFFSET_NOISE,
+                                     window=dit.WINDOW, batch=dit.BATCH),
                      make_dit)
+
+    def make_dit_whole():
+        torch.manual_seed(seed + 7)
+        model = dit.build()
+        model.load_state_dict(trained["state"])
+        ema, losses = dit.train(model, rows, embeds, layouts, STEPS["dit_whole"], seed + 8, log, window=LATENT[0],
+                                batch=dit.WHOLE_BATCH, lr=dit.WHOLE_LR, warmup=dit.WHOLE_WARMUP, stage="dit_whole")
+        return {"state": ema.state_dict(), "losses": losses}
+
+    whole = cached(work, "dit_whole", dict(key, vae=STEPS["vae"], dit=STEPS["dit"], whole=STEPS["dit_whole"],
+                                           config=dit.CONFIG, window=dit.WINDOW, batch=dit.BATCH,
+                                           whole_batch=dit.WHOLE_BATCH, lr=dit.WHOLE_LR, warmup=dit.WHOLE_WARMUP),
+                   make_dit_whole)
     transformer = dit.build()
-    transformer.load_state_dict(trained["state"])
-    losses = {"vae": decoder["losses"], "dit": trained["losses"]}
+    transformer.load_state_dict(whole["state"])
+    losses = {"vae": decoder["losses"], "dit": trained["losses"], "dit_whole": whole["losses"]}
     export(args.out, work, seed, vae, avae, transformer, stats, losses, round(audio_error, 6), args.force)
     return check(args.out)
 
