@@ -28,8 +28,8 @@ struct ResidentWeights {
   std::map<std::string, int64_t> text_encoder;  // empty for a model without one
 };
 
-// The installed tiny model (H3_DEFAULT_MODEL_DIR), or the build tree's when running
-// uninstalled; the environment variable H3_MODEL_DIR overrides both.
+// The installed default model (H3_DEFAULT_MODEL_DIR: the trained tiny model), or the source tree's
+// data/default when running uninstalled; the environment variable H3_MODEL_DIR overrides both.
 std::string default_model_dir();
 
 // Beyond the contract: observers the command line and the tests use.

@@ -42,8 +42,9 @@ std::string model_index_json(const TinySpec& s, uint64_t seed) {
       {"_class_name", "MiniMaxH3ModularPipeline"},
       {"_diffusers_version", "0.36.0.dev0"},
       {"_gst_h3_tiny",
-       "A tiny MiniMax-H3-architecture model with seeded random weights (no trained weights): the "
-       "embedded default of gst-h3, made by `h3 make-tiny`. Its output is structured noise."},
+       "A tiny MiniMax-H3-architecture model with seeded random weights (no trained weights), made by "
+       "`h3 make-tiny` for gst-h3's tests. Its output is structured noise; the embedded default is the "
+       "trained data/default."},
       {"text_encoder", component_entry("transformers", "Qwen3VLForConditionalGeneration", "text_encoder")},
       {"tokenizer", component_entry("transformers", "Qwen2TokenizerFast", "tokenizer")},
       {"text_encoder_layer", s.text_encoder_layer},
@@ -212,7 +213,7 @@ void write_random_model(const std::string& dir, const TinySpec& s, uint64_t seed
         throw Error(ErrorKind::kNotFound,
                     (from / f).string() +
                         ": missing: the tiny model's tokenizer/ is a copy of the project's "
-                        "data/tokenizer (make-tiny --tokenizer DIR names another copy)");
+                        "data/default/tokenizer (make-tiny --tokenizer DIR names another copy)");
       }
       fs::copy_file(from / f, root / "tokenizer" / f, fs::copy_options::overwrite_existing);
     }

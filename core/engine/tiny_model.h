@@ -1,6 +1,7 @@
-// The embedded default model: a tiny H3-architecture model with seeded random weights, in the
-// release layout, so that a machine without the H3 weights runs the very same engine path end to
-// end (`h3 make-tiny`; the build generates it and installs it to datadir/gst-h3/tiny).
+// The random tiny model: a tiny H3-architecture model with seeded random weights, in the release
+// layout, that runs the very same engine path end to end (`h3 make-tiny`; the build generates it into
+// build/data/tiny for the tests). The embedded default is its trained sibling, data/default
+// (train/tiny), which keeps this model's text encoder and tokenizer.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,7 @@ TinySpec tiny_spec();
 // "tokenizer", "scheduler", "audio_scheduler".
 const std::vector<std::string>& tiny_components();
 
-// Where the tokenizer files the project ships (data/tokenizer: the release's) are found: the source
+// Where the tokenizer files the project ships (data/default/tokenizer: the release's) are found: the source
 // tree's copy when it is there, else the installed default model's tokenizer/.
 std::string default_tokenizer_source();
 

@@ -27,7 +27,7 @@ int run(Args& a) {
 }
 
 H3_REGISTER_COMMAND(
-    "make-tiny", "write the tiny default model (seeded random H3-architecture weights)",
+    "make-tiny", "write the random tiny model of the tests (seeded random H3-architecture weights)",
     "usage: h3 make-tiny --out DIR [--seed S] [--only COMPONENT] [--tokenizer DIR] [--quiet]\n"
     "\n"
     "Writes a complete tiny MiniMax-H3-architecture model in the release layout:\n"
@@ -36,17 +36,19 @@ H3_REGISTER_COMMAND(
     "metadata.json, model.safetensors), text_encoder/ (a 3-layer Qwen3-VL-shaped text encoder, release "
     "layout;\n"
     "model_index.json sets text_encoder_layer 2), tokenizer/ (the release's tokenizer\n"
-    "files, shipped in data/tokenizer), scheduler/ and audio_scheduler/. The same seed\n"
+    "files, shipped in data/default/tokenizer), scheduler/ and audio_scheduler/. The same seed\n"
     "gives the same bytes. Its weights are random:\n"
-    "it exercises the engine end to end; its video is structured noise.\n"
+    "it exercises the engine end to end; its video is structured noise (the embedded\n"
+    "default, data/default, is its trained sibling: train/tiny).\n"
     "\n"
     "  --out DIR         the model folder to write (created)\n"
-    "  --seed S          weights seed (default 20260801, the built-in default model's)\n"
+    "  --seed S          weights seed (default 20260801, the tests' model's; the trained\n"
+    "                    default keeps this seed's text encoder)\n"
     "  --only COMPONENT  write only model_index, transformer, vae, audio_vae, text_encoder,\n"
     "                    tokenizer, scheduler or audio_scheduler (the build makes each\n"
     "                    separately)\n"
     "  --tokenizer DIR   where to copy tokenizer/ from (default: the project's\n"
-    "                    data/tokenizer, else the installed default model's)\n"
+    "                    data/default/tokenizer, else the installed default model's)\n"
     "  --quiet           no summary line",
     run);
 

@@ -26,9 +26,11 @@ inline std::string data_dir() {
 inline std::string text_golden_dir() {
   return data_dir() + "/golden/h3_text";
 }
-// The tokenizer files the project ships (data/tokenizer): the release's own.
+// The tokenizer files the project ships (data/default/tokenizer): the release's own.
 inline std::string shipped_tokenizer_dir() {
-  return (std::filesystem::path(data_dir()) / ".." / ".." / "data" / "tokenizer").lexically_normal().string();
+  return (std::filesystem::path(data_dir()) / ".." / ".." / "data" / "default" / "tokenizer")
+      .lexically_normal()
+      .string();
 }
 
 inline std::map<std::string, at::Tensor> read_tensors(const std::string& path) {
