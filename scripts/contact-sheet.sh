@@ -1,7 +1,7 @@
 #!/bin/bash
 # The README's contact sheet: four prompts through the engine on the embedded default model
 # (data/default), six frames of each (frames 0, 9, 18, 27, 36, 45 of 48), one row per prompt, at
-# full size (256 x 160), into one PNG. Real engine output, nothing retouched.
+# full size (256 x 160), into one PNG. Real engine output, nothing retouched but the palette (below).
 #
 #   bash scripts/contact-sheet.sh [OUT.png]     (default docs/contact-sheet.png; BUILD=build)
 set -euo pipefail
@@ -25,5 +25,8 @@ for i in "${!PROMPTS[@]}"; do
   inputs+=(-i "$tmp/row$i.png")
   echo "row $((i + 1)): ${PROMPTS[$i]}"
 done
-ffmpeg -v error -y "${inputs[@]}" -filter_complex "vstack=inputs=${#PROMPTS[@]}" "$out"
+# One 256-colour palette for the sheet, no dithering (a third of the bytes of full RGB; the model's
+# flat colours and its backgrounds come through exact to a level or two).
+ffmpeg -v error -y "${inputs[@]}" -filter_complex \
+  "vstack=inputs=${#PROMPTS[@]},split[a][b];[a]palettegen=max_colors=256[p];[b][p]paletteuse=dither=none" "$out"
 echo "contact-sheet: $out ($(du -h "$out" | cut -f1))"

@@ -39,7 +39,7 @@ TONE_HZ = {"circle": 440.0, "square": 240.0, "triangle": 640.0}
 TONE_AMPLITUDE = 0.2
 CLICK_AMPLITUDE = 0.5
 
-# (colour, shape, motion) triples never shown in training, on any background: the default-model tests (branch wip/trained-default) ask for them
+# (colour, shape, motion) triples never shown in training, on any background: the default-model tests ask for them
 HELD_OUT = (("yellow", "triangle", "moving up"), ("blue", "square", "moving left"))
 
 

@@ -80,22 +80,22 @@ std::pair<double, double> along(const Verdict& v, const std::string& motion) {
 
 class DefaultModel : public ::testing::Test {
  protected:
-  static Engine& engine(const std::string& dir) {
-    static std::string opened;
-    static std::unique_ptr<Engine> e;
-    if (!e || opened != dir) {
-      e.reset();
+  // One engine per test, opened on first use and closed with the fixture: one held in a
+  // function-local static was destroyed at exit, and the test process hung there.
+  Engine& engine(const std::string& dir) {
+    if (!engine_ || opened_ != dir) {
+      engine_.reset();
       EngineOptions o;
       o.model_dir = dir;
       o.ranks = 1;
       o.timeout = std::chrono::seconds(120);
-      e = Engine::open(o);
-      opened = dir;
+      engine_ = Engine::open(o);
+      opened_ = dir;
     }
-    return *e;
+    return *engine_;
   }
   // A clip of the model's default size, length and steps, with its soundtrack.
-  static Verdict run(const std::string& dir, const Prompted& p, ClipPlan* plan_out = nullptr) {
+  Verdict run(const std::string& dir, const Prompted& p, ClipPlan* plan_out = nullptr) {
     Engine& e = engine(dir);
     GenerationRequest r;
     r.prompt = p.prompt;
@@ -108,6 +108,10 @@ class DefaultModel : public ::testing::Test {
     e.generate(r, sink, {}, cancel);
     return examine(sink, p, static_cast<double>(plan.audio_rate));
   }
+
+ private:
+  std::string opened_;
+  std::unique_ptr<Engine> engine_;
 };
 
 const std::string kTrained = std::string(H3_BUILD_MODEL_DIR);
