@@ -1,7 +1,7 @@
 #!/bin/bash
 # README command 1: the main job. Installs what is missing, builds only what the job runs (the
-# plugin, the engine module and the embedded default model: `meson compile demo`), and runs the
-# product on that model. One line per phase with its time; a failed phase names its log.
+# plugin and the engine module: `meson compile demo`), and runs the product on the embedded default
+# model (data/default, committed). One line per phase with its time; a failed phase names its log.
 # Usage: scripts/demo.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
