@@ -13,6 +13,7 @@
 
 #include "../clip_check.h"
 #include "gst_test_util.h"
+#include "h3_config.h"
 
 namespace {
 
@@ -43,7 +44,7 @@ void keep_bytes(GstElement* pipeline, const char* sink, Bytes* into) {
 }
 
 TEST(H3SrcDefaultModel, TheClipShowsAndSoundsAsPrompted) {
-  const std::string launch = std::string("h3src name=s model=") + H3_TRAINED_MODEL +
+  const std::string launch = std::string("h3src name=s model=") + H3_BUILD_MODEL_DIR +
                              " prompt=\"a red circle moving right on a black background\" seed=1 "
                              "s.video ! videoconvert ! video/x-raw,format=RGB ! fakesink name=v sync=false "
                              "s.audio ! audioconvert ! audio/x-raw,format=F32LE,channels=2 ! "

@@ -296,11 +296,10 @@ def main() -> int:
         ema, losses = dit.train(model, rows, embeds, layouts, STEPS["dit"], seed + 6, log)
         return {"state": ema.state_dict(), "losses": losses}
 
-    trained = cached(work, "dit", dict(key, vae=STEPS["vae"], encoder="pool_clip", dit=STEPS["dit"], config=dit.CONFIG,
-                                     audio_std_floor=AUDIO_STD_FLOOR, shifts=(dit.VIDEO_SHIFT, dit.AUDIO_SHIFT),
-                                     pure_noise=dit.PURE_NOISE_SHARE, offset_noise=dit.OFFSET_NOISE,
-                                     window=dit.WINDOW, batch=dit.BATCH),
-                     make_dit)
+    dit_key = dict(key, vae=STEPS["vae"], encoder="pool_clip", dit=STEPS["dit"], config=dit.CONFIG,
+                   audio_std_floor=AUDIO_STD_FLOOR, shifts=(dit.VIDEO_SHIFT, dit.AUDIO_SHIFT),
+                   pure_noise=dit.PURE_NOISE_SHARE, offset_noise=dit.OFFSET_NOISE, window=dit.WINDOW, batch=dit.BATCH)
+    trained = cached(work, "dit", dit_key, make_dit)
 
     def make_dit_whole():
         torch.manual_seed(seed + 7)
@@ -310,9 +309,9 @@ def main() -> int:
                                 batch=dit.WHOLE_BATCH, lr=dit.WHOLE_LR, warmup=dit.WHOLE_WARMUP, stage="dit_whole")
         return {"state": ema.state_dict(), "losses": losses}
 
-    whole = cached(work, "dit_whole", dict(key, vae=STEPS["vae"], dit=STEPS["dit"], whole=STEPS["dit_whole"],
-                                           config=dit.CONFIG, window=dit.WINDOW, batch=dit.BATCH,
-                                           whole_batch=dit.WHOLE_BATCH, lr=dit.WHOLE_LR, warmup=dit.WHOLE_WARMUP),
+    # It starts from the first stage's weights, so it is made again whenever they are (dit_key).
+    whole = cached(work, "dit_whole", dict(dit_key, whole=STEPS["dit_whole"], whole_batch=dit.WHOLE_BATCH,
+                                           whole_lr=dit.WHOLE_LR, whole_warmup=dit.WHOLE_WARMUP),
                    make_dit_whole)
     transformer = dit.build()
     transformer.load_state_dict(whole["state"])
