@@ -103,6 +103,20 @@ class GlooGroup final : public StoreBoardGroup {
     wait(start(what, [&] { return pg_->allreduce(tensors, o); }), what);
   }
 
+  void raw_all_to_all(const at::Tensor& in, at::Tensor& out, const std::vector<std::vector<int64_t>>& counts,
+                      const char* what) override {
+    // As bytes: any dtype travels (Gloo's alltoallv knows only some), counts scaled to match.
+    const int64_t item = static_cast<int64_t>(in.element_size());
+    std::vector<int64_t> send(counts.size()), recv(counts.size());
+    for (size_t r = 0; r < counts.size(); ++r) {
+      send[r] = counts[static_cast<size_t>(rank())][r] * item;
+      recv[r] = counts[r][static_cast<size_t>(rank())] * item;
+    }
+    at::Tensor input = in.view(at::kByte), output = out.view(at::kByte);
+    c10d::AllToAllOptions o;
+    wait(start(what, [&] { return pg_->alltoall_base(output, input, recv, send, o); }), what);
+  }
+
   void raw_broadcast(at::Tensor& t, int root, const char* what) override {
     std::vector<at::Tensor> tensors{t};
     c10d::BroadcastOptions o;

@@ -24,7 +24,13 @@ constexpr int64_t kNoRoot = -1;  // all_reduce and all_gather have no root
 // Layout of one rank's metadata row: status, dtype, root, numel, ndim, dims...
 constexpr int64_t kMetaLen = 5 + kMaxDims;
 
-enum MetaStatus : int64_t { kMetaOk = 0, kMetaWrongDevice = 1, kMetaTooManyDims = 2 };
+enum MetaStatus : int64_t {
+  kMetaOk = 0,
+  kMetaWrongDevice = 1,
+  kMetaTooManyDims = 2,
+  kMetaWrongPartCount = 3,  // all_to_all: not one part per rank
+  kMetaMixedParts = 4,      // all_to_all: parts of different dtypes or trailing dims
+};
 
 // Dtypes that Gloo reduces natively; the others are reduced in float32 (half
 // precision) or refused (bool, complex) by every rank alike.
@@ -252,6 +258,7 @@ void Group::all_reduce(at::Tensor& t, ReduceOp op) {
   // Half-precision sums are carried out in float32 (also more accurate), then rounded once.
   // A CPU tensor given to a CUDA group travels through the group's device (staged).
   at::Tensor work = t.to(device_, reducible_natively(dtype) ? dtype : at::kFloat).contiguous();
+  bytes_sent_ += 2 * (size_ - 1) * static_cast<int64_t>(t.nbytes()) / size_;
   raw_all_reduce(work, op, "all_reduce");
   if (!work.is_same(t)) t.copy_(work);
 }
@@ -292,6 +299,7 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t, at::Tensor* reuse
     for (const auto& m : metas) out.push_back(at::empty(m.shape, opts));
     return out;
   }
+  bytes_sent_ += (size_ - 1) * t.numel() * item;
   if (gathers_uneven()) {
     std::vector<int64_t> offsets(static_cast<size_t>(size_) + 1, 0);
     for (int r = 0; r < size_; ++r) offsets[r + 1] = offsets[r] + metas[r].numel * item;
@@ -323,6 +331,81 @@ std::vector<at::Tensor> Group::all_gather(const at::Tensor& t, at::Tensor* reuse
   return out;
 }
 
+std::vector<at::Tensor> Group::all_to_all(const std::vector<at::Tensor>& parts) {
+  check_usable("all_to_all");
+  const std::string op = "all_to_all";
+  // Each rank's row: status, dtype, the trailing dims, then its first-dim count for every rank.
+  constexpr int64_t kHead = 3 + kMaxDims;
+  std::vector<int64_t> row(static_cast<size_t>(kHead + size_), 0);
+  if (static_cast<int>(parts.size()) != size_) row[0] = kMetaWrongPartCount;
+  at::ScalarType dtype = parts.empty() ? at::kFloat : parts[0].scalar_type();
+  std::vector<int64_t> trailing = parts.empty() ? std::vector<int64_t>{} : parts[0].sizes().vec();
+  if (!trailing.empty()) trailing.erase(trailing.begin());
+  for (size_t j = 0; j < parts.size() && row[0] == 0; ++j) {
+    const auto& p = parts[j];
+    if (!accepts_device(p.device())) row[0] = kMetaWrongDevice;
+    else if (p.dim() < 1 || p.dim() > kMaxDims) row[0] = kMetaTooManyDims;
+    else if (p.scalar_type() != dtype || std::vector<int64_t>(p.sizes().begin() + 1, p.sizes().end()) != trailing)
+      row[0] = kMetaMixedParts;
+    else row[static_cast<size_t>(kHead + static_cast<int64_t>(j))] = p.size(0);
+  }
+  row[1] = static_cast<int64_t>(dtype);
+  row[2] = static_cast<int64_t>(trailing.size());
+  for (size_t d = 0; d < trailing.size() && d < static_cast<size_t>(kMaxDims); ++d) row[3 + d] = trailing[d];
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(size_));
+  if (size_ == 1) {
+    rows[0] = row;
+  } else {
+    at::Tensor mine = at::tensor(row, at::kLong).to(device_);
+    at::Tensor all = at::empty({size_ * static_cast<int64_t>(row.size())}, mine.options());
+    raw_all_gather(mine, all, "all_to_all");
+    at::Tensor host = all.cpu();
+    const int64_t* p = host.data_ptr<int64_t>();
+    for (int r = 0; r < size_; ++r) rows[r].assign(p + r * row.size(), p + (r + 1) * row.size());
+  }
+  for (int r = 0; r < size_; ++r) {
+    const auto& m = rows[r];
+    const std::string who = "rank " + std::to_string(r);
+    if (m[0] == kMetaWrongPartCount) fail(op + ": " + who + " passed a part count other than the group's size");
+    if (m[0] == kMetaWrongDevice) fail(op + ": " + who + " passed a part on the wrong device (" + device_.str() + ")");
+    if (m[0] == kMetaTooManyDims) fail(op + ": " + who + " passed a part of 0 or more than 8 dimensions");
+    if (m[0] == kMetaMixedParts) fail(op + ": " + who + "'s parts differ in dtype or trailing dimensions");
+    if (!std::equal(m.begin() + 1, m.begin() + kHead, rows[0].begin() + 1)) {
+      fail(op + ": ranks disagree on the parts' dtype or trailing dimensions (rank 0 and rank " +
+           std::to_string(r) + ")");
+    }
+  }
+  int64_t row_elems = 1;
+  for (int64_t d : trailing) row_elems *= d;
+  std::vector<std::vector<int64_t>> counts(static_cast<size_t>(size_), std::vector<int64_t>(size_));
+  int64_t recv = 0;
+  for (int s = 0; s < size_; ++s) {
+    for (int d = 0; d < size_; ++d) counts[s][d] = rows[s][static_cast<size_t>(kHead + d)] * row_elems;
+  }
+  for (int s = 0; s < size_; ++s) recv += counts[s][rank_];
+  for (int d = 0; d < size_; ++d) {
+    if (d != rank_) bytes_sent_ += counts[rank_][d] * static_cast<int64_t>(c10::elementSize(dtype));
+  }
+  const auto opts = at::TensorOptions().dtype(dtype).device(parts[0].device());
+  std::vector<at::Tensor> flat;
+  for (const auto& p : parts) flat.push_back(p.reshape({-1}));
+  at::Tensor in = at::cat(flat).to(device_);
+  at::Tensor out = at::empty({recv}, in.options());
+  // Every rank takes part even with nothing to send or receive: the transports' collectives
+  // (and the group's count of completed ones) stay in step.
+  raw_all_to_all(in, out, counts, "all_to_all");
+  out = out.to(opts.device());
+  std::vector<at::Tensor> result;
+  int64_t at = 0;
+  for (int s = 0; s < size_; ++s) {
+    std::vector<int64_t> shape{rows[s][static_cast<size_t>(kHead + rank_)]};
+    shape.insert(shape.end(), trailing.begin(), trailing.end());
+    result.push_back(out.narrow(0, at, counts[s][rank_]).view(shape));
+    at += counts[s][rank_];
+  }
+  return result;
+}
+
 void Group::raw_all_gather_uneven(const at::Tensor&, at::Tensor&, const std::vector<int64_t>&,
                                   const char* what) {
   throw Error(ErrorKind::kInternal,
@@ -341,6 +424,7 @@ void Group::broadcast(at::Tensor& t, int root) {
   if (size_ == 1 || t.numel() == 0) return;
   at::Tensor work = t.to(device_).contiguous();
   at::Tensor bytes = work.view({-1}).view(at::kByte);
+  if (rank_ == root) bytes_sent_ += (size_ - 1) * static_cast<int64_t>(bytes.numel());
   raw_broadcast(bytes, root, "broadcast");
   if (!work.is_same(t)) t.copy_(work);
 }
@@ -409,6 +493,10 @@ class SingleGroup final : public Group {
   void raw_all_reduce(at::Tensor&, ReduceOp, const char*) override {}
   void raw_all_gather(const at::Tensor& in, at::Tensor& out, const char*) override {
     out.copy_(in.view({-1}));
+  }
+  void raw_all_to_all(const at::Tensor& in, at::Tensor& out, const std::vector<std::vector<int64_t>>&,
+                      const char*) override {
+    out.copy_(in);
   }
   void raw_broadcast(at::Tensor&, int, const char*) override {}
   void raw_barrier(const char*) override {}

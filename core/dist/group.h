@@ -64,6 +64,13 @@ class Group {  // one rank's view of its process group; used from one thread
   // bigger one), so a loop of large gathers stops paying for fresh pages, which
   // cost more than the copy. The previous call's parts are then overwritten.
   std::vector<at::Tensor> all_gather(const at::Tensor& t, at::Tensor* reuse = nullptr);
+  // Rank r's parts[j] goes to rank j; returns, in rank order, the part each rank sent to this
+  // one. Every part of every rank has one dtype and the same dimensions after the first; the
+  // first may differ (0 included), so ranks that exchange nothing with each other send empty
+  // parts (this is how a subset of the ranks, e.g. one sequence-parallel group of a 2-D layout,
+  // exchanges within the world). The counts travel first, in one small all_gather, so that a
+  // disagreement raises the same error on every rank.
+  std::vector<at::Tensor> all_to_all(const std::vector<at::Tensor>& parts);
   // In place: every rank passes a tensor of the same shape and dtype and the same root.
   void broadcast(at::Tensor& t, int root);
   void barrier();
@@ -93,6 +100,12 @@ class Group {  // one rank's view of its process group; used from one thread
   std::optional<PeerFailure> peer_failure();
   // True once a collective of this group failed or timed out.
   bool broken() const { return !broken_.empty(); }
+  // Payload bytes this rank has sent to other ranks through all_reduce, all_gather, all_to_all
+  // and broadcast (their metadata left out), as an ideal transport moves them: an all_reduce
+  // 2 (n - 1) / n of the tensor (a ring), an all_gather its part to each of the n - 1 peers, an
+  // all_to_all its parts for the other ranks, a broadcast's root its tensor to n - 1 peers.
+  // What `h3 bench dit` reports per step; the transports' own overheads are not counted.
+  int64_t bytes_sent() const { return bytes_sent_; }
 
  protected:
   Group(int rank, int size, std::chrono::milliseconds timeout, c10::Device device);
@@ -112,6 +125,11 @@ class Group {  // one rank's view of its process group; used from one thread
   virtual bool gathers_uneven() const { return false; }
   virtual void raw_all_gather_uneven(const at::Tensor& in, at::Tensor& out,
                                      const std::vector<int64_t>& offsets, const char* what);
+  // `in`: this rank's parts back to back, counts[rank()][j] elements for rank j; `out`: what each
+  // rank j sends here, counts[j][rank()] elements, back to back in rank order. counts is
+  // [src][dst] in elements of in's dtype, the same on every rank; both tensors flat, contiguous.
+  virtual void raw_all_to_all(const at::Tensor& in, at::Tensor& out,
+                              const std::vector<std::vector<int64_t>>& counts, const char* what) = 0;
   virtual void raw_broadcast(at::Tensor& t, int root, const char* what) = 0;
   virtual void raw_barrier(const char* what) = 0;
   // The failure board shared by the ranks (the rendezvous store for Gloo and NCCL).
@@ -146,6 +164,7 @@ class Group {  // one rank's view of its process group; used from one thread
   c10::Device device_;
   std::string broken_;
   int64_t completed_ = 0;
+  int64_t bytes_sent_ = 0;
   int64_t owner_calls_ = 0;  // run_on_owner calls so far: the same count on every rank
 };
 

@@ -130,6 +130,27 @@ class MemoryGroup final : public Group {
     note_completed();
   }
 
+  void raw_all_to_all(const at::Tensor& in, at::Tensor& out, const std::vector<std::vector<int64_t>>& counts,
+                      const char* what) override {
+    const int64_t item = static_cast<int64_t>(in.element_size());
+    meet(what, /*then_work=*/true, static_cast<uint8_t*>(const_cast<void*>(in.data_ptr())));
+    work(what, [&] {
+      // Straight from each sender's buffer: its part for this rank starts after its parts for
+      // the ranks before this one.
+      uint8_t* dst = static_cast<uint8_t*>(out.data_ptr());
+      const size_t me = static_cast<size_t>(rank());
+      for (size_t s = 0; s < counts.size(); ++s) {
+        int64_t from = 0;
+        for (size_t d = 0; d < me; ++d) from += counts[s][d];
+        const int64_t n = counts[s][me];
+        if (n > 0) std::memcpy(dst, w_->exposed[s] + from * item, static_cast<size_t>(n * item));
+        dst += n * item;
+      }
+    });
+    meet(what, /*then_work=*/false, nullptr);
+    note_completed();
+  }
+
   void raw_broadcast(at::Tensor& t, int root, const char* what) override {
     const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
     meet(what, /*then_work=*/true, static_cast<uint8_t*>(t.data_ptr()));

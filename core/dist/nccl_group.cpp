@@ -125,6 +125,32 @@ class NcclGroup final : public StoreBoardGroup {
     });
   }
 
+  void raw_all_to_all(const at::Tensor& in, at::Tensor& out, const std::vector<std::vector<int64_t>>& counts,
+                      const char* what) override {
+    const size_t me = static_cast<size_t>(rank());
+    const int64_t item = static_cast<int64_t>(in.element_size());
+    run(what, [&](cudaStream_t s) {
+      // Point-to-point pairs in one NCCL group call: the bytes each pair moves, no padding.
+      ncclResult_t rc = ncclGroupStart();
+      int64_t sent = 0, received = 0;
+      for (size_t r = 0; r < counts.size() && rc == ncclSuccess; ++r) {
+        const int64_t ns = counts[me][r], nr = counts[r][me];
+        if (ns > 0) {
+          rc = ncclSend(static_cast<const uint8_t*>(in.data_ptr()) + sent * item, static_cast<size_t>(ns * item),
+                        ncclUint8, static_cast<int>(r), comm_, s);
+        }
+        if (rc == ncclSuccess && nr > 0) {
+          rc = ncclRecv(static_cast<uint8_t*>(out.data_ptr()) + received * item, static_cast<size_t>(nr * item),
+                        ncclUint8, static_cast<int>(r), comm_, s);
+        }
+        sent += ns;
+        received += nr;
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
+    });
+  }
+
   void raw_broadcast(at::Tensor& t, int root, const char* what) override {
     run(what, [&](cudaStream_t s) {
       return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),

@@ -175,6 +175,67 @@ TEST_P(Collectives, ScalarsStringsAndBarrier) {
       options());
 }
 
+// Rank s sends rank d a [s + d, 3] part (rank 0 to itself: an empty one) whose values name both.
+at::Tensor part_from_to(int s, int d, at::ScalarType dtype) {
+  return (at::arange((s + d) * 3, at::kLong).view({s + d, 3}) + 100 * s + 10000 * d).to(dtype);
+}
+
+TEST_P(Collectives, AllToAllUnevenAndEmptyPartsInRankOrder) {
+  const int n = ranks();
+  run_ok(
+      n,
+      [n](Group& g) {
+        for (auto dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
+          std::vector<at::Tensor> parts;
+          for (int d = 0; d < n; ++d) parts.push_back(part_from_to(g.rank(), d, dtype));
+          const auto got = g.all_to_all(parts);
+          ASSERT_EQ(static_cast<int>(got.size()), n);
+          for (int s = 0; s < n; ++s) {
+            EXPECT_EQ(got[s].scalar_type(), dtype);
+            EXPECT_TRUE(at::equal(got[s], part_from_to(s, g.rank(), dtype))) << "from rank " << s;
+          }
+        }
+        // Only within pairs of ranks (the others get empty parts): a subset exchanges in the world.
+        std::vector<at::Tensor> parts(static_cast<size_t>(n), at::empty({0, 2}));
+        const int peer = g.rank() ^ 1;
+        if (peer < n) parts[static_cast<size_t>(peer)] = at::full({2, 2}, static_cast<float>(g.rank()));
+        const auto got = g.all_to_all(parts);
+        for (int s = 0; s < n; ++s) {
+          if (s == peer) {
+            EXPECT_TRUE(at::equal(got[s], at::full({2, 2}, static_cast<float>(peer))));
+          } else {
+            EXPECT_EQ(got[s].numel(), 0) << "from rank " << s;
+          }
+        }
+      },
+      options());
+}
+
+TEST(Disagreement, AllToAllPartsAreTheSameErrorOnEveryRank) {
+  for (int n : {2, 3}) {
+    // Rank 1 sends longs where the others send floats.
+    auto results = run_threads(n, [n](Group& g) {
+      std::vector<at::Tensor> parts(static_cast<size_t>(n), at::ones({2}, g.rank() == 1 ? at::kLong : at::kFloat));
+      g.all_to_all(parts);
+    });
+    for (const auto& r : results) {
+      ASSERT_FALSE(r.ok) << "rank " << r.rank;
+      EXPECT_EQ(r.error, results[0].error);
+      EXPECT_NE(r.error.find("disagree on the parts' dtype"), std::string::npos) << r.error;
+    }
+    // Rank 0 passes one part too few.
+    results = run_threads(n, [n](Group& g) {
+      std::vector<at::Tensor> parts(static_cast<size_t>(g.rank() == 0 ? n - 1 : n), at::ones({2}));
+      g.all_to_all(parts);
+    });
+    for (const auto& r : results) {
+      ASSERT_FALSE(r.ok) << "rank " << r.rank;
+      EXPECT_NE(r.error.find("rank 0 passed a part count other than the group's size"), std::string::npos)
+          << r.error;
+    }
+  }
+}
+
 TEST(Disagreement, ShapeIsTheSameErrorOnEveryRank) {
   for (int n : {2, 3, 4}) {
     auto results = run_threads(n, [](Group& g) {
