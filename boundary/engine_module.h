@@ -26,7 +26,7 @@
 
 namespace h3gst {
 
-constexpr int kEngineModuleAbi = 7;
+constexpr int kEngineModuleAbi = 8;
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 
@@ -63,6 +63,9 @@ struct EngineModule {
   int abi;
   // The model folder an empty EngineOptions::model_dir stands for.
   std::string (*default_model_dir)();
+  // The fit planner's verdict on `request` for an engine opened with `options` (h3::check_fit),
+  // before anything is loaded; false with `failure` set when it cannot fit.
+  bool (*fit)(const h3::EngineOptions& options, const h3::GenerationRequest& request, EngineFailure* failure);
   // Opens the engine (loads every rank's shards); nullptr with `failure` set on error.
   EngineHandle* (*open)(const h3::EngineOptions& options, const h3::ProgressFn& on_progress,
                         EngineFailure* failure);

@@ -150,7 +150,19 @@ h3gst::EngineHandle* open_engine(const h3::EngineOptions& options, const h3::Pro
   }
 }
 
-const h3gst::EngineModule kModule = {h3gst::kEngineModuleAbi, &default_dir, &open_engine};
+bool fit(const h3::EngineOptions& options, const h3::GenerationRequest& request, h3gst::EngineFailure* failure) {
+  try {
+    h3::EngineOptions o = options;
+    if (o.model_dir.empty()) o.model_dir = h3::default_model_dir();
+    h3::check_fit(o, request);
+    return true;
+  } catch (...) {
+    *failure = current_failure();
+    return false;
+  }
+}
+
+const h3gst::EngineModule kModule = {h3gst::kEngineModuleAbi, &default_dir, &fit, &open_engine};
 
 }  // namespace
 

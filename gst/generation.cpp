@@ -103,6 +103,11 @@ void Generation::worker_main() {
   }
   GST_CAT_DEBUG_OBJECT(category_, log_object_, "engine module %s", module_path.c_str());
   EngineFailure failure;
+  // The layout's fit on each rank's device, before anything is loaded.
+  if (!module->fit(request_.engine, request_.clip, &failure)) {
+    fail_start(failure, "The requested clip does not fit the devices");
+    return;
+  }
   if (!open_engine(*module, &failure)) {
     fail_start(failure, "Could not open the H3 model");
     return;

@@ -116,9 +116,16 @@ void install_engine_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_TP_SIZE,
       g_param_spec_int("tp-size", "Tensor-parallel size",
-                       "Ranks that split each transformer layer (tensor parallelism): every rank does, so "
-                       "0 or the value of ranks; any other value is refused",
+                       "Ranks that split each transformer layer's weights (tensor parallelism): tp-size x "
+                       "sp-size = ranks; 0: ranks / sp-size",
                        0, h3::kMaxRanks, d.tp, kReady));
+  g_object_class_install_property(
+      klass, PROP_SP_SIZE,
+      g_param_spec_int("sp-size", "Sequence-parallel size",
+                       "Ranks that split the transformer's rows (Ulysses sequence parallelism, attention "
+                       "all-to-all by heads) beside tp-size; must divide the ranks and the heads each "
+                       "tensor-parallel rank holds",
+                       1, h3::kMaxRanks, d.sp, kReady));
   g_object_class_install_property(
       klass, PROP_DEVICE,
       g_param_spec_string("device", "Device",
@@ -149,6 +156,13 @@ void install_engine_properties(GObjectClass* klass) {
                            "Drop the text encoder's weights once a prompt is encoded, leaving the memory "
                            "to the DiT and the VAE; the next prompt reads them again from the model folder",
                            d.free_text_encoder, kReady));
+  g_object_class_install_property(
+      klass, PROP_ADALN_TABLES,
+      g_param_spec_boolean("adaln-tables", "AdaLN tables",
+                           "Compute the DiT's AdaLN rows once per timestep grid and drop its AdaLN "
+                           "projections (13 of the release's 33 B parameters); the output is the same bit "
+                           "for bit. Off: the projections stay and compute the rows every step",
+                           d.adaln_tables, kReady));
   g_object_class_install_property(
       klass, PROP_COMPUTE_DTYPE,
       g_param_spec_string("compute-dtype", "Compute dtype",
@@ -181,6 +195,14 @@ void install_engine_properties(GObjectClass* klass) {
                           "this process's cgroup) has available. A request estimated above it is refused "
                           "at start, naming the length and size that would fit",
                           0, G_MAXINT64, d.max_memory, kReady));
+  g_object_class_install_property(
+      klass, PROP_DEVICE_MEMORY,
+      g_param_spec_uint64("device-memory", "Device memory",
+                          "Bytes of each rank's device for the fit planner: a request whose tp-size x "
+                          "sp-size layout cannot fit is refused before the model is loaded, naming a "
+                          "layout that would. 0: on cuda the GPU's memory, on cpu no such check (max-memory "
+                          "guards the host)",
+                          0, G_MAXINT64, d.device_memory, kReady));
 }
 
 std::string string_or_empty(const GValue* value) {
@@ -227,16 +249,19 @@ bool set_property(Settings* s, guint id, const GValue* value) {
       break;
     case PROP_RANKS: s->ranks = g_value_get_int(value); break;
     case PROP_TP_SIZE: s->tp = g_value_get_int(value); break;
+    case PROP_SP_SIZE: s->sp = g_value_get_int(value); break;
     case PROP_DEVICE: s->device = string_or_empty(value); break;
     case PROP_QUEUE_CHUNKS: s->queue_chunks = g_value_get_int(value); break;
     case PROP_IS_LIVE: s->live = g_value_get_boolean(value); break;
     case PROP_TIMEOUT: s->timeout_s = g_value_get_uint(value); break;
     case PROP_FREE_TEXT_ENCODER: s->free_text_encoder = g_value_get_boolean(value); break;
+    case PROP_ADALN_TABLES: s->adaln_tables = g_value_get_boolean(value); break;
     case PROP_COMPUTE_DTYPE: s->compute_dtype = string_or_empty(value); break;
     case PROP_RENDEZVOUS: s->rendezvous = string_or_empty(value); break;
     case PROP_WORLD_SIZE: s->world_size = g_value_get_int(value); break;
     case PROP_TOKEN_FILE: s->token_file = string_or_empty(value); break;
     case PROP_MAX_MEMORY: s->max_memory = g_value_get_uint64(value); break;
+    case PROP_DEVICE_MEMORY: s->device_memory = g_value_get_uint64(value); break;
     case PROP_SAMPLER: s->sampler = g_value_get_enum(value); break;
     case PROP_LORA: s->lora = string_or_empty(value); break;
     case PROP_SINK: s->sink = g_value_get_int(value); break;
@@ -260,16 +285,19 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_FRAMERATE: gst_value_set_fraction(value, s.fps_n, s.fps_d); break;
     case PROP_RANKS: g_value_set_int(value, s.ranks); break;
     case PROP_TP_SIZE: g_value_set_int(value, s.tp); break;
+    case PROP_SP_SIZE: g_value_set_int(value, s.sp); break;
     case PROP_DEVICE: g_value_set_string(value, s.device.c_str()); break;
     case PROP_QUEUE_CHUNKS: g_value_set_int(value, s.queue_chunks); break;
     case PROP_IS_LIVE: g_value_set_boolean(value, s.live); break;
     case PROP_TIMEOUT: g_value_set_uint(value, s.timeout_s); break;
     case PROP_FREE_TEXT_ENCODER: g_value_set_boolean(value, s.free_text_encoder); break;
+    case PROP_ADALN_TABLES: g_value_set_boolean(value, s.adaln_tables); break;
     case PROP_COMPUTE_DTYPE: set_string_or_null(value, s.compute_dtype); break;
     case PROP_RENDEZVOUS: set_string_or_null(value, s.rendezvous); break;
     case PROP_WORLD_SIZE: g_value_set_int(value, s.world_size); break;
     case PROP_TOKEN_FILE: set_string_or_null(value, s.token_file); break;
     case PROP_MAX_MEMORY: g_value_set_uint64(value, s.max_memory); break;
+    case PROP_DEVICE_MEMORY: g_value_set_uint64(value, s.device_memory); break;
     case PROP_SAMPLER: g_value_set_enum(value, s.sampler); break;
     case PROP_LORA: set_string_or_null(value, s.lora); break;
     case PROP_SINK: g_value_set_int(value, s.sink); break;
@@ -312,14 +340,17 @@ h3::EngineOptions to_engine_options(const Settings& s) {
   o.model_dir = s.model;
   o.ranks = s.ranks;
   o.tp = s.tp;
+  o.sp = s.sp;
   o.device = s.device;
   o.timeout = std::chrono::seconds(s.timeout_s);
   o.free_text_encoder = s.free_text_encoder;
+  o.adaln_tables = s.adaln_tables;
   o.compute_dtype = s.compute_dtype;
   o.rendezvous = s.rendezvous;
   o.world_size = s.rendezvous.empty() ? 0 : s.world_size;
   o.token_file = s.token_file;
   o.max_memory = static_cast<int64_t>(s.max_memory);
+  o.device_memory = static_cast<int64_t>(s.device_memory);
   return o;
 }
 

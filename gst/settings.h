@@ -34,18 +34,20 @@ struct Settings {
   gint width = kModelDefault, height = kModelDefault;
   gint num_frames = kModelDefault;
   gint fps_n = 0, fps_d = 1;  // 0/1: the model's rate
-  gint ranks = 1, tp = 0;
+  gint ranks = 1, tp = 0, sp = 1;
   std::string device = "cpu";
   gint queue_chunks = kDefaultQueueChunks;
   gboolean live = FALSE;
   guint timeout_s = static_cast<guint>(h3::kDefaultTimeout.count());
   gboolean free_text_encoder = FALSE;
+  gboolean adaln_tables = TRUE;
   std::string compute_dtype;  // empty: the device's default (fp32 on cpu, bf16 on cuda)
   // Ranks in other processes (docs/distributed.md): empty keeps the thread ranks.
   std::string rendezvous;
   gint world_size = 2;
   std::string token_file;
   guint64 max_memory = 0;  // bytes a request may take beside the weights; 0: what is available
+  guint64 device_memory = 0;  // bytes of each rank's device for the fit planner; 0: the GPU's (cuda)
   // The sampler (docs/causal.md): how the clip is synthesised.
   gint sampler = kSamplerEuler;
   std::string lora;             // a PEFT LoRA on the DiT; empty: none
@@ -66,16 +68,19 @@ enum Property {
   PROP_FRAMERATE,
   PROP_RANKS,
   PROP_TP_SIZE,
+  PROP_SP_SIZE,
   PROP_DEVICE,
   PROP_QUEUE_CHUNKS,
   PROP_IS_LIVE,
   PROP_TIMEOUT,
   PROP_FREE_TEXT_ENCODER,
+  PROP_ADALN_TABLES,
   PROP_COMPUTE_DTYPE,
   PROP_RENDEZVOUS,
   PROP_WORLD_SIZE,
   PROP_TOKEN_FILE,
   PROP_MAX_MEMORY,
+  PROP_DEVICE_MEMORY,
   PROP_SAMPLER,
   PROP_LORA,
   PROP_SINK,

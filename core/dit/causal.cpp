@@ -27,7 +27,9 @@ void run_blocks(const Transformer& model, at::Tensor& h, const Modulation& mod, 
                 const RopeTable& rope, KvCache& cache, Keep keep, bool attend_cache) {
   const auto& c = model.config();
   const auto& w = model.weights();
-  const auto segs = segments_of(mod.index * 3 + tags.clamp_min(0));
+  // Under sequence parallelism each rank runs its share of the rows; the cache holds every row
+  // for this rank's heads (what attention sees after the all-to-all).
+  OwnRows own = own_rows(h, rope, mod.index * 3 + tags.clamp_min(0), model.tp());
   std::vector<at::Tensor> keys(w.blocks.size()), values(w.blocks.size());
   for (size_t b = 0; b < w.blocks.size(); ++b) {
     KvContext kv;
@@ -40,8 +42,9 @@ void run_blocks(const Transformer& model, at::Tensor& h, const Modulation& mod, 
       kv.own_v = &values[b];
     }
     auto table = modality_table(mod.block_rows.select(1, static_cast<int64_t>(b)), c.hidden_size);
-    transformer_block_(h, w.blocks[b], c, table, segs, rope, model.tp(), &kv);
+    transformer_block_(own.h, w.blocks[b], c, table, own.segs, own.rope, model.tp(), &kv);
   }
+  h = model.tp().gather_rows(own.h);
   if (keep == Keep::kCommit) cache.commit(std::move(keys), std::move(values));
   if (keep == Keep::kReplaceFirst) cache.replace_first(std::move(keys), std::move(values));
 }
@@ -62,7 +65,7 @@ void prefill_text(const Transformer& model, const at::Tensor& text, const at::Te
   const auto stream = w.context_embedder.weight.scalar_type();
   auto tags = text_tags.defined() ? text_tags.to(at::kCPU, at::kLong) : at::full({l}, kTagText, at::kLong);
   auto h = token_refiner(linear_in_dtype(w.context_embedder, text.to(dev)), w, c, model.tp()).to(stream);
-  const auto mod = modulation(w, c, at::full({l}, kCleanTimestep, at::kFloat), model.tp());
+  const auto mod = modulation(w, c, at::full({l}, kCleanTimestep, at::kFloat), model.tp(), model.adaln_tables());
   auto pos = at::zeros({l, 3}, at::kDouble);
   pos.select(1, 0).copy_(at::arange(l, at::kDouble));
   const auto rope = rope_table(pos.to(dev), c.rope_freq_dim, c.rope_theta);
@@ -96,7 +99,7 @@ Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache&
 
   auto tags = at::cat({at::full({na}, kTagAudio, at::kLong), at::full({nv}, kTagVideo, at::kLong)});
   auto timesteps = at::cat({at::full({na}, in.t_audio, at::kFloat), at::full({nv}, in.t_video, at::kFloat)});
-  const auto mod = modulation(w, c, timesteps, model.tp());
+  const auto mod = modulation(w, c, timesteps, model.tp(), model.adaln_tables());
   // Both embeddings in fp32, then the residual stream's dtype.
   auto audio_h = linear_fp32(w.audio_proj_in, in.audio.to(dev));
   auto video_h = linear_fp32(w.proj_in, patchify_video(in.video.to(dev, at::kFloat), ph, pw));

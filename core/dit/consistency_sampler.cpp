@@ -49,6 +49,13 @@ std::vector<double> consistency_sigmas(int64_t steps, double shift) {
   return out;
 }
 
+std::vector<TimestepSet> causal_timesteps(const CausalSettings& s) {
+  const auto sv = consistency_sigmas(s.steps, s.video_shift), sa = consistency_sigmas(s.steps, s.audio_shift);
+  std::vector<TimestepSet> sets{{kCleanTimestep}};
+  for (size_t k = 0; k < sv.size(); ++k) sets.push_back(timestep_set(timestep_of(sv[k]), timestep_of(sa[k])));
+  return sets;
+}
+
 CausalSampler::CausalSampler(const Transformer& model, CausalRequest request)
     : model_(model),
       req_(std::move(request)),

@@ -38,6 +38,11 @@ void check_causal_settings(const CausalSettings& s);
 // The step after the last goes to sigma 0.
 std::vector<double> consistency_sigmas(int64_t steps, double shift);
 
+// The distinct timesteps of every forward the sampler runs with these settings: each step's
+// {t_video, t_audio} and the clean t = 0.999 of the text prefill and the commits (what its AdaLN
+// tables need; the same for every chunk, endless or not).
+std::vector<TimestepSet> causal_timesteps(const CausalSettings& s);
+
 struct CausalRequest {
   at::Tensor text;       // [L, text_dim] encoder states
   at::Tensor text_tags;  // [L] or undefined (all text)

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
 #include "common/fused_linear.h"
+#include "dit/adaln_tables.h"
 
 #if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
 #define H3_HAVE_FUSED_SDPA 1
@@ -39,6 +41,23 @@ void gated_residual_(at::Tensor& h, const at::Tensor& branch, const at::Tensor& 
     if (b.scalar_type() != at::kFloat) b = b.to(at::kFloat);
     rows.add_(b.mul(table[s.index][gate_i]));
   }
+}
+
+[[noreturn]] void throw_missing_table(const at::Tensor& uniq, const AdalnTables* tables,
+                                      const at::Tensor& silu_temb) {
+  auto t = uniq.to(at::kCPU, at::kFloat).contiguous();
+  const TimestepSet wanted(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+  const auto* e = tables ? tables->find(uniq) : nullptr;
+  const std::string why = !tables ? std::string("no tables were given")
+                          : e && !at::equal(e->silu_temb, silu_temb)
+                              ? "the tables hold these timesteps for another time embedding (a LoRA on "
+                                "time_embedder changes it)"
+                              : "the tables were computed for " + std::to_string(tables->size()) +
+                                    " other timestep sets (" + tables->describe_sets() + ")";
+  throw Error(ErrorKind::kInvalidArgument,
+              "AdaLN tables: an evaluation at timesteps " + describe(wanted) + " has no table: " + why +
+                  ", and the AdaLN projections are not resident. Compute the tables for the request's "
+                  "grid first, or keep the projections (adaln-tables=false)");
 }
 
 }  // namespace
@@ -140,20 +159,42 @@ at::Tensor modality_table(const at::Tensor& gathered_rows, int64_t hidden) {
 }
 
 Modulation modulation(const DitWeights& w, const DitConfig& c, const at::Tensor& row_timesteps,
-                      const TensorParallel& tp) {
+                      const TensorParallel& tp, const AdalnTables* tables) {
   const auto dev = w.proj_in.weight.device();
   auto [uniq, inv, counts] = at::_unique2(row_timesteps, /*sorted=*/true, /*return_inverse=*/true);
   (void)counts;
   const int64_t m = uniq.size(0);
   auto silu_temb = at::silu(time_embedding(w, uniq.to(dev), c.freq_dim));
-  std::vector<at::Tensor> local_rows;
-  local_rows.reserve(w.blocks.size());
-  for (const auto& b : w.blocks) local_rows.push_back(adaln_rows(b.adaln, silu_temb));
+  const AdalnTables::Entry* e = tables ? tables->find(uniq) : nullptr;
+  if (e && !at::equal(e->silu_temb, silu_temb)) e = nullptr;  // another time embedding (a LoRA on it)
   Modulation out;
-  // One gather for all blocks: [M, blocks, 18H / tp] per rank -> [M, blocks, 18H].
-  out.block_rows = tp.gather_last_dim(at::stack(local_rows, 1));
-  out.final_table = adaln_rows(w.norm_out_linear, silu_temb).to(at::kFloat).reshape({m, 2, c.hidden_size});
   out.index = inv.to(at::kLong);
+  if (!e) {
+    if (!w.norm_out_linear.weight.defined()) throw_missing_table(uniq, tables, silu_temb);
+    std::vector<at::Tensor> local_rows;
+    local_rows.reserve(w.blocks.size());
+    for (const auto& b : w.blocks) local_rows.push_back(adaln_rows(b.adaln, silu_temb));
+    // One gather for all blocks: [M, blocks, 18H / tp] per rank -> [M, blocks, 18H].
+    out.block_rows = tp.gather_last_dim(at::stack(local_rows, 1));
+    out.final_table = adaln_rows(w.norm_out_linear, silu_temb).to(at::kFloat).reshape({m, 2, c.hidden_size});
+    return out;
+  }
+  // The tables' rows, with any adapter added as adaln_rows() adds it.
+  const auto x = silu_temb.to(e->block_rows.scalar_type());
+  bool any_adapter = false;
+  for (const auto& b : w.blocks) any_adapter = any_adapter || b.adaln.lora.defined();
+  at::Tensor local = e->block_rows;
+  if (any_adapter) {
+    std::vector<at::Tensor> local_rows;
+    local_rows.reserve(w.blocks.size());
+    for (size_t i = 0; i < w.blocks.size(); ++i) {
+      local_rows.push_back(adapted(local.select(1, static_cast<int64_t>(i)), w.blocks[i].adaln.lora, x));
+    }
+    local = at::stack(local_rows, 1);
+  }
+  out.block_rows = tp.gather_last_dim(local);
+  out.final_table =
+      adapted(e->final_rows, w.norm_out_linear.lora, x).to(at::kFloat).reshape({m, 2, c.hidden_size});
   return out;
 }
 
@@ -186,7 +227,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 }
 
 at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const DitConfig& c,
-                              const RopeTable* rope, const TensorParallel& tp, const KvContext* kv) {
+                              const RopeTable* rope, const TensorParallel& tp, const KvContext* kv,
+                              bool rows_split) {
   const int64_t s = a.size(0), d = c.head_dim, heads = w.local_heads(d);
   auto x = as_dtype(a, w.to_q);
   auto q = rms_norm(adapted(h3::linear(x, w.to_q, {}), w.to_q_lora, x).view({s, heads, d}), w.norm_q,
@@ -199,6 +241,14 @@ at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const 
     apply_rope_(k, *rope);
   }
   k = as_dtype(k, v);
+  const bool ulysses = rows_split && tp.sp_size() > 1;
+  if (ulysses) {
+    // Rows to heads: every row of this SP rank's heads (q converted as attention would).
+    auto all = tp.rows_to_heads(at::stack({as_dtype(q, v), k, v}, 1));
+    q = all.select(1, 0);
+    k = all.select(1, 1);
+    v = all.select(1, 2);
+  }
   at::Tensor o;
   if (kv) {
     // The cache keeps keys after RoPE (at the rows' absolute positions) and raw values.
@@ -210,6 +260,7 @@ at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const 
   } else {
     o = attention(as_dtype(q, v), k, v);
   }
+  if (ulysses) o = tp.heads_to_rows(o, o.size(0));  // heads back to this rank's rows
   auto out = adapted(h3::linear(o, w.to_out, {}), w.to_out_lora, o);
   tp.all_reduce_sum(out);
   return out;
@@ -238,12 +289,29 @@ void transformer_block_(at::Tensor& h, const BlockWeights& w, const DitConfig& c
                         const KvContext* kv) {
   auto a = rms_norm(h, w.norm1, c.norm_eps);
   modulate_(a, table, 0, 1, segs);
-  auto o = attention_sublayer(a, w, c, &rope, tp, kv);
+  auto o = attention_sublayer(a, w, c, &rope, tp, kv, /*rows_split=*/true);
   gated_residual_(h, o, table, 2, segs);
   auto b = rms_norm(h, w.norm2, c.norm_eps);
   modulate_(b, table, 3, 4, segs);
   auto f = ffn_sublayer(b, w, tp);
   gated_residual_(h, f, table, 5, segs);
+}
+
+OwnRows own_rows(const at::Tensor& h, const RopeTable& rope, const at::Tensor& table_index,
+                 const TensorParallel& tp) {
+  OwnRows out;
+  out.range = tp.own_rows(h.size(0));
+  const int64_t b = out.range.begin, n = out.range.count;
+  if (tp.sp_size() == 1) {
+    out.h = h;
+    out.rope = rope;
+    out.segs = segments_of(table_index);
+    return out;
+  }
+  out.h = h.narrow(0, b, n).contiguous();
+  out.rope = RopeTable{rope.cos.narrow(0, b, n), rope.sin.narrow(0, b, n)};
+  out.segs = segments_of(table_index.narrow(0, b, n));
+  return out;
 }
 
 at::Tensor token_refiner(const at::Tensor& text_h, const DitWeights& w, const DitConfig& c,

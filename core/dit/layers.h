@@ -41,16 +41,20 @@ at::Tensor adaln_rows(const LinearWeights& adaln, const at::Tensor& silu_temb);
 // 2 audio); vectors shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp.
 at::Tensor modality_table(const at::Tensor& gathered_rows, int64_t hidden);
 
+class AdalnTables;
+
 // One evaluation's modulation for the distinct timesteps of its rows (sorted ascending): the
 // time embedding, SiLU in fp32, every block's AdaLN rows (gathered over the ranks in one
-// collective) and the final layer's [shift; scale].
+// collective) and the final layer's [shift; scale]. The rows come from `tables` when it holds
+// these timesteps (dit/adaln_tables.h; the same numbers), else from the projections; when those
+// were dropped, an evaluation the tables lack throws h3::Error(kInvalidArgument) naming both.
 struct Modulation {
   at::Tensor block_rows;   // [M, blocks, 18H]
   at::Tensor final_table;  // [M, 2, H] fp32
   at::Tensor index;        // [S] int64: each row's timestep among the M
 };
 Modulation modulation(const DitWeights& w, const DitConfig& c, const at::Tensor& row_timesteps,
-                      const TensorParallel& tp);
+                      const TensorParallel& tp, const AdalnTables* tables = nullptr);
 
 // RoPE angles for positions [S, 3] (fp64): cos and sin [S, 6F] of [t*f, h*f, w*f] twice,
 // f_i = theta^(-i/F), i < F; positions cast to fp32 first.
@@ -82,17 +86,34 @@ struct KvContext {
 
 // Self-attention sublayer on normalised input a [S, H]: q/k/v projections of this rank's heads,
 // per-head q/k RMSNorm, RoPE when `rope` is non-null, attention (over the past keys and values
-// of `kv` first, when given), out projection, all_reduce.
+// of `kv` first, when given), out projection, all_reduce. With `rows_split` (sequence
+// parallelism: a holds this SP rank's rows, rope their angles) q, k and v go all-to-all from
+// rows to heads before attention, which then sees every row for heads / sp heads (the cache
+// likewise), and the output back from heads to rows.
 at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const DitConfig& c,
-                              const RopeTable* rope, const TensorParallel& tp, const KvContext* kv = nullptr);
+                              const RopeTable* rope, const TensorParallel& tp, const KvContext* kv = nullptr,
+                              bool rows_split = false);
 // SwiGLU sublayer: silu(gate) * up with ff.net.0.proj rows [up; gate], ff.net.2, all_reduce.
 // The block's LoRA adapters, when attached, add to each projection's output (dit/adapter.h).
 at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const TensorParallel& tp);
 
 // One transformer block with per-row modulation: `table` [K, 6, H] (K = 3M), `segs` pick rows.
+// Under sequence parallelism h, segs and rope are this SP rank's rows (OwnRows).
 void transformer_block_(at::Tensor& h, const BlockWeights& w, const DitConfig& c, const at::Tensor& table,
                         const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp,
                         const KvContext* kv = nullptr);
+// This rank's share of a forward's rows under sequence parallelism (all rows without): the
+// blocks run on these, and gather_rows() puts the residual stream back together after them.
+struct OwnRows {
+  RowRange range;
+  at::Tensor h;               // [n, H] this rank's rows of the residual stream
+  RopeTable rope;             // their RoPE angles
+  std::vector<Segment> segs;  // their modulation segments, counted from h's first row
+};
+// `h` [S, H] every row, `rope` every row's angles, `table_index` [S] each row's modulation row.
+OwnRows own_rows(const at::Tensor& h, const RopeTable& rope, const at::Tensor& table_index,
+                 const TensorParallel& tp);
+
 // The token refiner on text rows: plain pre-norm blocks (no AdaLN, no RoPE) + final RMSNorm.
 at::Tensor token_refiner(const at::Tensor& text_h, const DitWeights& w, const DitConfig& c,
                          const TensorParallel& tp);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,15 @@ Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef a
   n.video = at::randn(video_shape, gen, at::TensorOptions().dtype(at::kFloat));
   n.audio = at::randn(audio_shape, gen, at::TensorOptions().dtype(at::kFloat));
   return n;
+}
+
+std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Schedule& audio) {
+  auto tv = video.timesteps.to(at::kCPU, at::kFloat).contiguous();
+  auto ta = audio.timesteps.to(at::kCPU, at::kFloat).contiguous();
+  const int64_t n = std::min(tv.numel(), ta.numel());
+  std::vector<TimestepSet> sets;
+  for (int64_t i = 0; i < n; ++i) sets.push_back(timestep_set(tv.data_ptr<float>()[i], ta.data_ptr<float>()[i]));
+  return sets;
 }
 
 Latents denoise(const Transformer& model, const DenoiseRequest& r, const StepCallback& on_step) {

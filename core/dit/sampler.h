@@ -54,6 +54,10 @@ struct DenoiseRequest {
 // far; it may throw to stop (e.g. after a collectively agreed cancellation).
 using StepCallback = std::function<void(int64_t step, int64_t steps, const Latents& latents)>;
 
+// The distinct timesteps of each evaluation denoise() runs with these schedules (text and video
+// rows at the video's t, audio rows at the audio's): the sets its AdaLN tables need.
+std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Schedule& audio);
+
 // Runs every evaluation of the schedules: a collective over the transformer's group (every rank
 // calls it with the same request and gets the same latents).
 Latents denoise(const Transformer& model, const DenoiseRequest& request, const StepCallback& on_step = {});

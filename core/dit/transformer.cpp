@@ -15,14 +15,30 @@ void check_tp(const DitConfig& c, int tp) {
   io::check_dit_tp(tp, c.num_heads, c.ffn_dim, c.adaln_width());
 }
 
-Transformer::Transformer(DitConfig config, DitWeights weights, dist::Group* group)
-    : config_(std::move(config)), weights_(std::move(weights)), tp_(group) {
-  check_tp(config_, tp_.size());
+int check_layout(const DitConfig& c, int ranks, int sp) {
+  if (sp < 1 || ranks % sp != 0) {
+    throw Error(ErrorKind::kInvalidArgument, "sp " + std::to_string(sp) + " on " + std::to_string(ranks) +
+                                                 " ranks: sp must divide the ranks (tp x sp = ranks)");
+  }
+  const int tp = ranks / sp;
+  check_tp(c, tp);
+  if ((c.num_heads / tp) % sp != 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "tp " + std::to_string(tp) + " x sp " + std::to_string(sp) + ": sp must divide the " +
+                    std::to_string(c.num_heads / tp) + " heads each TP rank holds (" + std::to_string(c.num_heads) +
+                    " heads / tp " + std::to_string(tp) + ")");
+  }
+  return tp;
+}
+
+Transformer::Transformer(DitConfig config, DitWeights weights, dist::Group* group, int sp)
+    : config_(std::move(config)), weights_(std::move(weights)), tp_(group, sp) {
+  check_layout(config_, tp_.size() * tp_.sp_size(), tp_.sp_size());
 }
 
 void Transformer::use_group(dist::Group* group) {
-  const TensorParallel next(group);
-  if (next.rank() != tp_.rank() || next.size() != tp_.size()) {
+  const TensorParallel next(group, tp_.sp_size());
+  if (next.rank() != tp_.rank() || next.size() != tp_.size() || next.sp_rank() != tp_.sp_rank()) {
     throw Error(ErrorKind::kInternal, "transformer: shards of rank " + std::to_string(tp_.rank()) + " of " +
                                           std::to_string(tp_.size()) + " cannot serve rank " +
                                           std::to_string(next.rank()) + " of " + std::to_string(next.size()));
@@ -30,12 +46,54 @@ void Transformer::use_group(dist::Group* group) {
   tp_ = next;
 }
 
+bool Transformer::time_mlp_adapted() const {
+  return weights_.time_linear_1.lora.defined() || weights_.time_linear_2.lora.defined();
+}
+
+void Transformer::refresh_adaln_tables() {
+  // The tables hold rows of the time MLP's output: an adapter on the time MLP changes it.
+  const auto sets = table_sets_;
+  const bool drop = !adaln_resident();
+  tables_ = AdalnTables();
+  use_adaln_tables(sets, drop);
+}
+
 LoraSummary Transformer::attach_lora(const std::string& path) {
-  return dit::attach_lora(weights_, config_, path, tp_.rank(), tp_.size());
+  const bool time_adapted = time_mlp_adapted();
+  auto summary = dit::attach_lora(weights_, config_, path, tp_.rank(), tp_.size());
+  if (!tables_.empty() && (time_adapted || time_mlp_adapted())) refresh_adaln_tables();
+  return summary;
 }
 
 void Transformer::detach_lora() {
+  const bool time_adapted = time_mlp_adapted();
   dit::detach_lora(weights_);
+  if (!tables_.empty() && time_adapted) refresh_adaln_tables();
+}
+
+void Transformer::use_adaln_tables(const std::vector<TimestepSet>& sets, bool drop_projections) {
+  if (tables_.covers(sets) && adaln_resident() != drop_projections) return;
+  if (!adaln_resident()) reload_adaln_projections();
+  tables_ = AdalnTables();  // the old tables go before the new ones are made: memory stays flat
+  table_sets_.clear();
+  tables_ = AdalnTables::compute(weights_, config_, sets);
+  table_sets_ = sets;
+  if (!drop_projections) return;
+  for (auto& b : weights_.blocks) {
+    b.adaln.weight = at::Tensor();
+    b.adaln.bias = at::Tensor();
+  }
+  weights_.norm_out_linear.weight = at::Tensor();
+  weights_.norm_out_linear.bias = at::Tensor();
+}
+
+int64_t Transformer::resident_bytes() const {
+  int64_t n = tables_.bytes();
+  for (const auto& [name, t] : weights_.named()) n += static_cast<int64_t>(t.nbytes());
+  declare_adapters(weights_, [&](const std::string&, const Adapter& a) {
+    if (a.defined()) n += static_cast<int64_t>(a.down.nbytes() + a.up.nbytes());
+  });
+  return n;
 }
 
 Velocity Transformer::forward(const DitInputs& in) const {
@@ -50,9 +108,8 @@ Velocity Transformer::forward(const PackedSequence& s) const {
   const auto stream = w.context_embedder.weight.scalar_type();  // residual-stream precision
 
   // Time embedding and AdaLN tables: once per evaluation, for the distinct timesteps only.
-  const Modulation mod = modulation(w, c, s.timesteps, tp_);
+  const Modulation mod = modulation(w, c, s.timesteps, tp_, adaln_tables());
   const auto& inv = mod.index;
-  auto mod_segs = segments_of(inv * 3 + s.tags.to(at::kLong).clamp_min(0));
 
   // Embeddings: refined text, audio and video rows, in packed order.
   const auto& L = s.layout;
@@ -63,10 +120,13 @@ Velocity Transformer::forward(const PackedSequence& s) const {
   auto h = at::cat({text_h.to(stream), audio_h.to(stream), video_h.to(stream)}, 0);
 
   auto rope = rope_table(s.positions.to(dev), c.rope_freq_dim, c.rope_theta);
+  // Under sequence parallelism each rank runs its share of the rows through the blocks.
+  OwnRows own = own_rows(h, rope, inv * 3 + s.tags.to(at::kLong).clamp_min(0), tp_);
   for (size_t b = 0; b < w.blocks.size(); ++b) {
     auto table = modality_table(mod.block_rows.select(1, static_cast<int64_t>(b)), hidden);
-    transformer_block_(h, w.blocks[b], c, table, mod_segs, rope, tp_);
+    transformer_block_(own.h, w.blocks[b], c, table, own.segs, own.rope, tp_);
   }
+  h = tp_.gather_rows(own.h);
 
   // Final layer on the audio and video rows only (text rows carry no output).
   const int64_t out_rows = L.audio + L.video;

@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -53,7 +54,7 @@ struct Engine::Impl {
   MemoryShape memory_shape() const {
     MemoryShape s;
     s.ranks_here = processes ? 1 : opts.ranks;
-    s.tp = processes ? opts.world_size : opts.ranks;
+    s.tp = (processes ? opts.world_size : opts.ranks) / std::max(1, opts.sp);
     s.activation_bytes = compute_dtype == "bf16" ? 2 : 4;
     return s;
   }
@@ -140,10 +141,16 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
                                                  std::to_string(kMaxRanks));
   }
   const int world_size = processes ? opts.world_size : opts.ranks;
-  if (opts.tp != 0 && opts.tp != world_size) {
+  if (opts.sp < 1 || opts.sp > world_size || world_size % opts.sp != 0) {
+    throw Error(ErrorKind::kInvalidArgument, "sp-size = " + std::to_string(opts.sp) + " with " +
+                                                 std::to_string(world_size) +
+                                                 " ranks: the sequence-parallel size must divide the ranks");
+  }
+  if (opts.tp != 0 && opts.tp * opts.sp != world_size) {
     throw Error(ErrorKind::kInvalidArgument,
-                "tp = " + std::to_string(opts.tp) + " with " + std::to_string(world_size) +
-                    " ranks: every rank is a tensor-parallel rank of the DiT; give tp = 0 or tp = ranks");
+                "tp-size = " + std::to_string(opts.tp) + " x sp-size = " + std::to_string(opts.sp) + " with " +
+                    std::to_string(world_size) + " ranks: tp x sp must be the ranks; give tp-size = 0 (ranks / sp) or " +
+                    std::to_string(world_size / opts.sp));
   }
   if (opts.device != "cpu" && opts.device != "cuda") {
     throw Error(ErrorKind::kInvalidArgument, "device = \"" + opts.device + "\": must be \"cpu\" or \"cuda\"");
@@ -157,10 +164,11 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
   impl->opts = opts;
   impl->compute_dtype = engine_detail::resolve_compute_dtype(opts.compute_dtype, opts.device);
   impl->model = read_model(opts.model_dir);
-  dit::check_tp(impl->model.dit, world_size);
+  dit::check_layout(impl->model.dit, world_size, opts.sp);
   engine_detail::RankSetup setup;
   setup.device = opts.device;
   setup.compute_dtype = impl->compute_dtype;
+  setup.sp = opts.sp;
   setup.thread_ranks = !processes;
   setup.cuda_index = processes ? 0 : -1;
   impl->ranks.emplace(impl->model, setup, impl->channel);
@@ -171,6 +179,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
     door.token_file = opts.token_file;
     door.device = opts.device;
     door.compute_dtype = impl->compute_dtype;
+    door.sp = opts.sp;
     door.timeout = opts.timeout;
     impl->processes = std::make_unique<ProcessWorld>(engine_detail::door_options(impl->model, door),
                                                      *impl->ranks, impl->channel);
@@ -239,6 +248,7 @@ void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const Progr
   j.plan = plan(req);
   j.want_latents = static_cast<bool>(extras.on_latents);
   j.free_text_encoder = impl_->opts.free_text_encoder;
+  j.adaln_tables = impl_->opts.adaln_tables;
   impl_->run(j, cancel, at::Tensor(), progress, sink, &extras);
 }
 
@@ -257,6 +267,7 @@ void Engine::generate(const GenerationRequest& req, const ClipPlan& planned, Chu
   j.request = req;
   j.plan = planned;
   j.free_text_encoder = impl_->opts.free_text_encoder;
+  j.adaln_tables = impl_->opts.adaln_tables;
   impl_->run(j, cancel, at::Tensor(), progress, sink, nullptr);
 }
 

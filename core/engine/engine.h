@@ -32,6 +32,14 @@ struct ResidentWeights {
 // data/default when running uninstalled; the environment variable H3_MODEL_DIR overrides both.
 std::string default_model_dir();
 
+// The fit planner's verdict (engine/fit_plan.h) on `req` for an engine opened with `opts`, from
+// the configs alone, before anything is loaded: throws h3::Error(kOutOfMemory) when opts' tp x sp
+// layout cannot fit each rank's device memory (opts.device_memory; on cuda with 0, the GPU's),
+// naming what it needs and the layouts of these ranks that would fit, or the device memory the
+// leanest one needs. Does nothing on cpu without device_memory (the memory guard then counts the
+// host's memory per request). Throws as read_model and make_plan do for a bad folder or request.
+void check_fit(const EngineOptions& opts, const GenerationRequest& req);
+
 // Beyond the contract: observers the command line and the tests use.
 struct GenerateExtras {
   // The final latents, before decoding: video [1, 24, T, h, w], audio [2A, 32], fp32 CPU.
@@ -49,6 +57,7 @@ struct WorkerOptions {
   std::string device = "cpu";  // "cpu" (Gloo) or "cuda" (NCCL)
   int cuda_device = 0;         // device == "cuda": this process's GPU
   std::string compute_dtype;   // "fp32" or "bf16"; empty: the device's default (must be rank 0's)
+  int sp = 1;                  // the DiT's Ulysses degree (must be rank 0's)
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // joining, and every collective
 };
 

@@ -24,7 +24,7 @@ NLOHMANN_JSON_SERIALIZE_ENUM(Job::Kind, {
                                             {Job::Kind::kDecode, "decode"},
                                             {Job::Kind::kStop, "stop"},
                                         })
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Job, kind, request, plan, want_latents, free_text_encoder)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Job, kind, request, plan, want_latents, free_text_encoder, adaln_tables)
 
 std::string encode(const Job& job) {
   return nlohmann::json(job).dump();

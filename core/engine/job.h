@@ -17,6 +17,8 @@ struct Job {
   // kGenerate: rank 0's EngineOptions::free_text_encoder, so that every rank (a worker process
   // too, whose own options do not say) drops its encoder shard after this prompt.
   bool free_text_encoder = false;
+  // kGenerate: rank 0's EngineOptions::adaln_tables, for the same reason.
+  bool adaln_tables = true;
 };
 
 std::string encode(const Job& job);

@@ -13,7 +13,12 @@ namespace h3 {
 struct EngineOptions {
   std::string model_dir;  // release layout: model_index.json, transformer/, vae/ (+ tiny text table)
   int ranks = 1;          // ranks as threads in this process, kMinRanks..kMaxRanks
-  int tp = 0;  // DiT tensor-parallel size; 0 = ranks (the only size supported: every rank is a TP rank)
+  // The DiT's 2-D layout over the world's ranks (every rank, a process world's included): tp
+  // ranks split each layer's weights (tensor parallelism) and sp ranks split the rows (Ulysses
+  // sequence parallelism); tp x sp = ranks. tp 0: ranks / sp. sp must divide each TP rank's
+  // heads (dit::check_layout). The text encoder and the VAE use every rank as before.
+  int tp = 0;
+  int sp = 1;
   std::string device = "cpu";  // "cpu" or "cuda" (cuda needs a CUDA LibTorch; single rank)
   std::chrono::milliseconds timeout{kDefaultTimeout};  // every collective
   // Drop the text encoder's weights after each prompt is encoded and read them again for the
@@ -25,10 +30,20 @@ struct EngineOptions {
   // audio VAE stay fp32. bf16 halves the DiT's weight memory; it is fast only on a CPU with
   // AMX-BF16 or AVX-512-BF16 (elsewhere ATen emulates it: slower than fp32; docs/engine.md).
   std::string compute_dtype;
+  // AdaLN tables (dit/adaln_tables.h): each request's AdaLN rows are computed once for its
+  // timestep grid and the AdaLN projections leave memory (13.0 of the release's 33.1 B DiT
+  // parameters); a request on another grid reads them again from the model folder first. The
+  // output is bit for bit the same. Off: the projections stay and compute the rows every step.
+  bool adaln_tables = true;
   // The most memory a request may take beside the loaded weights, in bytes; 0: what the machine
   // (or this process's cgroup) has available when the request is planned. A request whose
   // estimate exceeds it is refused before anything is allocated (engine/memory_guard.h).
   int64_t max_memory = 0;
+  // The memory of each rank's device, bytes, for the fit planner (engine/fit_plan.h, check_fit):
+  // a request whose tp x sp layout cannot fit it is refused before anything is loaded, naming a
+  // layout that would fit. 0: on cuda the GPU's own memory; on cpu no device check (the memory
+  // guard above counts the host's memory per request).
+  int64_t device_memory = 0;
 
   // Ranks in other processes or on other hosts (docs/distributed.md). Empty: the ranks are
   // threads of this process (`ranks`). "host:port": this process is rank 0 of a world of
@@ -39,9 +54,10 @@ struct EngineOptions {
   std::string token_file;  // with rendezvous: the shared token, in a file only its owner may read
 
   bool operator==(const EngineOptions& o) const {
-    return model_dir == o.model_dir && ranks == o.ranks && tp == o.tp && device == o.device &&
+    return model_dir == o.model_dir && ranks == o.ranks && tp == o.tp && sp == o.sp && device == o.device &&
            timeout == o.timeout && free_text_encoder == o.free_text_encoder &&
-           compute_dtype == o.compute_dtype && max_memory == o.max_memory && rendezvous == o.rendezvous &&
+           compute_dtype == o.compute_dtype && adaln_tables == o.adaln_tables && max_memory == o.max_memory &&
+           device_memory == o.device_memory && rendezvous == o.rendezvous &&
            world_size == o.world_size && token_file == o.token_file;
   }
   bool operator!=(const EngineOptions& o) const { return !(*this == o); }

@@ -17,7 +17,7 @@ dist::DoorOptions door_options(const ModelInfo& model, const DoorSettings& s) {
   d.address = dist::parse_address(s.rendezvous, "rendezvous");
   d.world_size = s.world_size;
   d.token = dist::read_token_file(s.token_file);
-  d.settings = world_settings(model, s.world_size, s.device, s.compute_dtype);
+  d.settings = world_settings(model, s.world_size, s.device, s.compute_dtype, s.sp);
   d.world.timeout = s.timeout;
   d.world.backend = s.device == "cuda" ? dist::Backend::kNccl : dist::Backend::kGloo;
   d.world.cuda_device = s.cuda_device;
@@ -72,10 +72,11 @@ void run_worker(const WorkerOptions& o) {
   }
   if (o.timeout.count() <= 0) throw Error(ErrorKind::kInvalidArgument, "timeout must be positive");
   const ModelInfo model = read_model(o.model_dir);
-  dit::check_tp(model.dit, o.world_size);
+  dit::check_layout(model.dit, o.world_size, o.sp);
   engine_detail::RankSetup setup;
   setup.device = o.device;
   setup.compute_dtype = engine_detail::resolve_compute_dtype(o.compute_dtype, o.device);
+  setup.sp = o.sp;
   setup.thread_ranks = false;
   setup.cuda_index = o.cuda_device;
   engine_detail::DoorSettings door;
@@ -84,6 +85,7 @@ void run_worker(const WorkerOptions& o) {
   door.token_file = o.token_file;
   door.device = o.device;
   door.compute_dtype = setup.compute_dtype;
+  door.sp = o.sp;
   door.timeout = o.timeout;
   door.cuda_device = o.cuda_device;
   const dist::DoorOptions door_opts = engine_detail::door_options(model, door);

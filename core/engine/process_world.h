@@ -21,6 +21,7 @@ struct DoorSettings {
   std::string token_file;
   std::string device;         // "cpu" or "cuda"
   std::string compute_dtype;  // resolved
+  int sp = 1;                 // the DiT's Ulysses degree
   std::chrono::milliseconds timeout{0};
   int cuda_device = 0;
 };

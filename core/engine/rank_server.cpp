@@ -134,6 +134,7 @@ void RankServer::load_parts(dist::Group& g, RankParts& parts, Clock::time_point 
   dit::TransformerOptions to;
   to.device = device;
   to.dtype = dtype;
+  to.sp = setup_.sp;
   parts.dit.emplace(dit::Transformer::load(model_.transformer_dir, &g, to));
   if (root) channel_.post_progress(loading_progress(1, n, seconds_since(t0)));
   parts.vae.emplace(vae::VideoDecoder::load(model_.vae_dir).to(device));

@@ -39,6 +39,7 @@ class WorldHealth {
 struct RankSetup {
   std::string device = "cpu";          // "cpu" or "cuda"
   std::string compute_dtype = "fp32";  // resolved for the device: "fp32" or "bf16"
+  int sp = 1;                          // the DiT's Ulysses degree (tp = world / sp)
   // The ranks are threads of this process and share its cores; a process world's rank instead
   // keeps its parts when its world breaks and forms again.
   bool thread_ranks = true;

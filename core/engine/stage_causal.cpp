@@ -12,6 +12,7 @@
 #include "dit/frames.h"
 #include "engine/stage_conditioning.h"
 #include "engine/stage_decode.h"
+#include "engine/stage_denoise.h"
 
 namespace h3::engine_detail {
 namespace {
@@ -159,6 +160,8 @@ void causal_stage(const StageContext& c, const Job& job, const text::Conditionin
   r.settings.video_shift = p.video_shift;
   r.settings.audio_shift = p.audio_shift;
   r.endless = p.endless;
+  dit::check_causal_settings(r.settings);
+  adaln_stage(c, job, dit::causal_timesteps(r.settings));
   // The sampler's draws and its prefill are collectives: every rank builds it here.
   dit::CausalSampler sampler(*c.parts.dit, r);
   CausalLatents latents(c, job, sampler, c.model.dit.in_channels, r.latent_h, r.latent_w,

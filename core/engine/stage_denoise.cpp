@@ -87,6 +87,17 @@ void adapter_stage(const StageContext& c, const std::string& lora) {
   dist::agree_or_throw(c.group, f);
 }
 
+void adaln_stage(const StageContext& c, const Job& job, const std::vector<dit::TimestepSet>& sets) {
+  if (!job.adaln_tables) return;
+  dist::LocalFailure f;
+  try {
+    c.parts.dit->use_adaln_tables(sets, /*drop_projections=*/true);
+  } catch (...) {
+    f.capture();
+  }
+  dist::agree_or_throw(c.group, f);
+}
+
 dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond) {
   dit::DenoiseRequest dr;
   dr.text = cond.embeds;
@@ -94,6 +105,7 @@ dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Co
   dr.noise = shared_noise(c, job.request.seed);
   dr.video = dit::make_schedule(c.plan.steps, c.plan.video_shift);
   dr.audio = dit::make_schedule(c.plan.steps, c.plan.audio_shift);
+  adaln_stage(c, job, dit::evaluation_timesteps(dr.video, dr.audio));
   const dit::Latents x = run_steps(c, dr);
   if (job.want_latents) hand_over_latents(c, x);
   dit::Latents out;

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <vector>
 
 #include "dit/sampler.h"
 #include "engine/job.h"
@@ -18,6 +19,11 @@ namespace h3::engine_detail {
 // one an earlier request attached, unless it holds that one already; a failure on any rank
 // fails every rank (each keeps what it held).
 void adapter_stage(const StageContext& c, const std::string& lora);
+
+// Every rank, with the job's adaln_tables option: the DiT computes the AdaLN rows of `sets` (the
+// request's evaluations) once and drops its AdaLN projections, reading them again first when
+// they left for another grid; a failure on any rank fails every rank.
+void adaln_stage(const StageContext& c, const Job& job, const std::vector<dit::TimestepSet>& sets);
 
 // Every rank: the final latents, fp32 CPU: video [1, C, T, h, w] and audio rows [2A, 32]
 // (the same on every rank).

@@ -42,7 +42,7 @@ std::string safetensors_header(const fs::path& p) {
 }  // namespace
 
 std::string world_settings(const ModelInfo& m, int world_size, const std::string& device,
-                           const std::string& compute_dtype) {
+                           const std::string& compute_dtype, int sp) {
   nlohmann::json o = nlohmann::json::object();
   const fs::path root(m.dir);
   std::vector<fs::path> folders{root};
@@ -71,6 +71,7 @@ std::string world_settings(const ModelInfo& m, int world_size, const std::string
   o["world size (tensor-parallel split)"] = std::to_string(world_size);
   o["backend"] = device == "cuda" ? "nccl" : "gloo";
   o["compute-dtype"] = compute_dtype;
+  o["sp-size (sequence-parallel split)"] = std::to_string(sp);
   o["h3 version"] = H3_VERSION;
   return o.dump();
 }

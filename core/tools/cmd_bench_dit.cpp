@@ -1,6 +1,7 @@
-// `h3 bench dit`: seconds per DiT step at TP 1 and TP 2 (ranks as threads, one intra-op thread
-// each) on a medium random model where compute dominates, the achieved GEMM FLOP/s against the
-// plain at::mm rate measured in the same run, and the peak memory of each rank.
+// `h3 bench dit`: seconds per DiT step at every tp x sp layout of 1..max-ranks ranks (ranks as
+// threads, one intra-op thread each) on a medium random model where compute dominates, the
+// bytes each layout sends per step, the achieved GEMM FLOP/s against the plain at::mm rate
+// measured in the same run, and each rank's peak and resident memory (with AdaLN tables too).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/CPUAllocator.h>
@@ -21,6 +22,7 @@
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/random_model.h"
+#include "dit/sampler.h"
 #include "dit/transformer.h"
 #include "io/safetensors.h"
 #include "tools/command.h"
@@ -134,7 +136,11 @@ Rate mm_rate(int64_t m, int64_t k, int64_t n) {
 struct TpResult {
   double seconds_per_step = 0;      // wall, slowest rank
   double cpu_seconds_per_step = 0;  // thread CPU time, busiest rank
+  int64_t bytes_sent_per_step = 0;  // the busiest rank's (dist::Group::bytes_sent)
   std::vector<int64_t> peak_bytes, weight_bytes;
+  // Transformer::resident_bytes: as loaded, and with the AdaLN tables of a 50-point grid instead
+  // of the projections.
+  std::vector<int64_t> resident_bytes, resident_with_tables;
 };
 
 // Waits for the device to finish a step (a no-op on the CPU): GPU kernels run asynchronously.
@@ -142,12 +148,17 @@ void wait_for(const dit::Velocity& v) {
   if (v.video.is_cuda()) (void)v.video.sum().item<float>();
 }
 
-TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int tp, int steps,
+// `ranks` ranks as tp x sp (opts.sp).
+TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int ranks, int steps,
                 const dit::TransformerOptions& opts) {
   TpResult r;
-  r.peak_bytes.assign(static_cast<size_t>(tp), 0);
-  r.weight_bytes.assign(static_cast<size_t>(tp), 0);
-  std::vector<double> secs(static_cast<size_t>(tp), 0), cpu(static_cast<size_t>(tp), 0);
+  const size_t n = static_cast<size_t>(ranks);
+  r.peak_bytes.assign(n, 0);
+  r.weight_bytes.assign(n, 0);
+  r.resident_bytes.assign(n, 0);
+  r.resident_with_tables.assign(n, 0);
+  std::vector<double> secs(n, 0), cpu(n, 0);
+  std::vector<int64_t> sent(n, 0);
   auto body = [&](dist::Group* g) {
     at::set_num_threads(1);
     RankMemory memory;
@@ -161,29 +172,37 @@ TpResult run_tp(const std::string& dir, const dit::DitInputs& in, int tp, int st
       for (const auto& [name, t] : model.weights().named()) wb += static_cast<int64_t>(t.nbytes());
       wait_for(model.forward(in));  // warm-up
       if (g) g->barrier();
+      const int64_t b0 = g ? g->bytes_sent() : 0;
       const auto t0 = Clock::now();
       const double c0 = thread_cpu_seconds();
       for (int i = 0; i < steps; ++i) wait_for(model.forward(in));
       cpu[static_cast<size_t>(rank)] = (thread_cpu_seconds() - c0) / steps;
       secs[static_cast<size_t>(rank)] = std::chrono::duration<double>(Clock::now() - t0).count() / steps;
+      sent[static_cast<size_t>(rank)] = g ? (g->bytes_sent() - b0) / steps : 0;
       r.weight_bytes[static_cast<size_t>(rank)] = wb;
+      r.resident_bytes[static_cast<size_t>(rank)] = model.resident_bytes();
+      model.use_adaln_tables(dit::evaluation_timesteps(dit::make_schedule(50, dit::kVideoShift),
+                                                       dit::make_schedule(50, dit::kAudioShift)),
+                             /*drop_projections=*/true);
+      r.resident_with_tables[static_cast<size_t>(rank)] = model.resident_bytes();
     }
     r.peak_bytes[static_cast<size_t>(rank)] = memory.peak.load();
     t_rank_memory = nullptr;
   };
-  if (tp == 1) {
+  if (ranks == 1) {
     body(nullptr);
   } else {
     dist::WorldOptions wo;
     if (opts.device.is_cuda()) wo.backend = dist::Backend::kNccl;  // rank r on cuda:r
     auto results = dist::run_threads(
-        tp, [&](dist::Group& g) { body(&g); }, wo);
+        ranks, [&](dist::Group& g) { body(&g); }, wo);
     for (const auto& res : results) {
       if (!res.ok && res.exception) std::rethrow_exception(res.exception);
     }
   }
   r.seconds_per_step = *std::max_element(secs.begin(), secs.end());
   r.cpu_seconds_per_step = *std::max_element(cpu.begin(), cpu.end());
+  r.bytes_sent_per_step = *std::max_element(sent.begin(), sent.end());
   return r;
 }
 
@@ -253,7 +272,7 @@ int run(Args& args) {
   const int64_t lat_h = args.int_or("latent-height", 48, 2, 512),
                 lat_w = args.int_or("latent-width", 52, 2, 512);
   const int steps = static_cast<int>(args.int_or("steps", 2, 1, 100));
-  const int max_tp = static_cast<int>(args.int_or("max-ranks", 2, 1, 16));
+  const int max_ranks = static_cast<int>(args.int_or("max-ranks", 2, 1, 16));
   const bool malloc_default = args.flag("malloc-default");
   dit::TransformerOptions opts;
   opts.device = parse_device(args.string_or("device", "cpu"), "--device");
@@ -314,42 +333,60 @@ int run(Args& args) {
       (long long)rows, (long long)c.hidden_size, (long long)c.hidden_size, (long long)c.ffn_dim,
       mm.wall / 1e9, mm.cpu / 1e9);
   double base_wall = 0, base_cpu = 0;
-  for (int tp = 1; tp <= max_tp; tp *= 2) {
-    if (c.num_heads % tp != 0) break;
-    if (opts.device.is_cuda() && tp > cuda_device_count()) break;
-    const auto r = run_tp(dir, in, tp, steps, opts);
-    const double flops = gemm_flops(c, rows, text_rows, tp);
-    if (tp == 1) {
-      base_wall = r.seconds_per_step;
-      base_cpu = r.cpu_seconds_per_step;
-    }
-    std::printf("TP%d: %.3f s/step wall (x%.2f vs TP1), %.3f CPU s/step on the busiest rank (x%.2f vs TP1)\n",
-                tp, r.seconds_per_step, base_wall / r.seconds_per_step, r.cpu_seconds_per_step,
-                base_cpu / r.cpu_seconds_per_step);
-    std::printf(
-        "  GEMM %.1f GFLOP per rank per step: %.1f GFLOP/s by wall time (%.0f %% of at::mm), %.1f GFLOP/s by "
-        "CPU time (%.0f %% of at::mm)\n",
-        flops / 1e9, flops / r.seconds_per_step / 1e9, 100.0 * flops / r.seconds_per_step / mm.wall,
-        flops / r.cpu_seconds_per_step / 1e9, 100.0 * flops / r.cpu_seconds_per_step / mm.cpu);
-    for (int k = 0; k < tp; ++k) {
-      std::printf("  rank %d: weights %.1f MiB, peak tensor memory %.1f MiB\n", k,
-                  static_cast<double>(r.weight_bytes[static_cast<size_t>(k)]) / (1 << 20),
-                  static_cast<double>(r.peak_bytes[static_cast<size_t>(k)]) / (1 << 20));
+  // Every rank count up to --max-ranks, each as every tp x sp layout that splits the model: the
+  // same ranks with tensor parallelism only and with Ulysses beside it.
+  for (int ranks = 1; ranks <= max_ranks; ++ranks) {
+    if (opts.device.is_cuda() && ranks > cuda_device_count()) break;
+    for (int sp = 1; sp <= ranks; ++sp) {
+      if (ranks % sp != 0) continue;
+      const int tp = ranks / sp;
+      try {
+        dit::check_layout(c, ranks, sp);
+      } catch (const Error&) {
+        continue;
+      }
+      opts.sp = sp;
+      const auto r = run_tp(dir, in, ranks, steps, opts);
+      const double flops = gemm_flops(c, rows, text_rows, ranks);
+      if (ranks == 1) {
+        base_wall = r.seconds_per_step;
+        base_cpu = r.cpu_seconds_per_step;
+      }
+      std::printf(
+          "TP%d x SP%d: %.3f s/step wall (x%.2f vs 1 rank), %.3f CPU s/step on the busiest rank (x%.2f vs 1 "
+          "rank), %.2f MiB sent per step by the busiest rank\n",
+          tp, sp, r.seconds_per_step, base_wall / r.seconds_per_step, r.cpu_seconds_per_step,
+          base_cpu / r.cpu_seconds_per_step, static_cast<double>(r.bytes_sent_per_step) / (1 << 20));
+      std::printf(
+          "  GEMM %.1f GFLOP per rank per step: %.1f GFLOP/s by wall time (%.0f %% of at::mm), %.1f GFLOP/s by "
+          "CPU time (%.0f %% of at::mm)\n",
+          flops / 1e9, flops / r.seconds_per_step / 1e9, 100.0 * flops / r.seconds_per_step / mm.wall,
+          flops / r.cpu_seconds_per_step / 1e9, 100.0 * flops / r.cpu_seconds_per_step / mm.cpu);
+      for (int k = 0; k < ranks; ++k) {
+        const size_t i = static_cast<size_t>(k);
+        std::printf(
+            "  rank %d: weights %.1f MiB, peak tensor memory %.1f MiB; resident %.2f MiB, %.2f MiB with the AdaLN "
+            "tables of a 50-point grid\n",
+            k, static_cast<double>(r.weight_bytes[i]) / (1 << 20), static_cast<double>(r.peak_bytes[i]) / (1 << 20),
+            static_cast<double>(r.resident_bytes[i]) / (1 << 20),
+            static_cast<double>(r.resident_with_tables[i]) / (1 << 20));
+      }
     }
   }
   return 0;
 }
 
 H3_REGISTER_COMMAND(
-    "bench dit", "DiT step time at TP 1 and 2, GEMM efficiency, peak memory per rank",
+    "bench dit", "DiT step time and bytes sent per tp x sp layout, GEMM efficiency, memory per rank",
     "usage: h3 bench dit [--hidden 512] [--layers 4] [--heads 4] [--ffn 3*hidden]\n"
     "                    [--frames 7] [--latent-height 48] [--latent-width 52]\n"
     "                    [--steps 2] [--max-ranks 2] [--malloc-default]\n"
     "                    [--device cpu|cuda] [--dtype fp32|bf16]\n"
     "\n"
     "A random model (head_dim 128, 2 refiner blocks, 64 text rows, 74 audio rows) is written\n"
-    "to a temporary folder and loaded through the engine's loader at each TP size (ranks as\n"
-    "threads, one intra-op and one BLAS thread each). Prints seconds per step, GEMM FLOP/s\n"
+    "to a temporary folder and loaded through the engine's loader at each tp x sp layout of 1 to\n"
+    "--max-ranks ranks that splits it (ranks as threads, one intra-op and one BLAS thread each).\n"
+    "Prints seconds per step, the bytes the busiest rank sends per step, GEMM FLOP/s\n"
     "per rank against a plain at::mm measured in the same run, and peak tensor memory per rank\n"
     "(host memory: on CUDA only the weights' bytes mean anything). --device cuda runs rank r on\n"
     "cuda:r (NCCL between ranks, TP sizes up to the GPUs present); --dtype bf16 as released.\n"

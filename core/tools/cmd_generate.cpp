@@ -71,14 +71,17 @@ int run(Args& a) {
   req.audio_shift = a.double_or("audio-shift", 0.0);
   req.seed = static_cast<uint64_t>(a.int_or("seed", 0, 0, std::numeric_limits<int64_t>::max()));
   eo.ranks = static_cast<int>(a.int_or("ranks", 1, kMinRanks, kMaxRanks));
+  eo.sp = static_cast<int>(a.int_or("sp", 1, 1, kMaxRanks));
   eo.device = a.string_or("device", "cpu");
   eo.free_text_encoder = a.flag("free-text-encoder");
+  eo.adaln_tables = !a.flag("no-adaln-tables");
   eo.compute_dtype = a.string_or("compute-dtype", "");
   eo.rendezvous = a.string_or("rendezvous", "");
   eo.world_size = static_cast<int>(a.int_or("world-size", 0, 0, kMaxRanks));
   eo.token_file = a.string_or("token-file", "");
   eo.timeout = std::chrono::seconds(a.int_or("timeout", kDefaultTimeout.count(), 1, 86400));
   if (const auto m = a.opt_string("max-memory")) eo.max_memory = parse_bytes(*m, "--max-memory");
+  if (const auto m = a.opt_string("device-memory")) eo.device_memory = parse_bytes(*m, "--device-memory");
   const std::string out = a.string("out");
   const auto save_latents = a.opt_string("save-latents");
   const auto audio_out = a.opt_string("audio");
@@ -90,6 +93,7 @@ int run(Args& a) {
 
   ProgressPrinter printer;
   const ProgressFn progress = quiet ? ProgressFn() : printer.fn();
+  check_fit(eo, req);  // before anything is loaded
   auto engine = Engine::open(eo, progress);
   const ClipPlan plan = engine->plan(req);
   for (const auto& w : plan.warnings) std::fprintf(stderr, "h3 generate: warning: %s\n", w.c_str());
@@ -155,11 +159,13 @@ int run(Args& a) {
 H3_REGISTER_COMMAND(
     "generate", "a prompt or prompt embeddings in, a YUV4MPEG2 clip out (streamed chunk by chunk)",
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
-    "                   [--frames F] [--steps N] [--seed S] [--ranks R] --out FILE.y4m\n"
+    "                   [--frames F] [--steps N] [--seed S] [--ranks R] [--sp N] --out FILE.y4m\n"
     "                   [--sampler euler|causal] [--lora FILE] [--sink N] [--window N]\n"
     "                   [--video-shift S] [--audio-shift S] [--prompt-timeline FILE]\n"
     "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
-    "                   [--compute-dtype fp32|bf16] [--timeout S] [--max-memory BYTES] [--quiet]\n"
+    "                   [--compute-dtype fp32|bf16] [--no-adaln-tables] [--timeout S] [--max-memory BYTES]\n"
+    "                   [--device-memory BYTES]\n"
+    "                   [--quiet]\n"
     "                   [--rendezvous HOST:PORT --world-size N --token-file FILE]\n"
     "\n"
     "  --model DIR          model folder (release layout); default: the tiny default model\n"
@@ -185,6 +191,9 @@ H3_REGISTER_COMMAND(
     "                       (each from the first chunk that starts at or after it)\n"
     "  --seed S             noise seed (default 0)\n"
     "  --ranks R            ranks as threads; the DiT runs tensor-parallel over them (default 1)\n"
+    "  --sp N               of those (or of --world-size), N split the DiT's rows (Ulysses sequence\n"
+    "                       parallelism) and ranks / N its weights (default 1); N must divide the\n"
+    "                       heads each tensor-parallel rank holds\n"
     "  --out FILE.y4m       YUV4MPEG2 output (C444, BT.601 limited range, 24 fps); '-' = stdout\n"
     "  --audio FILE.wav     also decode the soundtrack (needs the model's audio_vae/) and write it as\n"
     "                       a stereo WAV at the model's rate (the release: 32 kHz and round(F * 5 / 3)\n"
@@ -196,10 +205,16 @@ H3_REGISTER_COMMAND(
     "  --compute-dtype fp32|bf16  the DiT's and the text encoder's precision (the VAEs stay fp32);\n"
     "                       default: fp32 on cpu, bf16 on cuda. bf16 halves the DiT's weight memory;\n"
     "                       on a CPU without AMX-BF16/AVX-512-BF16 it is emulated, slower than fp32\n"
+    "  --no-adaln-tables    keep the DiT's AdaLN projections and compute their rows every step;\n"
+    "                       default: computed once per grid and the projections dropped (13 of the\n"
+    "                       release's 33 B parameters), the same output bit for bit\n"
     "  --timeout S          bound on every collective and on joining the ranks (default 120)\n"
     "  --max-memory BYTES   the most a request may take beside the weights (8G, 512M, ...); default:\n"
     "                       what the machine has available. A request estimated above it is refused\n"
     "                       before anything is allocated, naming the length and size that would fit\n"
+    "  --device-memory BYTES  each rank's device memory for the fit planner (80G, ...); default: on\n"
+    "                       cuda the GPU's. A request whose tp x sp layout cannot fit is refused\n"
+    "                       before the model is loaded, naming a layout that would (`h3 plan`)\n"
     "  --rendezvous HOST:PORT  be rank 0 of a world of processes: serve the rendezvous store on\n"
     "                       exactly this address; ranks 1..N-1 are `h3 worker`s (docs/distributed.md)\n"
     "  --world-size N       with --rendezvous: every rank, this one included (>= 2)\n"

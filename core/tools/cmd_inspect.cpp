@@ -10,7 +10,12 @@
 
 #include "common/error.h"
 #include "dit/config.h"
+#include "dit/adaln_tables.h"
+#include "dit/consistency_sampler.h"
 #include "dit/parameters.h"
+#include "dit/sampler.h"
+#include "dit/transformer.h"
+#include "engine/limits.h"
 #include "io/layout.h"
 #include "text/checkpoint_layout.h"
 #include "text/encoder_config.h"
@@ -36,6 +41,49 @@ std::vector<std::string> index_names(const std::string& path) {
   std::vector<std::string> names;
   for (auto& [name, file] : j["weight_map"].items()) names.push_back(name);
   return names;
+}
+
+int64_t parse_steps(const std::string& text) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || v < 2 || v > kMaxSteps) {
+    throw UsageError{"--adaln-tables " + text + ": give the grid points of the request's schedule (2.." +
+                     std::to_string(kMaxSteps) + "; the release's default is 50)"};
+  }
+  return v;
+}
+
+// What one of `tp` ranks holds in the release's dtypes with the AdaLN projections and with the
+// tables of an Euler grid of `steps` points (and of the causal sampler's 4 steps) instead.
+void print_table_residency(const dit::DitConfig& c, const std::vector<dit::ParamSpec>& specs, int tp,
+                           int64_t steps) {
+  dit::check_tp(c, tp);
+  int64_t with = 0, projections = 0;
+  for (const auto& s : specs) {
+    int64_t n = 1;
+    for (auto d : s.local_shape(tp)) n *= d;
+    const int64_t bytes = n * (s.fp32 ? 4 : 2);
+    with += bytes;
+    if (s.adaln) projections += bytes;
+  }
+  const auto grid = dit::evaluation_timesteps(dit::make_schedule(steps, dit::kVideoShift),
+                                              dit::make_schedule(steps, dit::kAudioShift));
+  const int64_t tables = dit::adaln_table_bytes(c, grid, tp, 2);
+  const int64_t causal = dit::adaln_table_bytes(c, dit::causal_timesteps(dit::CausalSettings{}), tp, 2);
+  const double gb = 1e9;
+  std::printf("each of %d ranks, release dtypes: %.3f GB of weights, %.3f GB of them AdaLN projections\n", tp,
+              with / gb, projections / gb);
+  std::printf(
+      "with AdaLN tables for %lld grid points (%zu evaluations): %.3f GB of weights + %.3f GB of tables = %.3f GB\n",
+      static_cast<long long>(steps), grid.size(), (with - projections) / gb, tables / gb,
+      (with - projections + tables) / gb);
+  std::printf("with the causal sampler's tables (4 steps and the clean forward): %.3f GB + %.3f GB = %.3f GB\n",
+              (with - projections) / gb, causal / gb, (with - projections + causal) / gb);
 }
 
 bool is_text_encoder_config(const std::string& path) {
@@ -107,6 +155,7 @@ int run(Args& args) {
   const auto index = args.opt_string("index");
   const int tp = static_cast<int>(args.int_or("tp", 1, 1, 1024));
   const auto layer = args.opt_string("layer");
+  const auto table_steps = args.opt_string("adaln-tables");
   args.finish();
   if (shapes && is_text_encoder_config(*shapes)) {
     if (!args.positional().empty()) throw UsageError{"--shapes takes no other path"};
@@ -121,6 +170,7 @@ int run(Args& args) {
     return text_encoder_shapes(*shapes, k, index);
   }
   if (layer) throw UsageError{"--layer goes with --shapes of a text encoder's config"};
+  if (table_steps && !shapes) throw UsageError{"--adaln-tables goes with --shapes of a DiT config"};
   if (!shapes) {
     if (args.positional().size() != 1)
       throw UsageError{"give one model folder, component folder or checkpoint"};
@@ -142,6 +192,7 @@ int run(Args& args) {
       "tensors %zu, parameters %lld (%.2f B), AdaLN %lld (%.2f B), %lld bytes in the release dtypes\n",
       specs.size(), static_cast<long long>(n.total), n.total / 1e9, static_cast<long long>(n.adaln),
       n.adaln / 1e9, static_cast<long long>(n.release_bytes));
+  if (table_steps) print_table_residency(c, specs, tp, parse_steps(*table_steps));
   if (!index) return 0;
 
   const auto stored = index_names(*index);
@@ -177,6 +228,7 @@ int run(Args& args) {
 H3_REGISTER_COMMAND("inspect", "a model folder or checkpoint: configs, tensors, dtypes, bytes, shard plan",
                     "usage: h3 inspect DIR|FILE [--tp N]\n"
                     "       h3 inspect --shapes CONFIG.json [--index INDEX.json] [--layer K]\n"
+                    "                  [--tp N --adaln-tables STEPS]\n"
                     "\n"
                     "  DIR|FILE              a model folder (model_index.json, transformer/, vae/, ...), a\n"
                     "                        component folder, or a checkpoint (.safetensors or index):\n"
@@ -188,6 +240,9 @@ H3_REGISTER_COMMAND("inspect", "a model folder or checkpoint: configs, tensors, 
                     "                        the engine builds from it (shapes only, no memory). Or a\n"
                     "                        text encoder's (text_encoder/config.json): the tensors and\n"
                     "                        parameters that conditioning on hidden_states[K] reads\n"
+                    "  --adaln-tables STEPS  with a DiT config: what each of --tp N ranks holds in the\n"
+                    "                        release dtypes with the AdaLN projections and with the AdaLN\n"
+                    "                        tables of a STEPS-point grid (and the causal sampler's) instead\n"
                     "  --layer K             with a text encoder's config: K (default 50, the release's)\n"
                     "  --index INDEX.json    a *.safetensors.index.json (diffusers or native names):\n"
                     "                        prints the names missing on either side; exit code 1 if any\n"

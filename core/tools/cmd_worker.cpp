@@ -22,6 +22,7 @@ int run(Args& a) {
   o.token_file = a.string("token-file");
   const std::string device = a.string_or("device", "cpu");
   o.compute_dtype = a.string_or("compute-dtype", "");
+  o.sp = static_cast<int>(a.int_or("sp", 1, 1, kMaxRanks));
   o.model_dir = a.string_or("model", "");
   o.timeout = std::chrono::seconds(a.int_or("timeout", kDefaultTimeout.count(), 1, 86400));
   a.finish();

@@ -118,6 +118,21 @@ TEST(H3VideoSrcErrors, AMaxMemoryBelowTheDefaultClipsNeedIsRefusedAndAboveItPlay
   EXPECT_FALSE(played.error) << played.message;
 }
 
+// The fit planner, before the model is loaded: 1 MiB per device holds no layout of the tiny
+// model's two ranks; the message names the layout asked for, what it needs and what would fit.
+TEST(H3VideoSrcErrors, ALayoutThatCannotFitTheDeviceMemoryIsRefusedBeforeLoading) {
+  const h3test::RunResult r = run("ranks=2 device-memory=1048576");
+  ASSERT_TRUE(r.error);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_NO_SPACE_LEFT);
+  EXPECT_NE(r.message.find("per rank as TP2×SP1 but each device has 1.0 MiB"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("no layout fits in"), std::string::npos) << r.message;
+  // Nothing was loaded: the plugin's own memory only (the model's load would show in the RSS).
+  const h3test::RunResult played = run("ranks=2 sp-size=2 device-memory=4294967296");
+  EXPECT_FALSE(played.error) << played.message;
+}
+
 // Which CUDA refusal applies depends on the build (H3_TEST_TORCH_HAS_CUDA, from meson) and on
 // the GPUs the NVIDIA driver shows: each case runs where it is true and says why it is skipped
 // elsewhere.
@@ -169,8 +184,21 @@ TEST(H3VideoSrcErrors, TensorParallelSizeThatDoesNotDivideTheRanksIsAnError) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
   EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
-  EXPECT_NE(r.message.find("tp = 3 with 2 ranks"), std::string::npos) << r.message;
-  EXPECT_NE(r.message.find("give tp = 0 or tp = ranks"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("tp-size = 3 x sp-size = 1 with 2 ranks"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("give tp-size = 0 (ranks / sp) or 2"), std::string::npos) << r.message;
+}
+
+TEST(H3VideoSrcErrors, SequenceParallelSizeThatDoesNotSplitTheModelIsAnError) {
+  // sp must divide the ranks first, then the heads of each TP rank (the test models have 2).
+  for (const auto& [props, words] : std::vector<std::pair<std::string, std::string>>{
+           {"ranks=2 sp-size=3", "sp-size = 3 with 2 ranks: the sequence-parallel size must divide the ranks"},
+           {"ranks=3 sp-size=3", "sp must divide the"}}) {
+    const h3test::RunResult r = run(props);
+    ASSERT_TRUE(r.error) << props;
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.domain, GST_RESOURCE_ERROR) << props;
+    EXPECT_NE(r.message.find(words), std::string::npos) << props << ": " << r.message;
+  }
 }
 
 }  // namespace
