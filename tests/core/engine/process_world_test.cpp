@@ -307,5 +307,43 @@ TEST(ProcessWorld, AWorkerWithAnUnknownComputeDtypeExitsOneNamingTheFlag) {
   EXPECT_THAT(worker.output(), HasSubstr("compute-dtype = \"fp16\": must be \"fp32\" or \"bf16\""));
 }
 
+// Ulysses across processes: a worker must run rank 0's tp x sp layout (a world setting); one
+// left at sp 1 is refused naming sp-size, one given --sp 2 joins and the world's clip is that of
+// two thread ranks at sp 2 (the tiny DiT's 2 heads split over 2 SP ranks).
+TEST(ProcessWorld, AWorkerRunsRankZerosSequenceParallelLayoutOrIsRefusedNamingIt) {
+  World refused{kFormingFailsTimeout};
+  EngineOptions sp2_rank0 = refused.rank0();
+  sp2_rank0.sp = 2;
+  Child sp1 = refused.waiting_worker("sp1");
+  try {
+    Engine::open(sp2_rank0);
+    FAIL() << "opened with a worker at sp 1 under an sp 2 rank 0";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("sp-size (sequence-parallel split) (rank 0: 2, rank 1: 1)"));
+  }
+  EXPECT_TRUE(exited_with(sp1.wait(), 1)) << sp1.output();
+
+  World w;
+  EngineOptions o = w.rank0();
+  o.sp = 2;
+  std::vector<std::string> args = w.worker_args();
+  args.insert(args.end(), {"--sp", "2"});
+  Child sp2 = Child::start(args, w.dir / "sp2.log");
+  at::Tensor frames;
+  {
+    auto e = Engine::open(o);
+    frames = generate_frames(*e);
+  }
+  EXPECT_TRUE(exited_with(sp2.wait(), 0)) << sp2.output();
+  EngineOptions threads;
+  threads.model_dir = default_model_dir();
+  threads.ranks = 2;
+  threads.sp = 2;
+  const at::Tensor thread_frames = generate_frames(*Engine::open(threads));
+  EXPECT_TRUE(at::equal(frames, thread_frames)) << "sp 2 process ranks and sp 2 thread ranks disagree";
+  // The clip of tp 2: the same model, split the other way; the uint8 frames agree within a step.
+  EXPECT_LE((thread_frames.to(at::kInt) - thread_rank_frames().to(at::kInt)).abs().max().item<int>(), 1);
+}
+
 }  // namespace
 }  // namespace h3
