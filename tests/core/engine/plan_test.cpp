@@ -166,13 +166,22 @@ TEST(OpenErrors, RanksTpAndDevice) {
   expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"ranks = 0"});
   o.ranks = 2;
   o.tp = 1;
-  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"tp = 1"});
+  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument,
+               {"tp-size = 1 x sp-size = 1 with 2 ranks", "give tp-size = 0 (ranks / sp) or 2"});
   o.tp = 0;
+  o.sp = 3;
+  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument,
+               {"sp-size = 3 with 2 ranks", "must divide the ranks"});
+  o.sp = 1;
   o.device = "tpu";
   expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"device"});
   o.device = "cpu";
   o.ranks = 3;  // 2 heads cannot split over 3 ranks
   expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument, {"size 3", "attention heads"});
+  o.ranks = 4;  // tp 2 x sp 2 splits 2 heads into half a head per rank
+  o.sp = 2;
+  expect_error([&] { Engine::open(o); }, ErrorKind::kInvalidArgument,
+               {"tp 2 x sp 2", "sp must divide the 1 heads each TP rank holds"});
 }
 
 TEST(OpenErrors, AModelWithoutABuiltInEncoderAsksForEmbeddings) {
