@@ -123,6 +123,25 @@ fi
 cmp -s "$LOG_DIR/causal-cpu.y4m" "$LOG_DIR/causal-cuda.y4m" && say "causal: CPU and CUDA clips byte for byte" ||
   say "causal: the CUDA clip (bf16 DiT) differs from the CPU's (fp32), as the euler clip above may"
 
+# AdaLN tables on the GPU (the default above) against the projections: the same clip, byte for byte.
+"$H3" generate --model "$TINY" --prompt "a gpu check" --seed 3 --device cuda --no-adaln-tables \
+  --out "$LOG_DIR/tiny-cuda-projections.y4m" --quiet || fail "h3 generate --device cuda --no-adaln-tables"
+cmp -s "$LOG_DIR/tiny-cuda.y4m" "$LOG_DIR/tiny-cuda-projections.y4m" &&
+  say "AdaLN tables on the GPU: the projections' clip, byte for byte" || fail "AdaLN tables changed the CUDA clip"
+# The fit planner against this GPU's own memory, then a device memory nothing fits in.
+"$H3" plan --model "$TINY" --ranks 1 --device-memory "$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits |
+  head -1)M" || fail "h3 plan on this GPU's memory"
+"$H3" generate --model "$TINY" --prompt "a gpu check" --device cuda --device-memory 1M --out "$LOG_DIR/none.y4m" \
+  --quiet 2>"$LOG_DIR/fit.log" && fail "a 1 MiB device memory was not refused"
+grep -q "no layout fits" "$LOG_DIR/fit.log" && say "fit refusal: $(head -1 "$LOG_DIR/fit.log")" ||
+  fail "the fit refusal said something else: $(cat "$LOG_DIR/fit.log")"
+if [ "$GPUS" -ge 2 ]; then
+  "$H3" generate --model "$TINY" --prompt "a gpu check" --seed 3 --device cuda --ranks 2 --sp 2 \
+    --out "$LOG_DIR/tiny-cuda-sp2.y4m" --quiet || fail "h3 generate --device cuda --ranks 2 --sp 2"
+  say "Ulysses on 2 GPUs: $(cmp -s "$LOG_DIR/tiny-cuda-2.y4m" "$LOG_DIR/tiny-cuda-sp2.y4m" && echo "the TP 2 clip" ||
+    echo "differs from the TP 2 clip (bf16 sums in another order)")"
+fi
+
 # 5. Absolute times on the GPU.
 "$H3" bench dit --device cuda --dtype bf16 --hidden 1024 --heads 8 --layers 8 --max-ranks "$GPUS" ||
   fail "h3 bench dit --device cuda"

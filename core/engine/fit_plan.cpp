@@ -158,6 +158,10 @@ std::string LayoutFit::name() const {
 std::string format_gib(int64_t bytes) {
   const double g = static_cast<double>(bytes) / (1024.0 * 1024 * 1024);
   char buf[32];
+  if (g < 1) {  // a small model's or a small device's figures: "0.00 GiB" would say nothing
+    std::snprintf(buf, sizeof buf, "%.1f MiB", g * 1024);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, g < 10 ? "%.2f GiB" : "%.1f GiB", g);
   return buf;
 }
@@ -245,7 +249,12 @@ std::string fit_summary(const std::vector<LayoutFit>& layouts) {
   if (!fitting.empty()) return "fits in " + memory + ": " + fitting;
   // Rounded up, so that the size named does fit.
   char need[32];
-  std::snprintf(need, sizeof need, "%.1f GiB", std::ceil(best.total() * 10.0 / (1024.0 * 1024 * 1024)) / 10);
+  const double gib = static_cast<double>(best.total()) / (1024.0 * 1024 * 1024);
+  if (gib < 1) {
+    std::snprintf(need, sizeof need, "%.1f MiB", std::ceil(gib * 1024 * 10) / 10);
+  } else {
+    std::snprintf(need, sizeof need, "%.1f GiB", std::ceil(gib * 10) / 10);
+  }
   return "no layout fits in " + memory + "; the smallest device memory that would: " + need + " (" +
          best.name() + ")";
 }

@@ -74,7 +74,7 @@ const LayoutFit& leanest(const std::vector<LayoutFit>& layouts);
 // make_plan needs to plan a request for a bare transformer config.
 ModelInfo model_of_config(const dit::DitConfig& c);
 
-// "80.0 GiB", two decimals below 10 GiB ("8.31 GiB").
+// "80.0 GiB", two decimals below 10 GiB ("8.31 GiB"), MiB below 1 GiB ("76.8 MiB").
 std::string format_gib(int64_t bytes);
 
 }  // namespace h3

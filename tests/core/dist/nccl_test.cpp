@@ -74,6 +74,33 @@ TEST(Nccl, AllReduceBroadcastAndGatherOnTheRanksGpus) {
       nccl());
 }
 
+// Ulysses' exchange: grouped send/recv pairs, parts of any length, empty ones skipped.
+TEST(Nccl, AllToAllMovesUnevenAndEmptyPartsBetweenTheGpus) {
+  H3_REQUIRE_NCCL_WORLD(n);
+  run_ok(
+      n,
+      [n](Group& g) {
+        const auto dev = at::TensorOptions().device(g.device());
+        for (auto dtype : {at::kFloat, at::kBFloat16}) {
+          std::vector<at::Tensor> parts;
+          for (int d = 0; d < n; ++d) {
+            parts.push_back((at::arange((g.rank() + d) * 2, dev.dtype(at::kFloat)).view({g.rank() + d, 2}) +
+                             100 * g.rank() + 1000 * d)
+                                .to(dtype));
+          }
+          const auto got = g.all_to_all(parts);
+          for (int s = 0; s < n; ++s) {
+            EXPECT_TRUE(got[s].is_cuda());
+            const auto want = (at::arange((s + g.rank()) * 2, at::kFloat).view({s + g.rank(), 2}) + 100 * s +
+                               1000 * g.rank())
+                                  .to(dtype);
+            EXPECT_TRUE(at::equal(got[s].cpu(), want)) << "from rank " << s;
+          }
+        }
+      },
+      nccl());
+}
+
 TEST(Nccl, CpuTensorsAreStagedThroughTheDevice) {
   H3_REQUIRE_NCCL_WORLD(n);
   run_ok(
