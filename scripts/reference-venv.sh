@@ -8,6 +8,8 @@
 DIFFUSERS_VERSION=0.42.1      # has MiniMax-H3: AutoencoderKLMiniMaxH3, MiniMaxH3Transformer3DModel
 TRANSFORMERS_VERSION=5.24.0   # diffusers' MiniMax-H3 modular pipeline imports it
 ACCELERATE_VERSION=1.15.0     # diffusers' from_pretrained needs it for the fp32-pinned modules
+TORCHVISION_VERSION=0.26.0    # the one for torch 2.11: transformers' Qwen3-VL video processor needs it
+AV_VERSION=18.1.0             # PyAV: diffusers' encode_video (the end-to-end race's MP4)
 VENV=$H3_CACHE/reference-venv
 PY=$VENV/bin/python
 export LD_LIBRARY_PATH=$TORCH_DIR/torch/lib:${H3_CUDA_ROOT:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -20,4 +22,15 @@ if [ ! -f "$VENV/.complete" ]; then
     2>&1 | grep -v "requires\|dependency resolver" >&2 || true
   "$PY" -c "import torch, diffusers; assert torch.__version__.split('+')[0] == '$TORCH_VERSION'"
   touch "$VENV/.complete"
+fi
+# The end-to-end race (bench-reference.sh e2e) loads the pipeline's Qwen3VLProcessor, whose video
+# processor needs torchvision (without its dependencies: torch is pinned above), and writes the MP4
+# with diffusers' encode_video, which needs PyAV (about 40 MB downloaded, 130 MB installed). Added to a
+# venv made before them too.
+if [ ! -f "$VENV/.complete-e2e" ]; then
+  echo "reference-venv: adding torchvision $TORCHVISION_VERSION and av $AV_VERSION to $VENV" >&2
+  "$VENV/bin/pip" install --quiet --no-deps "torchvision==$TORCHVISION_VERSION"
+  "$VENV/bin/pip" install --quiet "av==$AV_VERSION"
+  "$PY" -c "import torchvision, av"
+  touch "$VENV/.complete-e2e"
 fi
