@@ -81,6 +81,46 @@ void VaeConfig::validate(const std::string& origin) const {
   io::check_latent_stats(latents_mean, latents_std, latent_channels, origin);
 }
 
+void VaeConfig::validate_encoder(const std::string& origin) const {
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) bad(origin, "video VAE encoder: " + what);
+  };
+  const size_t levels = encoder_channels.size();
+  need(levels > 0, "block_out_channels is empty");
+  need(encoder_spatial_down.size() == levels && encoder_temporal_down.size() == levels,
+       "block_out_channels, spatial_downsample_factors and temporal_downsample_factors must have one "
+       "entry per level (" +
+           std::to_string(levels) + ")");
+  need(in_channels > 0, "in_channels must be positive");
+  need(encoder_layers_per_block > 0, "layers_per_block must be positive");
+  need(encoder_norm_groups > 0, "norm_num_groups must be positive");
+  need(encoder_norm_eps > 0, "norm_eps must be positive");
+  int64_t s = 1, t = 1;
+  for (size_t i = 0; i < levels; ++i) {
+    need(encoder_channels[i] > 0 && encoder_channels[i] % encoder_norm_groups == 0,
+         "level " + std::to_string(i) + " has " + std::to_string(encoder_channels[i]) +
+             " channels, not a positive multiple of norm_num_groups " + std::to_string(encoder_norm_groups));
+    need(encoder_spatial_down[i] == 1 || encoder_spatial_down[i] == 2,
+         "spatial downsample factors must be 1 or 2 (level " + std::to_string(i) + ")");
+    need(encoder_temporal_down[i] == 1 || encoder_temporal_down[i] == 2,
+         "temporal downsample factors must be 1 or 2 (level " + std::to_string(i) + ")");
+    need(encoder_spatial_down[i] == 2 || encoder_temporal_down[i] == 1,
+         "a level that halves time must also halve space (level " + std::to_string(i) +
+             "): the reference's unpadded 3x3 stride-1 conv would shrink the frame");
+    s *= encoder_spatial_down[i];
+    t *= encoder_temporal_down[i];
+  }
+  need(s == patch_size && t == patch_size_t,
+       "the downsample factors multiply to " + std::to_string(s) + " x " + std::to_string(t) +
+           ", not the decoder's " + std::to_string(patch_size) + " x " + std::to_string(patch_size_t));
+  need(encoder_padding_mode == "reflect" || encoder_padding_mode == "zeros" ||
+           encoder_padding_mode == "replicate" || encoder_padding_mode == "circular",
+       "spatial_padding_mode '" + encoder_padding_mode + "' is not reflect, zeros, replicate or circular");
+  need(encoder_t_isolated_norm, "use_t_isolated_gn must be true (H3 normalises every frame alone)");
+  need(encoder_causal, "causal_encoder must be true with zero temporal padding (padding_mode_t null)");
+  need(clip_length > 0 && token_drop >= 0, "clip_length / token_drop out of range");
+}
+
 VaeConfig parse_diffusers_config(const std::string& json_text, const std::string& origin) {
   const json j = io::parse_config_json(json_text, origin);
   if (!j.contains("decoder_num_layers")) {
@@ -105,6 +145,17 @@ VaeConfig parse_diffusers_config(const std::string& json_text, const std::string
   read_int(j, "token_drop", origin, c.token_drop);
   c.latents_mean = read_doubles(j, "latents_mean", origin);
   c.latents_std = read_doubles(j, "latents_std", origin);
+  // The encoder (checked by validate_encoder when an encoder is loaded).
+  read_int(j, "in_channels", origin, c.in_channels);
+  io::read_ints(j, "block_out_channels", origin, c.encoder_channels);
+  io::read_ints(j, "spatial_downsample_factors", origin, c.encoder_spatial_down);
+  io::read_ints(j, "temporal_downsample_factors", origin, c.encoder_temporal_down);
+  read_int(j, "layers_per_block", origin, c.encoder_layers_per_block);
+  read_int(j, "norm_num_groups", origin, c.encoder_norm_groups);
+  read_double(j, "norm_eps", origin, c.encoder_norm_eps);
+  if (j.contains("spatial_padding_mode") && j["spatial_padding_mode"].is_string()) {
+    c.encoder_padding_mode = j["spatial_padding_mode"].get<std::string>();
+  }
   c.validate(origin);
   return c;
 }
@@ -155,6 +206,37 @@ VaeConfig parse_native_config(const std::string& wrapper_json, const std::string
   read_int(w, "vae_tile_overlap_min", wrapper_origin, c.tile_overlap_min);
   c.latents_mean = read_doubles(w, "latents_mean", wrapper_origin);
   c.latents_std = read_doubles(w, "latents_std", wrapper_origin);
+  // The encoder (EncoderFCN3D: channels ch * ch_mult, GroupNorm 32 / eps 1e-6 fixed in its code).
+  read_int(s, "in_channels", source_origin, c.in_channels);
+  int64_t ch = 0;
+  read_int(s, "ch", source_origin, ch);
+  std::vector<int64_t> mult;
+  io::read_ints(s, "ch_mult", source_origin, mult);
+  if (ch > 0 && !mult.empty()) {
+    c.encoder_channels.clear();
+    for (int64_t m : mult) c.encoder_channels.push_back(ch * m);
+  }
+  io::read_ints(s, "space_down", source_origin, c.encoder_spatial_down);
+  io::read_ints(s, "time_down", source_origin, c.encoder_temporal_down);
+  if (s.contains("num_res_blocks") && s["num_res_blocks"].is_array()) {
+    std::vector<int64_t> blocks;
+    io::read_ints(s, "num_res_blocks", source_origin, blocks);
+    for (int64_t b : blocks) {
+      if (b != blocks.front()) bad(source_origin, "num_res_blocks differs between levels: not supported");
+    }
+    if (!blocks.empty()) c.encoder_layers_per_block = blocks.front();
+  } else {
+    read_int(s, "num_res_blocks", source_origin, c.encoder_layers_per_block);
+  }
+  if (s.contains("padding_mode") && s["padding_mode"].is_string()) {
+    c.encoder_padding_mode = s["padding_mode"].get<std::string>();
+  }
+  read_bool(s, "use_t_isolated_gn", source_origin, c.encoder_t_isolated_norm);
+  read_bool(s, "causal_encoder", source_origin, c.encoder_causal);
+  if (s.contains("padding_mode_t") && !s["padding_mode_t"].is_null() && s["padding_mode_t"] != "zeros") {
+    c.encoder_causal = false;
+  }
+  read_bool(w, "vae_encoder_tiling", wrapper_origin, c.encoder_tiling);
   c.validate(wrapper_origin);
   return c;
 }

@@ -3,8 +3,8 @@
 // One struct serves the full-size release decoder and the tiny test decoders:
 // it is read either from the release's diffusers `vae/config.json` schema or
 // from the native layout (the `video_vae/config.json` wrapper plus its
-// `source/config.json`). Only what decoding needs is kept; the CNN encoder
-// settings are ignored.
+// `source/config.json`). What decoding needs, and the CNN encoder's structure (§7.6;
+// read by VideoEncoder only, checked by validate_encoder).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,19 @@ struct VaeConfig {
   std::vector<double> latents_mean;
   std::vector<double> latents_std;
 
+  // CNN encoder (§7.6), per level: the release's values unless the config says otherwise.
+  int64_t in_channels = 3;
+  std::vector<int64_t> encoder_channels = {128, 256, 256, 512, 512, 1024};  // block_out_channels
+  std::vector<int64_t> encoder_spatial_down = {2, 2, 2, 2, 1, 1};
+  std::vector<int64_t> encoder_temporal_down = {1, 2, 2, 1, 1, 1};
+  int64_t encoder_layers_per_block = 2;
+  int64_t encoder_norm_groups = 32;
+  double encoder_norm_eps = 1e-6;
+  std::string encoder_padding_mode = "reflect";  // spatial; the temporal padding is causal zeros
+  bool encoder_tiling = true;           // 256-px tiles like the decoder's (same tile_size / tile_overlap_min)
+  bool encoder_t_isolated_norm = true;  // GroupNorm per frame (native use_t_isolated_gn)
+  bool encoder_causal = true;           // native causal_encoder with zero temporal padding
+
   int64_t dim() const { return num_heads * head_dim; }
   int64_t ffn_inner() const { return dim() * ffn_mult; }
   // Rotated dims per head: int(head_dim * ratio) (48 of 64 in the release).
@@ -51,6 +64,8 @@ struct VaeConfig {
 
   // Throws h3::Error(kFormat) naming `origin` when a value cannot be decoded with.
   void validate(const std::string& origin) const;
+  // Throws h3::Error(kFormat) naming `origin` when the encoder settings cannot be encoded with.
+  void validate_encoder(const std::string& origin) const;
 };
 
 // Where a decoder's config and weights live on disk.

@@ -1,0 +1,225 @@
+// The video VAE encoder against diffusers' AutoencoderKLMiniMaxH3 (tests/data/vae_encoder, made by
+// bench/reference/make_vae_encoder_vectors.py): the posterior parameters, the seeded sample and the
+// normalised conditioning latents of the image path (one tile and 2 x 2 tiles) and of 17-, 22- and
+// 34-frame clips (one with 2 tiles); the normalisation alone; the errors for bad inputs.
+#include "vae/encoder.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "common/error.h"
+#include "common/shape.h"
+#include "dist/group.h"
+#include "dist/world.h"
+#include "io/safetensors.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using h3::vae::EncodeOptions;
+using h3::vae::VideoEncoder;
+
+std::string data(const std::string& rel) {
+  const char* root = std::getenv("H3_TEST_DATA");
+  return std::string(root ? root : "tests/data") + "/vae_encoder/" + rel;
+}
+
+double max_err(const at::Tensor& a, const at::Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  if (a.sizes() != b.sizes()) return INFINITY;
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+class VaeEncoderGolden : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void SetUpTestSuite() { enc_ = new VideoEncoder(VideoEncoder::load(data("vae"))); }
+  static void TearDownTestSuite() {
+    delete enc_;
+    enc_ = nullptr;
+  }
+  static VideoEncoder* enc_;
+};
+VideoEncoder* VaeEncoderGolden::enc_ = nullptr;
+
+TEST_P(VaeEncoderGolden, MatchesDiffusers) {
+  const auto file = h3::io::SafetensorsFile::open(data("case_" + GetParam() + ".safetensors"));
+  const at::Tensor pixels = file->view("pixels_u8");  // [3, T, H, W] uint8
+  const at::Tensor want_moments = file->view("moments"), want_sample = file->view("sample");
+  const at::Tensor want = file->view("latents");
+  const VideoEncoder& e = *enc_;
+
+  // Posterior parameters (encoder + quant_conv, clips, token drop, tiles).
+  const at::Tensor m = e.moments(pixels);
+  const double err_m = max_err(m, want_moments);
+  EXPECT_LE(err_m, 1e-4);
+  EXPECT_EQ(m.size(2), e.latent_frames(pixels.size(1)));
+
+  // The sample with the released seed, from our moments and from the reference's.
+  const double err_s = max_err(VideoEncoder::sample_posterior(m, 42), want_sample);
+  EXPECT_LE(err_s, 1e-4);
+  EXPECT_TRUE(at::equal(VideoEncoder::sample_posterior(want_moments, 42), want_sample))
+      << "the posterior noise differs from torch.Generator().manual_seed(42)";
+
+  // The normalisation alone: the reference's sample, rounded to fp16, gives its latents bit for bit.
+  EXPECT_TRUE(at::equal(e.normalize(want_sample.to(at::kHalf).to(at::kFloat)), want));
+
+  // End to end (uint8 pixels; the image path takes [3, H, W]). The fp16 rounding may flip a value
+  // that lies within 1e-4 of a rounding boundary by one fp16 step: allow that for 0.1 % of values.
+  const at::Tensor z = pixels.size(1) == 1 ? e.encode_image(pixels.select(1, 0)) : e.encode_clip(pixels);
+  ASSERT_EQ(z.sizes(), want.sizes());
+  const at::Tensor diff = (z - want).abs();
+  const at::Tensor lstd =
+      at::tensor(e.config().latents_std, at::kDouble).to(at::kFloat).view({1, -1, 1, 1, 1});
+  // One fp16 step of the unnormalised value, in normalised units.
+  const at::Tensor step = at::pow(2.0, at::floor(at::log2(want_sample.abs().clamp_min(6.1e-5))) - 10) / lstd;
+  const at::Tensor off = diff.gt(1e-4);
+  EXPECT_TRUE(diff.le(step * 1.01 + 1e-4).all().item<bool>());
+  EXPECT_LE(off.sum().item<int64_t>(), std::max<int64_t>(1, z.numel() / 1000));
+
+  // [0, 1] floats are the same input as uint8.
+  const at::Tensor unit = pixels.to(at::kFloat).div(255.0);
+  const at::Tensor z2 = pixels.size(1) == 1 ? e.encode_image(unit.select(1, 0)) : e.encode_clip(unit);
+  EXPECT_TRUE(at::equal(z, z2));
+
+  // The posterior mean (sample = false) is the first half of the moments, normalised.
+  EncodeOptions mean_only;
+  mean_only.sample = false;
+  mean_only.round_fp16 = false;
+  const double err_mean = max_err(e.encode_clip(pixels, mean_only), e.normalize(want_moments.chunk(2, 1)[0]));
+  EXPECT_LE(err_mean, 1e-4);
+
+  std::printf(
+      "[ encoder ] %s: moments %s max |err| %.3g, sample %.3g, latents %.3g (%lld of %lld over 1e-4), mean "
+      "%.3g\n",
+      GetParam().c_str(), h3::shape_string(m.sizes()).c_str(), err_m, err_s, diff.max().item<double>(),
+      static_cast<long long>(off.sum().item<int64_t>()), static_cast<long long>(z.numel()), err_mean);
+}
+
+INSTANTIATE_TEST_SUITE_P(VaeEncoderCases, VaeEncoderGolden,
+                         ::testing::Values("image_h48w80", "image_h288w320", "clip17_h32w48", "clip34_h32w48",
+                                           "clip22_h32w48", "clip17_h32w272"));
+
+// Tiles spread over 2 and 3 rank threads give the single-rank latents bit for bit (3 ranks on the
+// 2-tile clip: fewer tiles than ranks, every rank encodes both).
+TEST_F(VaeEncoderGolden, RanksGiveTheSameLatents) {
+  for (const std::string name : {"image_h288w320", "clip17_h32w272"}) {
+    const auto file = h3::io::SafetensorsFile::open(data("case_" + name + ".safetensors"));
+    const at::Tensor pixels = file->view("pixels_u8");
+    const bool image = pixels.size(1) == 1;
+    const at::Tensor want = image ? enc_->encode_image(pixels.select(1, 0)) : enc_->encode_clip(pixels);
+    for (int ranks : {2, 3}) {
+      std::vector<at::Tensor> got(static_cast<size_t>(ranks));
+      const auto results = h3::dist::run_threads(ranks, [&](h3::dist::Group& g) {
+        got[static_cast<size_t>(g.rank())] =
+            image ? enc_->encode_image(pixels.select(1, 0), g) : enc_->encode_clip(pixels, g);
+      });
+      for (const auto& r : results) EXPECT_TRUE(r.ok) << name << " rank " << r.rank << ": " << r.error;
+      for (const at::Tensor& z : got) {
+        ASSERT_TRUE(z.defined()) << name;
+        EXPECT_TRUE(at::equal(z, want)) << name << ", " << ranks << " ranks";
+      }
+    }
+  }
+  // A bad input fails every rank together (nobody waits in a gather).
+  const auto results = h3::dist::run_threads(2, [&](h3::dist::Group& g) {
+    enc_->encode_image(at::zeros({3, 40, 48}, at::kByte), g);
+  });
+  for (const auto& r : results) EXPECT_FALSE(r.ok);
+}
+
+TEST(VaeEncoder, ReadsTheEncoderConfig) {
+  const VideoEncoder e = VideoEncoder::load(data("vae"));
+  const auto& c = e.config();
+  EXPECT_EQ(c.encoder_channels, (std::vector<int64_t>{8, 16, 16, 16, 24, 24}));
+  EXPECT_EQ(c.encoder_spatial_down, (std::vector<int64_t>{2, 2, 2, 2, 1, 1}));
+  EXPECT_EQ(c.encoder_temporal_down, (std::vector<int64_t>{1, 2, 2, 1, 1, 1}));
+  EXPECT_EQ(c.encoder_layers_per_block, 2);
+  EXPECT_EQ(c.encoder_norm_groups, 4);
+  EXPECT_DOUBLE_EQ(c.encoder_norm_eps, 1e-6);
+  EXPECT_EQ(c.encoder_padding_mode, "reflect");
+  EXPECT_EQ(e.latent_frames(1), 1);
+  EXPECT_EQ(e.latent_frames(17), 2);
+  EXPECT_EQ(e.latent_frames(22), 7);
+  EXPECT_EQ(e.latent_frames(34), 7);
+  EXPECT_EQ(e.latent_frames(124), 37);
+}
+
+// Throws h3::Error(kInvalidArgument) whose message holds every one of `words`.
+template <typename F>
+void expect_refused(F&& f, std::initializer_list<const char*> words) {
+  try {
+    f();
+    ADD_FAILURE() << "not refused";
+  } catch (const h3::Error& err) {
+    EXPECT_EQ(err.kind(), h3::ErrorKind::kInvalidArgument) << err.what();
+    for (const char* w : words) EXPECT_NE(std::string(err.what()).find(w), std::string::npos) << err.what();
+  }
+}
+
+TEST(VaeEncoder, BadInputsAreRefusedWithWhatToDo) {
+  const VideoEncoder e = VideoEncoder::load(data("vae"));
+  const auto u8 = at::TensorOptions().dtype(at::kByte);
+  expect_refused(
+      [&] {
+        e.encode_image(at::zeros({4, 32, 32}, u8));
+      },
+      {"image", "[4, 32, 32]", "3 colour channels"});
+  expect_refused([&] { e.encode_image(at::zeros({32, 48, 3}, u8)); }, {"image", "[32, 48, 3]", "permute"});
+  expect_refused([&] { e.encode_clip(at::zeros({1, 17, 32, 32}, u8)); }, {"video", "3 colour channels"});
+  expect_refused(
+      [&] {
+        e.encode_image(at::zeros({3, 40, 48}, u8));
+      },
+      {"image", "40 x 48", "multiples of 16", "resize"});
+  expect_refused([&] { e.encode_clip(at::zeros({3, 17, 32, 56})); }, {"video", "32 x 56", "multiples of 16"});
+  expect_refused([&] { e.encode_image(at::zeros({3, 1, 1}, u8)); }, {"image", "1 x 1", "at least 32 px"});
+  expect_refused([&] { e.encode_image(at::zeros({3, 16, 16}, u8)); }, {"image", "16 x 16", "at least 32 px"});
+  expect_refused([&] { e.encode_image(at::zeros({1, 3, 32, 32}, u8)); }, {"image", "[3, H, W]"});
+  expect_refused([&] { e.encode_clip(at::zeros({3, 32, 32}, u8)); }, {"video", "[3, T, H, W]"});
+  expect_refused([&] { e.encode_image(at::zeros({3, 32, 32}, at::kInt)); }, {"image", "uint8"});
+}
+
+TEST(VaeEncoder, AVaeWithoutEncoderIsNamed) {
+  // The tiny decoders of the tests ship no encoder (tests/data/golden/h3_vae/diffusers).
+  const char* root = std::getenv("H3_TEST_DATA");
+  const std::string dir = std::string(root ? root : "tests/data") + "/golden/h3_vae/diffusers";
+  try {
+    VideoEncoder::load(dir);
+    FAIL() << "loaded an encoder from " << dir;
+  } catch (const h3::Error& err) {
+    EXPECT_EQ(err.kind(), h3::ErrorKind::kNotFound);
+    EXPECT_NE(std::string(err.what()).find("no encoder"), std::string::npos) << err.what();
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// The release's two config layouts describe the same encoder (docs/h3-model.md §7.6).
+TEST(VaeEncoder, ReleaseConfigsAgree) {
+  const char* root = std::getenv("H3_TEST_DATA");
+  const std::string base = std::string(root ? root : "tests/data") + "/h3-release/";
+  const auto diffusers = h3::vae::find_vae(base + "vae").config;
+  const auto native = h3::vae::find_vae(base + "FL2VA/video_vae").config;
+  for (const auto* c : {&diffusers, &native}) {
+    c->validate_encoder("release");
+    EXPECT_EQ(c->encoder_channels, (std::vector<int64_t>{128, 256, 256, 512, 512, 1024}));
+    EXPECT_EQ(c->encoder_spatial_down, (std::vector<int64_t>{2, 2, 2, 2, 1, 1}));
+    EXPECT_EQ(c->encoder_temporal_down, (std::vector<int64_t>{1, 2, 2, 1, 1, 1}));
+    EXPECT_EQ(c->encoder_layers_per_block, 2);
+    EXPECT_EQ(c->encoder_norm_groups, 32);
+    EXPECT_DOUBLE_EQ(c->encoder_norm_eps, 1e-6);
+    EXPECT_EQ(c->encoder_padding_mode, "reflect");
+    EXPECT_TRUE(c->encoder_tiling);
+    EXPECT_EQ(c->in_channels, 3);
+  }
+}
+
+}  // namespace
