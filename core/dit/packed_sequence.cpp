@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -28,6 +29,31 @@ void check_t(float t, const char* name) {
     bad(std::string("DiT input '") + name + "' = " + std::to_string(t) +
         ": t = 1 - sigma must lie in [0, 1]");
   }
+}
+
+// numpy's pairwise summation of a float64 array (numpy/core/src/umath/loops_utils.h): the
+// reference sums the last keyframe's span so, and from 16 terms on it differs from a running sum
+// in the last ulp.
+double pairwise_sum(const double* a, int64_t n) {
+  if (n < 8) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) s += a[i];
+    return s;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int k = 0; k < 8; ++k) r[k] = a[k];
+    int64_t i = 8;
+    for (; i < n - n % 8; i += 8) {
+      for (int k = 0; k < 8; ++k) r[k] += a[i + k];
+    }
+    double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) s += a[i];
+    return s;
+  }
+  int64_t half = n / 2;
+  half -= half % 8;
+  return pairwise_sum(a, half) + pairwise_sum(a + half, n - half);
 }
 
 }  // namespace
@@ -92,6 +118,34 @@ at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t,
   return pos;
 }
 
+at::Tensor noised_keyframe(const at::Tensor& clean, const at::Tensor& noise) {
+  const float t = kKeyframeTimestep, rest = 1.0f - kKeyframeTimestep;  // 1 - t in fp32, as the reference
+  return clean.to(at::kFloat).mul(t).add(noise.to(at::kFloat).mul(rest));
+}
+
+at::Tensor keyframe_positions(KeyframeAnchor anchor, int64_t text_rows, int64_t t, int64_t grid_h,
+                              int64_t grid_w) {
+  static const double kSpan[5] = {1, 4, 4, 4, 4};
+  double time = static_cast<double>(text_rows);
+  if (anchor == KeyframeAnchor::kLast) {
+    std::vector<double> spans(static_cast<size_t>(t));
+    for (int64_t k = 0; k < t; ++k) spans[static_cast<size_t>(k)] = 5.0 / 3.0 * kSpan[k % 5];
+    time = static_cast<double>(text_rows) + pairwise_sum(spans.data(), t) - 5.0 / 3.0;
+  }
+  const auto gh = spatial_grid(grid_h, grid_h, grid_w);
+  const auto gw = spatial_grid(grid_w, grid_h, grid_w);
+  auto pos = at::empty({grid_h * grid_w, 3}, at::kDouble);
+  double* p = pos.data_ptr<double>();
+  for (int64_t i = 0, r = 0; i < grid_h; ++i) {
+    for (int64_t j = 0; j < grid_w; ++j, ++r) {
+      p[r * 3] = time;
+      p[r * 3 + 1] = gh[static_cast<size_t>(i)];
+      p[r * 3 + 2] = gw[static_cast<size_t>(j)];
+    }
+  }
+  return pos;
+}
+
 PackedSequence pack(const DitConfig& c, const DitInputs& in) {
   check_float(in.text, "text");
   check_float(in.video, "video");
@@ -144,16 +198,44 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
     text_tags = at::full({l}, kTagText, at::kLong);
   }
 
+  for (size_t i = 0; i < in.keyframes.size(); ++i) {
+    const auto& k = in.keyframes[i].latent;
+    const std::string name = "DiT input 'keyframe " + std::to_string(i) + "'";
+    if (!k.defined() || !at::isFloatingType(k.scalar_type()) || k.dim() != 5 || k.size(0) != 1 ||
+        k.size(1) != c.in_channels || k.size(2) != 1 || k.size(3) != h || k.size(4) != w) {
+      bad(name + " has shape " + (k.defined() ? shape_string(k.sizes()) : std::string("(none)")) +
+          ": give one latent frame [1, " + std::to_string(c.in_channels) + ", 1, " + std::to_string(h) + ", " +
+          std::to_string(w) + "] on the video's latent canvas (floating point)");
+    }
+  }
+
   PackedSequence s;
   const int64_t a = in.audio.size(0) / 2, gh = h / ph, gw = w / pw;
-  s.layout = {l, 2 * a, t * gh * gw, t, h, w};
+  const int64_t k = static_cast<int64_t>(in.keyframes.size()) * gh * gw;
+  s.layout = {l, k, 2 * a, t * gh * gw, t, h, w};
   s.text = in.text;
+  std::vector<at::Tensor> keyframe_rows, keyframe_pos;
+  for (const auto& kf : in.keyframes) {
+    keyframe_rows.push_back(patchify_video(kf.latent.to(at::kFloat), ph, pw));
+    keyframe_pos.push_back(keyframe_positions(kf.anchor, l, t, gh, gw));
+  }
+  s.keyframe_rows = k > 0 ? at::cat(keyframe_rows) : at::empty({0, c.video_row_width()}, at::kFloat);
   s.audio_rows = in.audio.to(at::kFloat);
   s.video_rows = patchify_video(in.video.to(at::kFloat), ph, pw);
-  s.positions = packed_positions(l, a, t, gh, gw);
-  s.tags = at::cat(
-      {text_tags, at::full({2 * a}, kTagAudio, at::kLong), at::full({s.layout.video}, kTagVideo, at::kLong)});
-  s.timesteps = at::cat({at::full({l}, in.t_video, at::kFloat), at::full({2 * a}, in.t_audio, at::kFloat),
+  const auto media = packed_positions(l, a, t, gh, gw);
+  if (k > 0) {
+    keyframe_pos.insert(keyframe_pos.begin(), media.narrow(0, 0, l));
+    keyframe_pos.push_back(media.narrow(0, l, media.size(0) - l));
+    s.positions = at::cat(keyframe_pos);
+  } else {
+    s.positions = media;
+  }
+  s.tags = at::cat({text_tags, at::full({k}, kTagVideo, at::kLong), at::full({2 * a}, kTagAudio, at::kLong),
+                    at::full({s.layout.video}, kTagVideo, at::kLong)});
+  // Keyframes held at t = 0.999, or at the video's t once that is later.
+  const float t_keyframe = std::max(in.t_video, kKeyframeTimestep);
+  s.timesteps = at::cat({at::full({l}, in.t_video, at::kFloat), at::full({k}, t_keyframe, at::kFloat),
+                         at::full({2 * a}, in.t_audio, at::kFloat),
                          at::full({s.layout.video}, in.t_video, at::kFloat)});
   return s;
 }

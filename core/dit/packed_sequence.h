@@ -1,4 +1,5 @@
-// The packed sequence the DiT runs on (docs/h3-model.md §5): rows [text L | audio 2A | video V],
+// The packed sequence the DiT runs on (docs/h3-model.md §5): rows [text L | keyframes K | audio 2A |
+// video V] (K = 0 for T2VA; FL2VA's keyframe blocks, one latent frame each, otherwise),
 // video patchified (1, 2, 2) channel-major, stereo audio rows (left then right), fp64 (t, h, w)
 // positions, per-row modality tags and timesteps. Audio rows always stay in the sequence: they
 // share attention with the video.
@@ -7,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "dit/config.h"
 
@@ -17,6 +19,23 @@ constexpr int64_t kTagVideo = 0;
 constexpr int64_t kTagText = 1;
 constexpr int64_t kTagAudio = 2;
 
+// FL2VA: the released model holds a keyframe just short of clean, at t = 0.999 (and at the video's
+// t once that is later), its latent mixed 0.999 z + 0.001 n once before the first step.
+constexpr float kKeyframeTimestep = 0.999f;
+
+// Where a keyframe block sits on the video's time axis: at the first latent frame's time (L), or
+// at the last one's (L + the generated frames' span - 5/3).
+enum class KeyframeAnchor { kFirst, kLast };
+
+struct Keyframe {
+  at::Tensor latent;  // [1, in_channels, 1, h, w], noised as the reference does (the caller's job)
+  KeyframeAnchor anchor = KeyframeAnchor::kFirst;
+};
+
+// The reference's noising of a keyframe before the first step: t z + (1 - t) n at t = 0.999, in
+// fp32 (the rectified-flow forward process at the keyframe level), z and n [1, C, 1, h, w].
+at::Tensor noised_keyframe(const at::Tensor& clean, const at::Tensor& noise);
+
 // One denoiser evaluation's inputs as the pipeline holds them.
 struct DitInputs {
   at::Tensor text;       // [L, text_dim] text-encoder hidden states
@@ -25,20 +44,26 @@ struct DitInputs {
   at::Tensor audio;      // [2A, audio_in_channels] noisy stereo latents (left rows, then right rows)
   float t_video = 0.f;   // t = 1 - sigma of the video (also used by text rows)
   float t_audio = 0.f;   // t = 1 - sigma of the audio
+  // FL2VA keyframe blocks, in packed order (empty: T2VA). Their rows are video rows (tag 0) at
+  // max(t_video, kKeyframeTimestep), the video's spatial grid; the forward returns no velocity
+  // for them (the sampler never moves them).
+  std::vector<Keyframe> keyframes;
 };
 
 struct PackedLayout {
-  int64_t text = 0, audio = 0, video = 0;  // rows of each part
-  int64_t t = 0, h = 0, w = 0;             // video latent grid
-  int64_t rows() const { return text + audio + video; }
-  int64_t audio_begin() const { return text; }
-  int64_t video_begin() const { return text + audio; }
+  int64_t text = 0, keyframes = 0, audio = 0, video = 0;  // rows of each part
+  int64_t t = 0, h = 0, w = 0;                            // video latent grid
+  int64_t rows() const { return text + keyframes + audio + video; }
+  int64_t keyframes_begin() const { return text; }
+  int64_t audio_begin() const { return text + keyframes; }
+  int64_t video_begin() const { return text + keyframes + audio; }
 };
 
 struct PackedSequence {
   PackedLayout layout;
   at::Tensor text;        // [L, text_dim]
-  at::Tensor audio_rows;  // [2A, audio_in_channels] fp32
+  at::Tensor keyframe_rows;  // [K, in_channels * 4] fp32 (K = 0 without keyframes)
+  at::Tensor audio_rows;     // [2A, audio_in_channels] fp32
   at::Tensor video_rows;  // [V, in_channels * 4] fp32, rows (t, h/2, w/2), columns c*4 + ph*2 + pw
   at::Tensor positions;   // [S, 3] fp64
   at::Tensor tags;        // [S] int64
@@ -59,6 +84,10 @@ at::Tensor unpatchify_video(const at::Tensor& rows, int64_t channels, int64_t t,
 // spatial grid. `grid_h` and `grid_w` are the video's patch rows and columns.
 at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t, int64_t grid_h,
                             int64_t grid_w);
+// The positions of one keyframe block [grid_h * grid_w, 3]: t at the anchor's time (the first
+// latent frame's, L; the last one's, L + the span of t latent frames - 5/3, summed as the reference
+// sums it), the video's spatial grid.
+at::Tensor keyframe_positions(KeyframeAnchor anchor, int64_t text_rows, int64_t t, int64_t grid_h, int64_t grid_w);
 
 // The area-normalised spatial grid of one axis of `n` patches in a grid of grid_h x grid_w patches.
 std::vector<double> spatial_grid(int64_t n, int64_t grid_h, int64_t grid_w);

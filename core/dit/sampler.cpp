@@ -74,12 +74,20 @@ Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef a
   return n;
 }
 
-std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Schedule& audio) {
+std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Schedule& audio, bool keyframes) {
   auto tv = video.timesteps.to(at::kCPU, at::kFloat).contiguous();
   auto ta = audio.timesteps.to(at::kCPU, at::kFloat).contiguous();
   const int64_t n = std::min(tv.numel(), ta.numel());
   std::vector<TimestepSet> sets;
-  for (int64_t i = 0; i < n; ++i) sets.push_back(timestep_set(tv.data_ptr<float>()[i], ta.data_ptr<float>()[i]));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = tv.data_ptr<float>()[i], a = ta.data_ptr<float>()[i];
+    TimestepSet s = timestep_set(v, a);
+    const float k = std::max(v, kKeyframeTimestep);
+    if (keyframes && std::find(s.begin(), s.end(), k) == s.end()) {
+      s.insert(std::upper_bound(s.begin(), s.end(), k), k);
+    }
+    sets.push_back(std::move(s));
+  }
   return sets;
 }
 
@@ -103,6 +111,7 @@ Latents denoise(const Transformer& model, const DenoiseRequest& r, const StepCal
     in.audio = x.audio;
     in.t_video = tv[i].item<float>();
     in.t_audio = ta[i].item<float>();
+    in.keyframes = r.keyframes;
     auto v = model.forward(in);
     x.video = euler_step(x.video, v.video.to(x.video.device()), in.t_video, sv[i].item<float>(),
                          sv[i + 1].item<float>());

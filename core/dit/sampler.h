@@ -48,6 +48,8 @@ struct DenoiseRequest {
   Latents noise;         // the starting latents (sigma = 1)
   Schedule video;        // video schedule (shift 12 in the release)
   Schedule audio;        // audio schedule (shift 3); same number of evaluations as the video's
+  // FL2VA keyframes (noised once, already): in every evaluation, never stepped.
+  std::vector<Keyframe> keyframes;
 };
 
 // Called after every step with the step index (0-based), the number of steps and the latents so
@@ -55,8 +57,10 @@ struct DenoiseRequest {
 using StepCallback = std::function<void(int64_t step, int64_t steps, const Latents& latents)>;
 
 // The distinct timesteps of each evaluation denoise() runs with these schedules (text and video
-// rows at the video's t, audio rows at the audio's): the sets its AdaLN tables need.
-std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Schedule& audio);
+// rows at the video's t, audio rows at the audio's, keyframe rows, when there are any, at
+// max(t_video, 0.999)): the sets its AdaLN tables need.
+std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Schedule& audio,
+                                              bool keyframes = false);
 
 // Runs every evaluation of the schedules: a collective over the transformer's group (every rank
 // calls it with the same request and gets the same latents).

@@ -117,7 +117,11 @@ Velocity Transformer::forward(const PackedSequence& s) const {
   auto text_h = token_refiner(text, w, c, tp_);
   auto audio_h = linear_fp32(w.audio_proj_in, s.audio_rows.to(dev));
   auto video_h = linear_fp32(w.proj_in, s.video_rows.to(dev));
-  auto h = at::cat({text_h.to(stream), audio_h.to(stream), video_h.to(stream)}, 0);
+  std::vector<at::Tensor> parts{text_h.to(stream)};
+  if (L.keyframes > 0) parts.push_back(linear_fp32(w.proj_in, s.keyframe_rows.to(dev)).to(stream));
+  parts.push_back(audio_h.to(stream));
+  parts.push_back(video_h.to(stream));
+  auto h = at::cat(parts, 0);
 
   auto rope = rope_table(s.positions.to(dev), c.rope_freq_dim, c.rope_theta);
   // Under sequence parallelism each rank runs its share of the rows through the blocks.
@@ -128,10 +132,10 @@ Velocity Transformer::forward(const PackedSequence& s) const {
   }
   h = tp_.gather_rows(own.h);
 
-  // Final layer on the audio and video rows only (text rows carry no output).
+  // Final layer on the generated audio and video rows only (text and keyframe rows carry no output).
   const int64_t out_rows = L.audio + L.video;
-  auto y = final_modulation(h.narrow(0, L.text, out_rows), w.norm_out, c.final_norm_eps, mod.final_table,
-                            segments_of(inv.narrow(0, L.text, out_rows)));
+  auto y = final_modulation(h.narrow(0, L.audio_begin(), out_rows), w.norm_out, c.final_norm_eps, mod.final_table,
+                            segments_of(inv.narrow(0, L.audio_begin(), out_rows)));
   Velocity v;
   v.audio = linear_fp32(w.audio_proj_out, y.narrow(0, 0, L.audio));
   auto video_rows = linear_fp32(w.proj_out, y.narrow(0, L.audio, L.video));
