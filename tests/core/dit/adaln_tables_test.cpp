@@ -122,16 +122,7 @@ TEST(AdalnTables, CausalSamplerWithItsLoraIsBitForBit) {
   r.latent_h = (*cs)["layout"]["latent_h"].get<int64_t>();
   r.latent_w = (*cs)["layout"]["latent_w"].get<int64_t>();
   r.audio_latents = (*cs)["layout"]["audio_t"].get<int64_t>();
-  auto run = [&](const Transformer& m) {
-    CausalSampler s(m, r);
-    std::vector<at::Tensor> out;
-    while (!s.done()) {
-      auto c = s.next();
-      out.push_back(c.video);
-      out.push_back(c.audio);
-    }
-    return out;
-  };
+  auto run = [&](const Transformer& m) { return testing::causal_outputs(m, r); };
   auto fly = Transformer::load(tiny_dir());
   fly.attach_lora(lora_dir());
   auto tab = Transformer::load(tiny_dir());

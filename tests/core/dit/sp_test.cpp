@@ -135,16 +135,7 @@ TEST_F(TwelveHeads, TheCausalSamplerUnderSequenceParallelism) {
   req.latent_w = 4;
   req.audio_latents = 65;  // as the reference cases pair them with 12 video latents
   req.settings.steps = 2;
-  auto run = [&](const Transformer& m) {
-    CausalSampler s(m, req);
-    std::vector<at::Tensor> out;
-    while (!s.done()) {
-      auto c = s.next();
-      out.push_back(c.video);
-      out.push_back(c.audio);
-    }
-    return out;
-  };
+  auto run = [&](const Transformer& m) { return testing::causal_outputs(m, req); };
   const auto ref = run(Transformer::load(dir_));
   for (const Layout& l : {Layout{1, 2}, Layout{2, 2}, Layout{1, 3}}) {
     auto got = on_layout<std::vector<at::Tensor>>(

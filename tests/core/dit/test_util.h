@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "dit/consistency_sampler.h"
 #include "dit/packed_sequence.h"
 #include "io/safetensors.h"
 
@@ -37,6 +39,18 @@ inline DitInputs case_inputs(const std::map<std::string, at::Tensor>& c) {
   in.t_video = c.at("t_video").item<float>();
   in.t_audio = c.at("t_audio").item<float>();
   return in;
+}
+
+// Every chunk a causal request gives on `model`, in order: each chunk's video, then its audio rows.
+inline std::vector<at::Tensor> causal_outputs(const Transformer& model, const CausalRequest& r) {
+  CausalSampler s(model, r);
+  std::vector<at::Tensor> out;
+  while (!s.done()) {
+    auto c = s.next();
+    out.push_back(c.video);
+    out.push_back(c.audio);
+  }
+  return out;
 }
 
 inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {

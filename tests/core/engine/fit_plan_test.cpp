@@ -22,6 +22,7 @@
 #include "dit/sampler.h"
 #include "dit/transformer.h"
 #include "engine/memory_guard.h"
+#include "../cli_run.h"
 
 namespace h3 {
 namespace {
@@ -233,59 +234,46 @@ TEST(FitPlan, TheSummaryNamesTheLayoutsThatFitOrTheMemoryThatWould) {
   EXPECT_FALSE(leanest(plan_layouts(c, p, options(8, named - 0.1))).fits());
 }
 
-struct PlanRun {
-  int code;
-  std::string out;
-};
-
-PlanRun h3_plan(const std::string& args) {
-  PlanRun r{-1, ""};
-  std::FILE* p = ::popen((std::string(H3_BIN) + " plan " + args + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = ::pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+test::CliRun h3_plan(const std::string& args) {
+  return test::run_h3("plan " + args);
 }
 
 TEST(FitPlanCli, PlansTheReleaseConfigAtEightRanks) {
-  const PlanRun r = h3_plan("--config '" + release_config() +
+  const test::CliRun r = h3_plan("--config '" + release_config() +
                             "' --ranks 8 --device-memory 80 --width 1344 --height 768 --frames 124");
-  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(r.code, 0) << r.output;
   for (const char* layout : {"TP8\u00d7SP1", "TP4\u00d7SP2", "TP2\u00d7SP4", "TP1\u00d7SP8"}) {
-    EXPECT_THAT(r.out, HasSubstr(std::string("\n") + layout)) << layout;
+    EXPECT_THAT(r.output, HasSubstr(std::string("\n") + layout)) << layout;
   }
-  EXPECT_THAT(r.out, HasSubstr("\nfits in 80.0 GiB per rank: TP8\u00d7SP1"));
-  EXPECT_THAT(r.out, HasSubstr("the video decode (--config gives a transformer config only"));
+  EXPECT_THAT(r.output, HasSubstr("\nfits in 80.0 GiB per rank: TP8\u00d7SP1"));
+  EXPECT_THAT(r.output, HasSubstr("the video decode (--config gives a transformer config only"));
 
   // A model folder: the video decode is counted.
-  const PlanRun folder = h3_plan("--model '" + data_dir() + "/h3-release' --ranks 8 --device-memory 80");
-  ASSERT_EQ(folder.code, 0) << folder.out;
-  EXPECT_THAT(folder.out, ::testing::Not(HasSubstr("the video decode (--config")));
+  const test::CliRun folder = h3_plan("--model '" + data_dir() + "/h3-release' --ranks 8 --device-memory 80");
+  ASSERT_EQ(folder.code, 0) << folder.output;
+  EXPECT_THAT(folder.output, ::testing::Not(HasSubstr("the video decode (--config")));
 
   // Too little memory: exit code 1 and the memory that would do.
-  const PlanRun tight = h3_plan("--config '" + release_config() + "' --ranks 8 --device-memory 4");
-  EXPECT_EQ(tight.code, 1) << tight.out;
-  EXPECT_THAT(tight.out,
+  const test::CliRun tight = h3_plan("--config '" + release_config() + "' --ranks 8 --device-memory 4");
+  EXPECT_EQ(tight.code, 1) << tight.output;
+  EXPECT_THAT(tight.output,
               HasSubstr("no layout fits in 4.00 GiB per rank; the smallest device memory that would"));
 }
 
 TEST(FitPlanCli, RefusesWhatTheEngineWouldRefuse) {
   const std::string config = "--config '" + release_config() + "'";
-  const PlanRun frames = h3_plan(config + " --ranks 8 --device-memory 80 --frames 5000");
+  const test::CliRun frames = h3_plan(config + " --ranks 8 --device-memory 80 --frames 5000");
   EXPECT_EQ(frames.code, 1);
-  EXPECT_THAT(frames.out, HasSubstr("frames = 5000: must be within 1..1024"));
-  const PlanRun width = h3_plan(config + " --ranks 8 --device-memory 80 --width 8192");
+  EXPECT_THAT(frames.output, HasSubstr("frames = 5000: must be within 1..1024"));
+  const test::CliRun width = h3_plan(config + " --ranks 8 --device-memory 80 --width 8192");
   EXPECT_EQ(width.code, 1);
-  EXPECT_THAT(width.out, HasSubstr("width = 8192: must be within 16..4096"));
-  const PlanRun ranks = h3_plan(config + " --ranks 16 --device-memory 80");
+  EXPECT_THAT(width.output, HasSubstr("width = 8192: must be within 16..4096"));
+  const test::CliRun ranks = h3_plan(config + " --ranks 16 --device-memory 80");
   EXPECT_EQ(ranks.code, 1);
-  EXPECT_THAT(ranks.out, HasSubstr("16 ranks splits this model"));
-  const PlanRun memory = h3_plan(config + " --ranks 8 --device-memory 0");
+  EXPECT_THAT(ranks.output, HasSubstr("16 ranks splits this model"));
+  const test::CliRun memory = h3_plan(config + " --ranks 8 --device-memory 0");
   EXPECT_EQ(memory.code, 1);
-  EXPECT_THAT(memory.out, HasSubstr("--device-memory 0"));
+  EXPECT_THAT(memory.output, HasSubstr("--device-memory 0"));
 }
 
 }  // namespace
