@@ -148,8 +148,44 @@ TextEncoder TextEncoder::load(const std::string& dir, int64_t layer, dist::Group
   return e;
 }
 
-at::Tensor TextEncoder::forward(const at::Tensor& ids_in, const at::Tensor& positions,
+at::Tensor TextEncoder::forward(const at::Tensor& ids, const at::Tensor& positions,
                                 std::vector<at::Tensor>* all) const {
+  return run(ids, positions, nullptr, all);
+}
+
+at::Tensor TextEncoder::forward(const at::Tensor& ids, const at::Tensor& positions, const VisualRows& visual,
+                                std::vector<at::Tensor>* all) const {
+  const int64_t L = ids.numel();
+  if (!visual.mask.defined() || visual.mask.numel() != L || visual.mask.scalar_type() != at::kBool) {
+    throw Error(ErrorKind::kInvalidArgument, "text encoder: the visual rows' mask must be bool [" +
+                                                 std::to_string(L) + "] (one per token)");
+  }
+  const int64_t n = visual.mask.sum().item<int64_t>();
+  auto fits = [&](const at::Tensor& t) {
+    return t.defined() && t.dim() == 2 && t.size(0) == n && t.size(1) == config_.hidden_size;
+  };
+  if (!fits(visual.embeds)) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "text encoder: " + std::to_string(n) + " image tokens need visual embeddings [" + std::to_string(n) +
+            ", " + std::to_string(config_.hidden_size) + "], got " +
+            (visual.embeds.defined() ? shape_string(visual.embeds.sizes().vec()) : std::string("none")));
+  }
+  for (const auto& d : visual.deepstack) {
+    if (!fits(d))
+      throw Error(ErrorKind::kInvalidArgument,
+                  "text encoder: a deepstack feature does not match the image tokens");
+  }
+  if (visual.deepstack.size() > weights_.layers.size()) {
+    throw Error(ErrorKind::kInvalidArgument, "text encoder: " + std::to_string(visual.deepstack.size()) +
+                                                 " deepstack features for " +
+                                                 std::to_string(weights_.layers.size()) + " loaded layers");
+  }
+  return run(ids, positions, &visual, all);
+}
+
+at::Tensor TextEncoder::run(const at::Tensor& ids_in, const at::Tensor& positions, const VisualRows* visual,
+                            std::vector<at::Tensor>* all) const {
   const at::Tensor& embed_tokens = weights_.embed_tokens;
   if (!embed_tokens.defined()) {
     throw Error(ErrorKind::kInvalidArgument, dir_ + ": the text encoder's weights were released");
@@ -175,12 +211,18 @@ at::Tensor TextEncoder::forward(const at::Tensor& ids_in, const at::Tensor& posi
   }
   const dit::TensorParallel tp(group_);
   auto h = embed_tokens.index_select(0, ids.to(dev));  // [L, hidden]
+  at::Tensor rows;                                     // the visual rows' indices
+  if (visual) {
+    rows = visual->mask.reshape({L}).to(at::kCPU).nonzero().view({-1}).to(dev);
+    h.index_copy_(0, rows, visual->embeds.to(dev, h.scalar_type()));
+  }
   if (all) all->assign(1, h);
   auto [cos, sin] = mrope_cos_sin(c, positions.to(dev));
   cos = cos.to(h.scalar_type()).unsqueeze(1);  // [L, 1, D]: broadcast over heads
   sin = sin.to(h.scalar_type()).unsqueeze(1);
   const int64_t D = c.head_dim;
-  for (const auto& w : weights_.layers) {
+  for (size_t li = 0; li < weights_.layers.size(); ++li) {
+    const auto& w = weights_.layers[li];
     auto x = rms_norm(h, w.input_layernorm, c.rms_norm_eps);
     auto q = rms_norm(at::linear(x, w.q_proj).view({L, -1, D}), w.q_norm, c.rms_norm_eps);
     auto k = rms_norm(at::linear(x, w.k_proj).view({L, -1, D}), w.k_norm, c.rms_norm_eps);
@@ -194,6 +236,9 @@ at::Tensor TextEncoder::forward(const at::Tensor& ids_in, const at::Tensor& posi
     auto m = at::linear(at::silu(at::linear(x, w.gate_proj)) * at::linear(x, w.up_proj), w.down_proj);
     tp.all_reduce_sum(m);
     h = h + m;
+    // Deepstack: the vision tower's intermediate features join the image rows after the first layers.
+    if (visual && li < visual->deepstack.size())
+      h = h.index_add(0, rows, visual->deepstack[li].to(dev, h.scalar_type()));
     if (all) all->push_back(h);
   }
   return h;

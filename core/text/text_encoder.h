@@ -35,6 +35,15 @@ struct EncoderOptions {
   std::optional<at::ScalarType> dtype;
 };
 
+// Visual rows of a multimodal prompt (Qwen3-VL's image presentation): the embeddings that replace
+// those of the tokens at `mask` (in order), and the deepstack features added to the hidden states
+// at the same rows after decoder layers 0, 1, ... (one per deepstack layer).
+struct VisualRows {
+  at::Tensor mask;                    // [L] bool: the <|image_pad|> rows
+  at::Tensor embeds;                  // [mask.sum(), hidden]
+  std::vector<at::Tensor> deepstack;  // each [mask.sum(), hidden]
+};
+
 class TextEncoder {
  public:
   // Loads embed_tokens and layers 0..layer-1 of `dir` (a text_encoder/ folder: config.json and a
@@ -55,6 +64,12 @@ class TextEncoder {
   // input. Throws kInvalidArgument for no ids or an id outside the vocabulary.
   at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions,
                      std::vector<at::Tensor>* all = nullptr) const;
+  // The same with visual rows (vision_prompt.h builds ids, positions and mask). `all` receives
+  // the residual stream after each layer, deepstack features added (what the next layer reads;
+  // transformers' output_hidden_states gives layers 0..n-1 before that addition). Throws
+  // kInvalidArgument when the visual rows do not match the mask.
+  at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions, const VisualRows& visual,
+                     std::vector<at::Tensor>* all = nullptr) const;
   // A text-only prompt: positions 0..L-1 on all three axes.
   at::Tensor forward(const std::vector<int64_t>& ids) const;
   // The DiT's conditioning: hidden_states[K] as fp32 CPU rows, every row tagged text (1).
@@ -72,6 +87,9 @@ class TextEncoder {
   const std::string& dir() const { return dir_; }
 
  private:
+  at::Tensor run(const at::Tensor& ids, const at::Tensor& positions, const VisualRows* visual,
+                 std::vector<at::Tensor>* all) const;
+
   EncoderConfig config_;
   EncoderWeights weights_;  // this rank's shards, bound by declare_encoder_parameters
   int64_t k_ = 0;

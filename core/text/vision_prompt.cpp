@@ -1,0 +1,94 @@
+#include "text/vision_prompt.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace h3::text {
+
+at::Tensor multimodal_positions(const std::vector<int64_t>& ids, int64_t image_token_id,
+                                const std::vector<std::array<int64_t, 3>>& grids, int64_t merge) {
+  const int64_t L = static_cast<int64_t>(ids.size());
+  auto out = at::empty({3, L}, at::TensorOptions().dtype(at::kLong));
+  auto a = out.accessor<int64_t, 2>();
+  int64_t pos = 0;
+  size_t next_grid = 0;
+  for (int64_t i = 0; i < L;) {
+    if (ids[i] != image_token_id) {
+      for (int k = 0; k < 3; ++k) a[k][i] = pos;
+      ++pos, ++i;
+      continue;
+    }
+    if (next_grid >= grids.size()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "multimodal positions: more runs of image tokens than images (" +
+                      std::to_string(grids.size()) + ")");
+    }
+    const auto& g = grids[next_grid++];
+    const int64_t t = g[0], h = g[1] / merge, w = g[2] / merge, n = t * h * w;
+    int64_t run = 0;
+    while (i + run < L && ids[i + run] == image_token_id) ++run;
+    if (run != n) {
+      throw Error(ErrorKind::kInvalidArgument, "multimodal positions: a run of " + std::to_string(run) +
+                                                   " image tokens for an image of " + std::to_string(n) +
+                                                   " merged tokens");
+    }
+    for (int64_t f = 0, j = i; f < t; ++f)
+      for (int64_t r = 0; r < h; ++r)
+        for (int64_t col = 0; col < w; ++col, ++j) {
+          a[0][j] = pos + f;
+          a[1][j] = pos + r;
+          a[2][j] = pos + col;
+        }
+    pos += std::max(h, w);
+    i += run;
+  }
+  if (next_grid != grids.size()) {
+    throw Error(ErrorKind::kInvalidArgument, "multimodal positions: " + std::to_string(grids.size()) +
+                                                 " images but " + std::to_string(next_grid) +
+                                                 " runs of image tokens");
+  }
+  return out;
+}
+
+VisionPrompt present_image_ids(const std::vector<int64_t>& label, const std::vector<int64_t>& prompt,
+                               const VisionConfig& c, const std::array<int64_t, 3>& grid) {
+  const int64_t m = c.spatial_merge_size;
+  const int64_t n = grid[0] * (grid[1] / m) * (grid[2] / m);
+  VisionPrompt out;
+  std::vector<int64_t> tags;
+  auto text = [&](const std::vector<int64_t>& ids) {
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    tags.insert(tags.end(), ids.size(), 1);
+  };
+  text(label);
+  out.ids.push_back(c.vision_start_token_id);
+  out.ids.insert(out.ids.end(), static_cast<size_t>(n), c.image_token_id);
+  out.ids.push_back(c.vision_end_token_id);
+  tags.insert(tags.end(), static_cast<size_t>(n + 2), 0);
+  text(prompt);
+  out.positions = multimodal_positions(out.ids, c.image_token_id, {grid}, m);
+  out.image_mask = at::tensor(out.ids, at::TensorOptions().dtype(at::kLong)).eq(c.image_token_id);
+  out.tags = at::tensor(tags, at::TensorOptions().dtype(at::kLong));
+  return out;
+}
+
+VisionPrompt present_image(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
+                           const std::array<int64_t, 3>& grid) {
+  return present_image_ids(tokenizer.encode(kPictureLabel, "picture label"), tokenizer.encode(prompt), c,
+                           grid);
+}
+
+Conditioning encode_with_image(const TextEncoder& encoder, const VisionPrompt& prompt,
+                               const VisionFeatures& image) {
+  VisualRows rows{prompt.image_mask, image.embeds, image.deepstack};
+  auto ids = at::tensor(prompt.ids, at::TensorOptions().dtype(at::kLong));
+  Conditioning out;
+  out.embeds = encoder.forward(ids, prompt.positions, rows).to(at::kCPU, at::kFloat).contiguous();
+  out.tags = prompt.tags.clone();
+  return out;
+}
+
+}  // namespace h3::text

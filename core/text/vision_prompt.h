@@ -1,0 +1,50 @@
+// H3's FL2VA presentation of a prompt with one image (docs/h3-model.md §3): "<Picture 1>: ", then
+// the vision block <|vision_start|>, one <|image_pad|> per merged visual token, <|vision_end|>,
+// then the prompt — token ids, Qwen3-VL's multimodal RoPE positions, the image rows, and the
+// DiT's per-row modality tags (the vision block 0, text 1).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "text/conditioning.h"
+#include "text/text_encoder.h"
+#include "text/tokenizer.h"
+#include "text/vision_tower.h"
+
+namespace h3::text {
+
+constexpr const char* kPictureLabel = "<Picture 1>: ";
+
+struct VisionPrompt {
+  std::vector<int64_t> ids;
+  at::Tensor positions;   // [3, L] int64 (t, h, w)
+  at::Tensor image_mask;  // [L] bool: the <|image_pad|> rows
+  at::Tensor tags;        // [L] int64: 0 for <|vision_start|> .. <|vision_end|>, 1 for text
+};
+
+// The presentation from token ids: `label` ("<Picture 1>: " tokenized), the vision block for an
+// image of grid_thw (patches), then `prompt`.
+VisionPrompt present_image_ids(const std::vector<int64_t>& label, const std::vector<int64_t>& prompt,
+                               const VisionConfig& c, const std::array<int64_t, 3>& grid_thw);
+// The same from text, tokenized verbatim with the H3 tokenizer.
+VisionPrompt present_image(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
+                           const std::array<int64_t, 3>& grid_thw);
+
+// Qwen3-VL's get_rope_index for one sequence: text tokens take consecutive positions on all three
+// axes; each run of image_token_id tokens takes the next grid of `grids` (merged: t, h / merge,
+// w / merge) at (start + frame, start + row, start + column), and the text after it continues at
+// start + max(h, w) / merge. Throws kInvalidArgument when the runs and the grids disagree.
+at::Tensor multimodal_positions(const std::vector<int64_t>& ids, int64_t image_token_id,
+                                const std::vector<std::array<int64_t, 3>>& grids, int64_t merge);
+
+// hidden_states[K] of the presented prompt with the image's features in place, as fp32 CPU rows
+// with their tags: the DiT's conditioning for FL2VA.
+Conditioning encode_with_image(const TextEncoder& encoder, const VisionPrompt& prompt,
+                               const VisionFeatures& image);
+
+}  // namespace h3::text
