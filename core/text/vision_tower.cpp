@@ -10,6 +10,7 @@
 #include "common/shape.h"
 #include "dit/tp.h"
 #include "io/checkpoint.h"
+#include "text/checkpoint_tensor.h"
 
 #if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
 #define H3_HAVE_FUSED_SDPA 1
@@ -24,18 +25,7 @@ namespace {
 // shape against the config.
 at::Tensor read(const io::Checkpoint& ck, const VisionParameter& p, int rank, int size,
                 const EncoderOptions& o, at::ScalarType dtype) {
-  const io::TensorInfo* info = ck.find(p.name);
-  if (!info) {
-    throw Error(ErrorKind::kNotFound, ck.path() + ": tensor '" + p.name +
-                                          "' is missing: the checkpoint does not hold the vision tower its "
-                                          "config.json describes");
-  }
-  if (info->shape != p.shape) {
-    throw Error(ErrorKind::kMismatch, ck.file_of(p.name)->path() + ": tensor '" + p.name + "' is " +
-                                          shape_string(info->shape) + " but config.json implies " +
-                                          shape_string(p.shape));
-  }
-  at::Tensor v = ck.view(p.name);
+  at::Tensor v = checked_view(ck, p.name, p.shape, "the vision tower");
   switch (p.split) {
     case io::Split::kReplicated: break;
     case io::Split::kColumn: {
@@ -49,9 +39,7 @@ at::Tensor read(const io::Checkpoint& ck, const VisionParameter& p, int rank, in
     case io::Split::kFusedColumn:
       throw Error(ErrorKind::kInternal, p.name + ": the vision tower declares no two-part fused tensor");
   }
-  at::Tensor out = at::empty(v.sizes(), at::TensorOptions().dtype(dtype).device(o.device));
-  out.copy_(v);
-  return out;
+  return owned_copy(v, at::TensorOptions().dtype(dtype).device(o.device));
 }
 
 at::Tensor rotate_half(const at::Tensor& x) {
