@@ -16,4 +16,13 @@ at::Tensor to_unit_rgb(const at::Tensor& decoded, int64_t height, int64_t width)
 // (rounding in half precision flips borderline pixels).
 at::Tensor quantize_u8(const at::Tensor& unit_rgb);
 
+// Both of the above in one pass (what the decoder emits per chunk): `u8` always, `unit` only
+// when `keep_unit` (else undefined). The same fp32 operations in the same order, so the frames
+// are bit for bit those of quantize_u8(to_unit_rgb(...)).
+struct Pixels {
+  at::Tensor unit;  // [n, height, width, 3] fp32, when asked for
+  at::Tensor u8;    // [n, height, width, 3] uint8
+};
+Pixels to_pixels(const at::Tensor& decoded, int64_t height, int64_t width, bool keep_unit);
+
 }  // namespace h3::vae

@@ -150,9 +150,9 @@ class BandEmitter {
     ++next_chunk_;
     BandChunk c;
     c.planned = pc;
-    const at::Tensor unit = to_unit_rgb(frames.narrow(1, 0, pc.frames), band_.y1 - band_.y0, s_.width);
-    c.frames = quantize_u8(unit);
-    if (opts_.float_frames) c.frames_f32 = unit;
+    Pixels px = to_pixels(frames.narrow(1, 0, pc.frames), band_.y1 - band_.y0, s_.width, opts_.float_frames);
+    c.frames = std::move(px.u8);
+    c.frames_f32 = std::move(px.unit);
     out_.push_back(std::move(c));
   }
 

@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 #include <sstream>
 
 #include "common/error.h"
@@ -54,6 +57,23 @@ std::pair<at::Tensor, at::Tensor> rope_tables(const VaeConfig& c, int64_t t, int
   return {ang.cos(), ang.sin()};
 }
 
+// Rows per band of the row-wise part of a block on the CPU (decode_tile). The GEMMs want tall
+// bands: oneDNN's AVX2 kernels lose 1-5 % at 900 rows and 8-17 % at 450 against a whole
+// 1797-row sequence (its AVX-512 kernels gain about 10 % at either); the allocator wants short
+// ones. 1024 gives the medium model's 1797-row tiles 2 bands of about 900 rows.
+constexpr int64_t kBandRows = 1024;
+
+// [0, n) in bands of at most `most` rows, of even size: (first row, rows).
+std::vector<std::pair<int64_t, int64_t>> row_bands(int64_t n, int64_t most) {
+  const int64_t count = std::max<int64_t>(1, (n + most - 1) / std::max<int64_t>(most, 1));
+  std::vector<std::pair<int64_t, int64_t>> r;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t a = n * i / count, b = n * (i + 1) / count;
+    if (b > a) r.emplace_back(a, b - a);
+  }
+  return r;
+}
+
 // The layer scales folded into the projections that feed the residual stream, so that one fused
 // linear + add computes x + (o W^T + b) * scale (what the checkpoint's blocks do).
 void fold_layer_scales(BlockWeights& b) {
@@ -88,34 +108,66 @@ at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Te
   // Tokens in (t, h, w) order; post_quant_conv is a 1x1x1 conv, i.e. a per-token linear map.
   at::Tensor tokens = z.permute({1, 2, 3, 0}).reshape({n, c.latent_channels});
   tokens = h3::linear(tokens, w.post_quant_conv_weight, w.post_quant_conv_bias);
+  // [S, D], updated in place band by band below (a fresh tensor, no one else holds it).
   at::Tensor x = at::cat({h3::linear(tokens, w.proj_in_weight, w.proj_in_bias), w.register_tokens,
                           at::zeros({1, D}, tokens.options())},
-                         0);  // [S, D]
+                         0);
 
   const auto tables = rope_tables(c, t, h, wd, suffix);
   const at::Tensor cos = tables.first.to(x.device()), sin = tables.second.to(x.device());
+  // Everything but the attention itself is row-wise, so on the CPU it runs band by band
+  // (row_bands): a band's projection, FFN halves and residual sums are a fraction of the
+  // whole-sequence temporaries (the FFN's two [S, F] halves, the [S, 3D] projection), which glibc
+  // gave back to the kernel at the end of every layer (heap trim) and the next layer page-faulted
+  // in again.
+  // q, k and v are the tile's own buffers, written band by band and read whole by the attention.
+  const std::vector<std::pair<int64_t, int64_t>> bands = row_bands(S, x.is_cpu() ? kBandRows : S);
+  const at::Tensor q = at::empty({S, D}, x.options()), k = at::empty({S, D}, x.options()),
+                   v = at::empty({S, D}, x.options());
   for (const BlockWeights& b : w.blocks) {
-    const at::Tensor a = at::rms_norm(x, {D}, b.norm1_weight, c.norm_eps);
-    const AttentionInputs in =
-        attention_inputs(h3::linear(a, b.qkv_weight, b.qkv_bias), H, hd, cos, sin, c.norm_eps);
+    for (const auto& [r0, rows] : bands) {
+      const at::Tensor a = at::rms_norm(x.narrow(0, r0, rows), {D}, b.norm1_weight, c.norm_eps);
+      attention_inputs_into(h3::linear(a, b.qkv_weight, b.qkv_bias), H, hd, cos.narrow(0, r0, rows),
+                            sin.narrow(0, r0, rows), c.norm_eps, q.narrow(0, r0, rows), k.narrow(0, r0, rows),
+                            v.narrow(0, r0, rows));
+    }
     // [1, H, S, hd] -> [S, D]: the CPU kernel's output is laid out [S, H, hd] already.
-    const at::Tensor o =
-        at::scaled_dot_product_attention(in.q, in.k, in.v).squeeze(0).transpose(0, 1).reshape({S, D});
-    x = h3::linear_add(o, b.out_weight, b.out_bias, x);  // x + attn * scale1 (folded)
-
-    const at::Tensor m = at::rms_norm(x, {D}, b.norm2_weight, c.norm_eps);
-    // ff.net.0.proj rows are [value; gate]: silu(gate) * value, each product fused into its GEMM.
-    const at::Tensor gate = h3::linear_silu(m, b.ff_in_weight.narrow(0, F, F), b.ff_in_bias.narrow(0, F, F));
-    const at::Tensor act =
-        h3::linear_mul(m, b.ff_in_weight.narrow(0, 0, F), b.ff_in_bias.narrow(0, 0, F), gate);
-    x = h3::linear_add(act, b.ff_out_weight, b.ff_out_bias, x);  // x + ffn * scale2 (folded)
+    const at::Tensor o = at::scaled_dot_product_attention(as_heads(q, H, hd), as_heads(k, H, hd),
+                                                          as_heads(v, H, hd))
+                             .squeeze(0)
+                             .transpose(0, 1)
+                             .reshape({S, D});
+    for (const auto& [r0, rows] : bands) {
+      const at::Tensor xr = x.narrow(0, r0, rows);
+      // x + attn * scale1 (folded), then x + ffn * scale2 (folded), written back into x's rows.
+      const at::Tensor y = h3::linear_add(o.narrow(0, r0, rows), b.out_weight, b.out_bias, xr);
+      const at::Tensor m = at::rms_norm(y, {D}, b.norm2_weight, c.norm_eps);
+      // ff.net.0.proj rows are [value; gate]: silu(gate) * value, each product fused into its GEMM.
+      const at::Tensor gate =
+          h3::linear_silu(m, b.ff_in_weight.narrow(0, F, F), b.ff_in_bias.narrow(0, F, F));
+      const at::Tensor act =
+          h3::linear_mul(m, b.ff_in_weight.narrow(0, 0, F), b.ff_in_bias.narrow(0, 0, F), gate);
+      xr.copy_(h3::linear_add(act, b.ff_out_weight, b.ff_out_bias, y));
+    }
   }
-  // The suffix tokens carry no pixels: drop them before the output head.
-  x = at::layer_norm(x.narrow(0, 0, n), {D}, w.norm_out_weight, w.norm_out_bias, c.norm_eps);
-  at::Tensor px = h3::linear(x, w.proj_out_weight, w.proj_out_bias);  // [n, C*pt*p*p]
+  // The suffix tokens carry no pixels: they are dropped before the output head. The head and the
+  // unpatchify (each token to [3, 4, 16, 16]: channel, frame, row, column) go by latent frames, a
+  // band's pixels written straight into their place in the output (no [n, 3 * 4 * 16 * 16]
+  // projection of the whole tile, no second copy for the unpatchify).
   const int64_t oc = c.out_channels, pt = c.patch_size_t, p = c.patch_size;
-  px = px.view({t, h, wd, oc, pt, p, p}).permute({3, 0, 4, 1, 5, 2, 6});
-  return px.reshape({oc, t * pt, h * p, wd * p});
+  const at::Tensor out = at::empty({oc, t * pt, h * p, wd * p}, x.options());
+  const int64_t per_frame = h * wd;
+  const int64_t frames_per_band = x.is_cpu() ? std::max<int64_t>(1, kBandRows / per_frame) : t;
+  for (int64_t t0 = 0; t0 < t; t0 += frames_per_band) {
+    const int64_t nt = std::min(frames_per_band, t - t0);
+    const at::Tensor xn = at::layer_norm(x.narrow(0, t0 * per_frame, nt * per_frame), {D}, w.norm_out_weight,
+                                         w.norm_out_bias, c.norm_eps);
+    const at::Tensor px = h3::linear(xn, w.proj_out_weight, w.proj_out_bias);  // [nt*h*w, C*pt*p*p]
+    out.narrow(1, t0 * pt, nt * pt)
+        .view({oc, nt, pt, h, p, wd, p})
+        .copy_(px.view({nt, h, wd, oc, pt, p, p}).permute({3, 0, 4, 1, 5, 2, 6}));
+  }
+  return out;
 }
 
 DecoderWeights to_device(const DecoderWeights& w, const c10::Device& device) {
