@@ -150,7 +150,8 @@ h3gst::EngineHandle* open_engine(const h3::EngineOptions& options, const h3::Pro
   }
 }
 
-bool fit(const h3::EngineOptions& options, const h3::GenerationRequest& request, h3gst::EngineFailure* failure) {
+bool fit(const h3::EngineOptions& options, const h3::GenerationRequest& request,
+         h3gst::EngineFailure* failure) {
   try {
     h3::EngineOptions o = options;
     if (o.model_dir.empty()) o.model_dir = h3::default_model_dir();

@@ -46,7 +46,7 @@ struct Settings {
   std::string rendezvous;
   gint world_size = 2;
   std::string token_file;
-  guint64 max_memory = 0;  // bytes a request may take beside the weights; 0: what is available
+  guint64 max_memory = 0;     // bytes a request may take beside the weights; 0: what is available
   guint64 device_memory = 0;  // bytes of each rank's device for the fit planner; 0: the GPU's (cuda)
   // The sampler (docs/causal.md): how the clip is synthesised.
   gint sampler = kSamplerEuler;

@@ -343,11 +343,15 @@ std::vector<at::Tensor> Group::all_to_all(const std::vector<at::Tensor>& parts) 
   if (!trailing.empty()) trailing.erase(trailing.begin());
   for (size_t j = 0; j < parts.size() && row[0] == 0; ++j) {
     const auto& p = parts[j];
-    if (!accepts_device(p.device())) row[0] = kMetaWrongDevice;
-    else if (p.dim() < 1 || p.dim() > kMaxDims) row[0] = kMetaTooManyDims;
-    else if (p.scalar_type() != dtype || std::vector<int64_t>(p.sizes().begin() + 1, p.sizes().end()) != trailing)
+    if (!accepts_device(p.device()))
+      row[0] = kMetaWrongDevice;
+    else if (p.dim() < 1 || p.dim() > kMaxDims)
+      row[0] = kMetaTooManyDims;
+    else if (p.scalar_type() != dtype ||
+             std::vector<int64_t>(p.sizes().begin() + 1, p.sizes().end()) != trailing)
       row[0] = kMetaMixedParts;
-    else row[static_cast<size_t>(kHead + static_cast<int64_t>(j))] = p.size(0);
+    else
+      row[static_cast<size_t>(kHead + static_cast<int64_t>(j))] = p.size(0);
   }
   row[1] = static_cast<int64_t>(dtype);
   row[2] = static_cast<int64_t>(trailing.size());
@@ -366,8 +370,10 @@ std::vector<at::Tensor> Group::all_to_all(const std::vector<at::Tensor>& parts) 
   for (int r = 0; r < size_; ++r) {
     const auto& m = rows[r];
     const std::string who = "rank " + std::to_string(r);
-    if (m[0] == kMetaWrongPartCount) fail(op + ": " + who + " passed a part count other than the group's size");
-    if (m[0] == kMetaWrongDevice) fail(op + ": " + who + " passed a part on the wrong device (" + device_.str() + ")");
+    if (m[0] == kMetaWrongPartCount)
+      fail(op + ": " + who + " passed a part count other than the group's size");
+    if (m[0] == kMetaWrongDevice)
+      fail(op + ": " + who + " passed a part on the wrong device (" + device_.str() + ")");
     if (m[0] == kMetaTooManyDims) fail(op + ": " + who + " passed a part of 0 or more than 8 dimensions");
     if (m[0] == kMetaMixedParts) fail(op + ": " + who + "'s parts differ in dtype or trailing dimensions");
     if (!std::equal(m.begin() + 1, m.begin() + kHead, rows[0].begin() + 1)) {

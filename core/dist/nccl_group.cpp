@@ -136,12 +136,12 @@ class NcclGroup final : public StoreBoardGroup {
       for (size_t r = 0; r < counts.size() && rc == ncclSuccess; ++r) {
         const int64_t ns = counts[me][r], nr = counts[r][me];
         if (ns > 0) {
-          rc = ncclSend(static_cast<const uint8_t*>(in.data_ptr()) + sent * item, static_cast<size_t>(ns * item),
-                        ncclUint8, static_cast<int>(r), comm_, s);
+          rc = ncclSend(static_cast<const uint8_t*>(in.data_ptr()) + sent * item,
+                        static_cast<size_t>(ns * item), ncclUint8, static_cast<int>(r), comm_, s);
         }
         if (rc == ncclSuccess && nr > 0) {
-          rc = ncclRecv(static_cast<uint8_t*>(out.data_ptr()) + received * item, static_cast<size_t>(nr * item),
-                        ncclUint8, static_cast<int>(r), comm_, s);
+          rc = ncclRecv(static_cast<uint8_t*>(out.data_ptr()) + received * item,
+                        static_cast<size_t>(nr * item), ncclUint8, static_cast<int>(r), comm_, s);
         }
         sent += ns;
         received += nr;

@@ -33,7 +33,8 @@ AdalnTables::Key AdalnTables::key_of(const float* t, size_t n) {
   return k;
 }
 
-AdalnTables AdalnTables::compute(const DitWeights& w, const DitConfig& c, const std::vector<TimestepSet>& sets) {
+AdalnTables AdalnTables::compute(const DitWeights& w, const DitConfig& c,
+                                 const std::vector<TimestepSet>& sets) {
   if (!w.norm_out_linear.weight.defined()) {
     throw Error(ErrorKind::kInternal, "AdaLN tables: the AdaLN projections are not resident");
   }
@@ -42,9 +43,9 @@ AdalnTables AdalnTables::compute(const DitWeights& w, const DitConfig& c, const 
   for (const auto& set : sets) {
     if (set.empty() || !std::is_sorted(set.begin(), set.end()) ||
         std::adjacent_find(set.begin(), set.end()) != set.end()) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  "AdaLN tables: the timesteps " + describe(set) + " are not one evaluation's distinct "
-                  "timesteps (ascending, each once)");
+      throw Error(ErrorKind::kInvalidArgument, "AdaLN tables: the timesteps " + describe(set) +
+                                                   " are not one evaluation's distinct "
+                                                   "timesteps (ascending, each once)");
     }
     Key key = key_of(set.data(), set.size());
     if (out.entries_.count(key)) continue;
@@ -106,8 +107,8 @@ int64_t adaln_table_bytes(const DitConfig& c, const std::vector<TimestepSet>& se
   std::set<TimestepSet> distinct(sets.begin(), sets.end());
   int64_t rows = 0;
   for (const auto& s : distinct) rows += static_cast<int64_t>(s.size());
-  const int64_t per_row = c.num_layers * (c.adaln_width() / tp) * row_bytes + c.final_adaln_width() * row_bytes +
-                          c.time_embed_dim * 4 + 4;
+  const int64_t per_row = c.num_layers * (c.adaln_width() / tp) * row_bytes +
+                          c.final_adaln_width() * row_bytes + c.time_embed_dim * 4 + 4;
   return rows * per_row;
 }
 

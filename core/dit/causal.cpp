@@ -65,7 +65,8 @@ void prefill_text(const Transformer& model, const at::Tensor& text, const at::Te
   const auto stream = w.context_embedder.weight.scalar_type();
   auto tags = text_tags.defined() ? text_tags.to(at::kCPU, at::kLong) : at::full({l}, kTagText, at::kLong);
   auto h = token_refiner(linear_in_dtype(w.context_embedder, text.to(dev)), w, c, model.tp()).to(stream);
-  const auto mod = modulation(w, c, at::full({l}, kCleanTimestep, at::kFloat), model.tp(), model.adaln_tables());
+  const auto mod =
+      modulation(w, c, at::full({l}, kCleanTimestep, at::kFloat), model.tp(), model.adaln_tables());
   auto pos = at::zeros({l, 3}, at::kDouble);
   pos.select(1, 0).copy_(at::arange(l, at::kDouble));
   const auto rope = rope_table(pos.to(dev), c.rope_freq_dim, c.rope_theta);

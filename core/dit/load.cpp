@@ -20,7 +20,8 @@ namespace {
 // Reads one declared tensor: this rank's shard, in its precision-contract dtype.
 class ShardReader {
  public:
-  ShardReader(const std::string& dir, const DitConfig& c, const TensorParallel& tp, const TransformerOptions& opts)
+  ShardReader(const std::string& dir, const DitConfig& c, const TensorParallel& tp,
+              const TransformerOptions& opts)
       : weights_(io::Weights::open(dir, io::LayoutParams{io::ModelKind::kDit, c.num_heads, c.head_dim})),
         tp_(tp),
         device_(opts.device),
@@ -74,8 +75,9 @@ void Transformer::reload_adaln_projections() {
     auto t = read(spec);
     const auto want = spec.local_shape(tp_.size());
     if (t.sizes() != at::IntArrayRef(want)) {
-      throw Error(ErrorKind::kMismatch, dir_ + ": tensor '" + spec.name + "' has shape " + shape_string(t.sizes()) +
-                                            " on reading it again, not " + shape_string(want));
+      throw Error(ErrorKind::kMismatch, dir_ + ": tensor '" + spec.name + "' has shape " +
+                                            shape_string(t.sizes()) + " on reading it again, not " +
+                                            shape_string(want));
     }
     loaded.emplace_back(&slot, std::move(t));
   });

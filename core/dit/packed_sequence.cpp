@@ -204,8 +204,8 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
     if (!k.defined() || !at::isFloatingType(k.scalar_type()) || k.dim() != 5 || k.size(0) != 1 ||
         k.size(1) != c.in_channels || k.size(2) != 1 || k.size(3) != h || k.size(4) != w) {
       bad(name + " has shape " + (k.defined() ? shape_string(k.sizes()) : std::string("(none)")) +
-          ": give one latent frame [1, " + std::to_string(c.in_channels) + ", 1, " + std::to_string(h) + ", " +
-          std::to_string(w) + "] on the video's latent canvas (floating point)");
+          ": give one latent frame [1, " + std::to_string(c.in_channels) + ", 1, " + std::to_string(h) +
+          ", " + std::to_string(w) + "] on the video's latent canvas (floating point)");
     }
   }
 

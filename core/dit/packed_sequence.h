@@ -61,13 +61,13 @@ struct PackedLayout {
 
 struct PackedSequence {
   PackedLayout layout;
-  at::Tensor text;        // [L, text_dim]
+  at::Tensor text;           // [L, text_dim]
   at::Tensor keyframe_rows;  // [K, in_channels * 4] fp32 (K = 0 without keyframes)
   at::Tensor audio_rows;     // [2A, audio_in_channels] fp32
-  at::Tensor video_rows;  // [V, in_channels * 4] fp32, rows (t, h/2, w/2), columns c*4 + ph*2 + pw
-  at::Tensor positions;   // [S, 3] fp64
-  at::Tensor tags;        // [S] int64
-  at::Tensor timesteps;   // [S] fp32
+  at::Tensor video_rows;     // [V, in_channels * 4] fp32, rows (t, h/2, w/2), columns c*4 + ph*2 + pw
+  at::Tensor positions;      // [S, 3] fp64
+  at::Tensor tags;           // [S] int64
+  at::Tensor timesteps;      // [S] fp32
 };
 
 // Validates the inputs against the config (h3::Error(kInvalidArgument) naming the input and what
@@ -87,7 +87,8 @@ at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t,
 // The positions of one keyframe block [grid_h * grid_w, 3]: t at the anchor's time (the first
 // latent frame's, L; the last one's, L + the span of t latent frames - 5/3, summed as the reference
 // sums it), the video's spatial grid.
-at::Tensor keyframe_positions(KeyframeAnchor anchor, int64_t text_rows, int64_t t, int64_t grid_h, int64_t grid_w);
+at::Tensor keyframe_positions(KeyframeAnchor anchor, int64_t text_rows, int64_t t, int64_t grid_h,
+                              int64_t grid_w);
 
 // The area-normalised spatial grid of one axis of `n` patches in a grid of grid_h x grid_w patches.
 std::vector<double> spatial_grid(int64_t n, int64_t grid_h, int64_t grid_w);

@@ -51,7 +51,8 @@ void TensorParallel::all_reduce_sum(at::Tensor& t) const {
   for (int r = 0; r < size_; ++r) parts[static_cast<size_t>(world_rank(r, sp_rank_))] = slice(r);
   auto got = group_->all_to_all(parts);
   const auto acc = at::isReducedFloatingType(t.scalar_type()) ? at::kFloat : t.scalar_type();
-  at::Tensor sum = got[static_cast<size_t>(world_rank(0, sp_rank_))].to(acc, /*non_blocking=*/false, /*copy=*/true);
+  at::Tensor sum =
+      got[static_cast<size_t>(world_rank(0, sp_rank_))].to(acc, /*non_blocking=*/false, /*copy=*/true);
   for (int r = 1; r < size_; ++r) sum.add_(got[static_cast<size_t>(world_rank(r, sp_rank_))]);
   sum = sum.to(t.scalar_type());
   for (int r = 0; r < size_; ++r) parts[static_cast<size_t>(world_rank(r, sp_rank_))] = sum;

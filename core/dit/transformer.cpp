@@ -23,10 +23,10 @@ int check_layout(const DitConfig& c, int ranks, int sp) {
   const int tp = ranks / sp;
   check_tp(c, tp);
   if ((c.num_heads / tp) % sp != 0) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "tp " + std::to_string(tp) + " x sp " + std::to_string(sp) + ": sp must divide the " +
-                    std::to_string(c.num_heads / tp) + " heads each TP rank holds (" + std::to_string(c.num_heads) +
-                    " heads / tp " + std::to_string(tp) + ")");
+    throw Error(ErrorKind::kInvalidArgument, "tp " + std::to_string(tp) + " x sp " + std::to_string(sp) +
+                                                 ": sp must divide the " + std::to_string(c.num_heads / tp) +
+                                                 " heads each TP rank holds (" + std::to_string(c.num_heads) +
+                                                 " heads / tp " + std::to_string(tp) + ")");
   }
   return tp;
 }
@@ -134,8 +134,8 @@ Velocity Transformer::forward(const PackedSequence& s) const {
 
   // Final layer on the generated audio and video rows only (text and keyframe rows carry no output).
   const int64_t out_rows = L.audio + L.video;
-  auto y = final_modulation(h.narrow(0, L.audio_begin(), out_rows), w.norm_out, c.final_norm_eps, mod.final_table,
-                            segments_of(inv.narrow(0, L.audio_begin(), out_rows)));
+  auto y = final_modulation(h.narrow(0, L.audio_begin(), out_rows), w.norm_out, c.final_norm_eps,
+                            mod.final_table, segments_of(inv.narrow(0, L.audio_begin(), out_rows)));
   Velocity v;
   v.audio = linear_fp32(w.audio_proj_out, y.narrow(0, 0, L.audio));
   auto video_rows = linear_fp32(w.proj_out, y.narrow(0, L.audio, L.video));

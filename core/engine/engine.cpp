@@ -148,8 +148,9 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
   }
   if (opts.tp != 0 && opts.tp * opts.sp != world_size) {
     throw Error(ErrorKind::kInvalidArgument,
-                "tp-size = " + std::to_string(opts.tp) + " x sp-size = " + std::to_string(opts.sp) + " with " +
-                    std::to_string(world_size) + " ranks: tp x sp must be the ranks; give tp-size = 0 (ranks / sp) or " +
+                "tp-size = " + std::to_string(opts.tp) + " x sp-size = " + std::to_string(opts.sp) +
+                    " with " + std::to_string(world_size) +
+                    " ranks: tp x sp must be the ranks; give tp-size = 0 (ranks / sp) or " +
                     std::to_string(world_size / opts.sp));
   }
   if (opts.device != "cpu" && opts.device != "cuda") {

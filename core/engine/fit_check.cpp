@@ -32,7 +32,7 @@ int64_t gpu_memory() {
 }  // namespace
 
 void check_fit(const EngineOptions& opts, const GenerationRequest& req) {
-  const int64_t device_memory = opts.device_memory > 0 ? opts.device_memory
+  const int64_t device_memory = opts.device_memory > 0  ? opts.device_memory
                                 : opts.device == "cuda" ? gpu_memory()
                                                         : 0;
   if (device_memory <= 0) return;
@@ -46,13 +46,14 @@ void check_fit(const EngineOptions& opts, const GenerationRequest& req) {
   o.device_memory_name = "device-memory";
   const auto layouts = plan_layouts(m, p, o);
   const int sp = std::max(1, opts.sp);
-  const auto mine = std::find_if(layouts.begin(), layouts.end(), [&](const LayoutFit& f) { return f.sp == sp; });
+  const auto mine =
+      std::find_if(layouts.begin(), layouts.end(), [&](const LayoutFit& f) { return f.sp == sp; });
   if (mine == layouts.end() || mine->fits()) return;  // an illegal layout: Engine::open names it
   throw Error(ErrorKind::kOutOfMemory,
-              "the request (" + std::to_string(p.canvas_width) + "x" + std::to_string(p.canvas_height) + ", " +
-                  std::to_string(p.num_frames) + " frames) needs " + format_bytes(mine->total()) + " per rank as " +
-                  mine->name() + " but each device has " + format_bytes(device_memory) + ": " +
-                  fit_summary(layouts) +
+              "the request (" + std::to_string(p.canvas_width) + "x" + std::to_string(p.canvas_height) +
+                  ", " + std::to_string(p.num_frames) + " frames) needs " + format_bytes(mine->total()) +
+                  " per rank as " + mine->name() + " but each device has " + format_bytes(device_memory) +
+                  ": " + fit_summary(layouts) +
                   " (set tp-size/sp-size to such a layout, lower the size or length, or use more ranks; "
                   "`h3 plan` prints every term)");
 }

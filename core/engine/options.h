@@ -57,8 +57,8 @@ struct EngineOptions {
     return model_dir == o.model_dir && ranks == o.ranks && tp == o.tp && sp == o.sp && device == o.device &&
            timeout == o.timeout && free_text_encoder == o.free_text_encoder &&
            compute_dtype == o.compute_dtype && adaln_tables == o.adaln_tables && max_memory == o.max_memory &&
-           device_memory == o.device_memory && rendezvous == o.rendezvous &&
-           world_size == o.world_size && token_file == o.token_file;
+           device_memory == o.device_memory && rendezvous == o.rendezvous && world_size == o.world_size &&
+           token_file == o.token_file;
   }
   bool operator!=(const EngineOptions& o) const { return !(*this == o); }
 };

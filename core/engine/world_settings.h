@@ -13,8 +13,8 @@ namespace h3::engine_detail {
 // safetensors headers (every tensor's dtype and shape, and the file it lives in), the world
 // size (the tensor-parallel split), the backend, the compute dtype (resolved: "fp32" or
 // "bf16"; ranks computing in different precisions would sum mismatched partial products) and
-// the engine's version, and the DiT's sequence-parallel degree (its tp x sp layout). Two ranks whose objects differ are refused at the door, which names
-// the fields.
+// the engine's version, and the DiT's sequence-parallel degree (its tp x sp layout). Two ranks whose objects
+// differ are refused at the door, which names the fields.
 std::string world_settings(const ModelInfo& m, int world_size, const std::string& device,
                            const std::string& compute_dtype, int sp = 1);
 

@@ -11,8 +11,9 @@ at::Tensor checked_view(const io::Checkpoint& ck, const std::string& name, const
                         const std::string& part) {
   const io::TensorInfo* info = ck.find(name);
   if (!info) {
-    throw Error(ErrorKind::kNotFound, ck.path() + ": tensor '" + name + "' is missing: the checkpoint does not hold " +
-                                          part + " its config.json describes");
+    throw Error(ErrorKind::kNotFound, ck.path() + ": tensor '" + name +
+                                          "' is missing: the checkpoint does not hold " + part +
+                                          " its config.json describes");
   }
   if (info->shape != shape) {
     throw Error(ErrorKind::kMismatch, ck.file_of(name)->path() + ": tensor '" + name + "' is " +

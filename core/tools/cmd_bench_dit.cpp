@@ -358,16 +358,19 @@ int run(Args& args) {
           tp, sp, r.seconds_per_step, base_wall / r.seconds_per_step, r.cpu_seconds_per_step,
           base_cpu / r.cpu_seconds_per_step, static_cast<double>(r.bytes_sent_per_step) / (1 << 20));
       std::printf(
-          "  GEMM %.1f GFLOP per rank per step: %.1f GFLOP/s by wall time (%.0f %% of at::mm), %.1f GFLOP/s by "
+          "  GEMM %.1f GFLOP per rank per step: %.1f GFLOP/s by wall time (%.0f %% of at::mm), %.1f GFLOP/s "
+          "by "
           "CPU time (%.0f %% of at::mm)\n",
           flops / 1e9, flops / r.seconds_per_step / 1e9, 100.0 * flops / r.seconds_per_step / mm.wall,
           flops / r.cpu_seconds_per_step / 1e9, 100.0 * flops / r.cpu_seconds_per_step / mm.cpu);
       for (int k = 0; k < ranks; ++k) {
         const size_t i = static_cast<size_t>(k);
         std::printf(
-            "  rank %d: weights %.1f MiB, peak tensor memory %.1f MiB; resident %.2f MiB, %.2f MiB with the AdaLN "
+            "  rank %d: weights %.1f MiB, peak tensor memory %.1f MiB; resident %.2f MiB, %.2f MiB with the "
+            "AdaLN "
             "tables of a 50-point grid\n",
-            k, static_cast<double>(r.weight_bytes[i]) / (1 << 20), static_cast<double>(r.peak_bytes[i]) / (1 << 20),
+            k, static_cast<double>(r.weight_bytes[i]) / (1 << 20),
+            static_cast<double>(r.peak_bytes[i]) / (1 << 20),
             static_cast<double>(r.resident_bytes[i]) / (1 << 20),
             static_cast<double>(r.resident_with_tables[i]) / (1 << 20));
       }

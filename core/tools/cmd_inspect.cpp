@@ -9,8 +9,8 @@
 #include <set>
 
 #include "common/error.h"
-#include "dit/config.h"
 #include "dit/adaln_tables.h"
+#include "dit/config.h"
 #include "dit/consistency_sampler.h"
 #include "dit/parameters.h"
 #include "dit/sampler.h"
@@ -79,11 +79,13 @@ void print_table_residency(const dit::DitConfig& c, const std::vector<dit::Param
   std::printf("each of %d ranks, release dtypes: %.3f GB of weights, %.3f GB of them AdaLN projections\n", tp,
               with / gb, projections / gb);
   std::printf(
-      "with AdaLN tables for %lld grid points (%zu evaluations): %.3f GB of weights + %.3f GB of tables = %.3f GB\n",
+      "with AdaLN tables for %lld grid points (%zu evaluations): %.3f GB of weights + %.3f GB of tables = "
+      "%.3f GB\n",
       static_cast<long long>(steps), grid.size(), (with - projections) / gb, tables / gb,
       (with - projections + tables) / gb);
-  std::printf("with the causal sampler's tables (4 steps and the clean forward): %.3f GB + %.3f GB = %.3f GB\n",
-              (with - projections) / gb, causal / gb, (with - projections + causal) / gb);
+  std::printf(
+      "with the causal sampler's tables (4 steps and the clean forward): %.3f GB + %.3f GB = %.3f GB\n",
+      (with - projections) / gb, causal / gb, (with - projections + causal) / gb);
 }
 
 bool is_text_encoder_config(const std::string& path) {
@@ -225,29 +227,30 @@ int run(Args& args) {
   return missing || extra ? 1 : 0;
 }
 
-H3_REGISTER_COMMAND("inspect", "a model folder or checkpoint: configs, tensors, dtypes, bytes, shard plan",
-                    "usage: h3 inspect DIR|FILE [--tp N]\n"
-                    "       h3 inspect --shapes CONFIG.json [--index INDEX.json] [--layer K]\n"
-                    "                  [--tp N --adaln-tables STEPS]\n"
-                    "\n"
-                    "  DIR|FILE              a model folder (model_index.json, transformer/, vae/, ...), a\n"
-                    "                        component folder, or a checkpoint (.safetensors or index):\n"
-                    "                        configs, tensor count, dtypes and bytes; for a DiT the\n"
-                    "                        tensor-parallel shard plan\n"
-                    "  --tp N                ranks of the shard plan (default 1)\n"
-                    "  --shapes CONFIG.json  a DiT config (transformer/config.json or the native\n"
-                    "                        FL2VA/transformer/config.json); prints the parameter count\n"
-                    "                        the engine builds from it (shapes only, no memory). Or a\n"
-                    "                        text encoder's (text_encoder/config.json): the tensors and\n"
-                    "                        parameters that conditioning on hidden_states[K] reads\n"
-                    "  --adaln-tables STEPS  with a DiT config: what each of --tp N ranks holds in the\n"
-                    "                        release dtypes with the AdaLN projections and with the AdaLN\n"
-                    "                        tables of a STEPS-point grid (and the causal sampler's) instead\n"
-                    "  --layer K             with a text encoder's config: K (default 50, the release's)\n"
-                    "  --index INDEX.json    a *.safetensors.index.json (diffusers or native names):\n"
-                    "                        prints the names missing on either side; exit code 1 if any\n"
-                    "                        (for a text encoder: the names it reads that the index lacks)",
-                    run);
+H3_REGISTER_COMMAND(
+    "inspect", "a model folder or checkpoint: configs, tensors, dtypes, bytes, shard plan",
+    "usage: h3 inspect DIR|FILE [--tp N]\n"
+    "       h3 inspect --shapes CONFIG.json [--index INDEX.json] [--layer K]\n"
+    "                  [--tp N --adaln-tables STEPS]\n"
+    "\n"
+    "  DIR|FILE              a model folder (model_index.json, transformer/, vae/, ...), a\n"
+    "                        component folder, or a checkpoint (.safetensors or index):\n"
+    "                        configs, tensor count, dtypes and bytes; for a DiT the\n"
+    "                        tensor-parallel shard plan\n"
+    "  --tp N                ranks of the shard plan (default 1)\n"
+    "  --shapes CONFIG.json  a DiT config (transformer/config.json or the native\n"
+    "                        FL2VA/transformer/config.json); prints the parameter count\n"
+    "                        the engine builds from it (shapes only, no memory). Or a\n"
+    "                        text encoder's (text_encoder/config.json): the tensors and\n"
+    "                        parameters that conditioning on hidden_states[K] reads\n"
+    "  --adaln-tables STEPS  with a DiT config: what each of --tp N ranks holds in the\n"
+    "                        release dtypes with the AdaLN projections and with the AdaLN\n"
+    "                        tables of a STEPS-point grid (and the causal sampler's) instead\n"
+    "  --layer K             with a text encoder's config: K (default 50, the release's)\n"
+    "  --index INDEX.json    a *.safetensors.index.json (diffusers or native names):\n"
+    "                        prints the names missing on either side; exit code 1 if any\n"
+    "                        (for a text encoder: the names it reads that the index lacks)",
+    run);
 
 }  // namespace
 }  // namespace h3::tools

@@ -53,7 +53,8 @@ int run(Args& a) {
 H3_REGISTER_COMMAND(
     "worker", "a rank in another process or on another host, serving rank 0's requests",
     "usage: h3 worker --rendezvous HOST:PORT --world-size N --rank R --token-file FILE\n"
-    "                 [--device cpu|cuda:K] [--compute-dtype fp32|bf16] [--model DIR] [--timeout S]\n"
+    "                 [--device cpu|cuda:K] [--compute-dtype fp32|bf16] [--sp S] [--model DIR] [--timeout "
+    "S]\n"
     "\n"
     "  --rendezvous HOST:PORT  where rank 0 (`h3 generate --rendezvous`, or the element's\n"
     "                          `rendezvous` property) serves the rendezvous store\n"
@@ -63,6 +64,8 @@ H3_REGISTER_COMMAND(
     "  --device cpu|cuda:K     where this rank computes (cuda: NCCL between the ranks)\n"
     "  --compute-dtype fp32|bf16  the DiT's and the text encoder's precision: rank 0's (checked\n"
     "                          when it joins); default: the device's (fp32 on cpu, bf16 on cuda)\n"
+    "  --sp S                  the DiT's Ulysses degree: rank 0's --sp (checked when it joins;\n"
+    "                          default 1)\n"
     "  --model DIR             the same model as rank 0's (checked when it joins)\n"
     "  --timeout S             how long to wait for rank 0, and the bound on every collective\n"
     "                          (default 120)\n"

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <utility>
 #include <vector>
-#include <sstream>
 
 #include "common/error.h"
 #include "common/fused_linear.h"
@@ -132,11 +132,11 @@ at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Te
                             v.narrow(0, r0, rows));
     }
     // [1, H, S, hd] -> [S, D]: the CPU kernel's output is laid out [S, H, hd] already.
-    const at::Tensor o = at::scaled_dot_product_attention(as_heads(q, H, hd), as_heads(k, H, hd),
-                                                          as_heads(v, H, hd))
-                             .squeeze(0)
-                             .transpose(0, 1)
-                             .reshape({S, D});
+    const at::Tensor o =
+        at::scaled_dot_product_attention(as_heads(q, H, hd), as_heads(k, H, hd), as_heads(v, H, hd))
+            .squeeze(0)
+            .transpose(0, 1)
+            .reshape({S, D});
     for (const auto& [r0, rows] : bands) {
       const at::Tensor xr = x.narrow(0, r0, rows);
       // x + attn * scale1 (folded), then x + ffn * scale2 (folded), written back into x's rows.

@@ -126,7 +126,8 @@ TEST(H3VideoSrcErrors, ALayoutThatCannotFitTheDeviceMemoryIsRefusedBeforeLoading
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
   EXPECT_EQ(r.code, GST_RESOURCE_ERROR_NO_SPACE_LEFT);
-  EXPECT_NE(r.message.find("per rank as TP2×SP1 but each device has 1.0 MiB"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("per rank as TP2×SP1 but each device has 1.0 MiB"), std::string::npos)
+      << r.message;
   EXPECT_NE(r.message.find("no layout fits in"), std::string::npos) << r.message;
   // Nothing was loaded: the plugin's own memory only (the model's load would show in the RSS).
   const h3test::RunResult played = run("ranks=2 sp-size=2 device-memory=4294967296");
@@ -191,7 +192,8 @@ TEST(H3VideoSrcErrors, TensorParallelSizeThatDoesNotDivideTheRanksIsAnError) {
 TEST(H3VideoSrcErrors, SequenceParallelSizeThatDoesNotSplitTheModelIsAnError) {
   // sp must divide the ranks first, then the heads of each TP rank (the test models have 2).
   for (const auto& [props, words] : std::vector<std::pair<std::string, std::string>>{
-           {"ranks=2 sp-size=3", "sp-size = 3 with 2 ranks: the sequence-parallel size must divide the ranks"},
+           {"ranks=2 sp-size=3",
+            "sp-size = 3 with 2 ranks: the sequence-parallel size must divide the ranks"},
            {"ranks=3 sp-size=3", "sp must divide the"}}) {
     const h3test::RunResult r = run(props);
     ASSERT_TRUE(r.error) << props;

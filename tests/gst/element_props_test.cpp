@@ -66,13 +66,13 @@ TEST(H3VideoSrcElement, EveryPropertyHasABlurbAndIsMutableInReadyOnly) {
   }
   g_free(specs);
   EXPECT_EQ(own, 29);
-  for (const char* name : {"model",          "prompt",     "prompt-embeds", "seed",
-                           "steps",          "width",      "height",        "num-frames",
-                           "framerate",      "ranks",      "tp-size",       "device",
-                           "queue-chunks",   "is-live",    "timeout",       "free-text-encoder",
-                           "rendezvous",     "world-size", "token-file",    "max-memory",
-                           "sampler",        "lora",       "sink",          "window",
-                           "prompt-timeline", "adaln-tables", "sp-size", "device-memory"}) {
+  for (const char* name : {"model",           "prompt",       "prompt-embeds", "seed",
+                           "steps",           "width",        "height",        "num-frames",
+                           "framerate",       "ranks",        "tp-size",       "device",
+                           "queue-chunks",    "is-live",      "timeout",       "free-text-encoder",
+                           "rendezvous",      "world-size",   "token-file",    "max-memory",
+                           "sampler",         "lora",         "sink",          "window",
+                           "prompt-timeline", "adaln-tables", "sp-size",       "device-memory"}) {
     EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), name), nullptr) << name;
   }
   EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), "compute-dtype"), nullptr);

@@ -215,7 +215,8 @@ TEST(Disagreement, AllToAllPartsAreTheSameErrorOnEveryRank) {
   for (int n : {2, 3}) {
     // Rank 1 sends longs where the others send floats.
     auto results = run_threads(n, [n](Group& g) {
-      std::vector<at::Tensor> parts(static_cast<size_t>(n), at::ones({2}, g.rank() == 1 ? at::kLong : at::kFloat));
+      std::vector<at::Tensor> parts(static_cast<size_t>(n),
+                                    at::ones({2}, g.rank() == 1 ? at::kLong : at::kFloat));
       g.all_to_all(parts);
     });
     for (const auto& r : results) {

@@ -3,6 +3,8 @@
 // which adapts the time MLP), the projections leave memory (bytes counted), LoRAs attach and
 // detach after they left, a new grid reads them again from the checkpoint, and a grid the tables
 // lack is refused naming its timesteps when there is no checkpoint to read.
+#include "dit/adaln_tables.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -12,7 +14,6 @@
 
 #include "common/error.h"
 #include "dist/world.h"
-#include "dit/adaln_tables.h"
 #include "dit/consistency_sampler.h"
 #include "dit/parameters.h"
 #include "dit/sampler.h"

@@ -38,7 +38,8 @@ std::vector<Case> cases() {
   for (const auto& c : j["cases"]) {
     Case k;
     k.name = c["name"].get<std::string>();
-    for (const auto& a : c["anchors"]) k.anchors.push_back(a == "last" ? KeyframeAnchor::kLast : KeyframeAnchor::kFirst);
+    for (const auto& a : c["anchors"])
+      k.anchors.push_back(a == "last" ? KeyframeAnchor::kLast : KeyframeAnchor::kFirst);
     k.t = read_tensors(data_dir() + "/fl2va/" + c["file"].get<std::string>());
     out.push_back(std::move(k));
   }
@@ -120,7 +121,8 @@ TEST(Fl2va, OneDenoiseStepIsTheReferences) {
     auto in = inputs_of(c);
     in.t_video = t;
     const auto v = model.forward(in);
-    const auto next = euler_step(in.video, v.video, t, sched.sigmas[0].item<float>(), sched.sigmas[1].item<float>());
+    const auto next =
+        euler_step(in.video, v.video, t, sched.sigmas[0].item<float>(), sched.sigmas[1].item<float>());
     const double d = max_abs_diff(next, c.t.at("step_video"));
     std::printf("FL2VA %s: one Euler step, max |d| = %.3g\n", c.name.c_str(), d);
     EXPECT_LE(d, kTolerance);
@@ -139,7 +141,8 @@ TEST(Fl2va, AdalnTablesHoldTheKeyframeRowsTimestep) {
   const auto fly = Transformer::load(golden_dir() + "/transformer_tiny");
   auto tab = Transformer::load(golden_dir() + "/transformer_tiny");
   const auto sets = evaluation_timesteps(r.video, r.audio, /*keyframes=*/true);
-  for (const auto& s : sets) EXPECT_NE(std::find(s.begin(), s.end(), kKeyframeTimestep), s.end()) << describe(s);
+  for (const auto& s : sets)
+    EXPECT_NE(std::find(s.begin(), s.end(), kKeyframeTimestep), s.end()) << describe(s);
   tab.use_adaln_tables(sets, true);
   const auto a = denoise(fly, r), b = denoise(tab, r);
   EXPECT_TRUE(at::equal(a.video, b.video));
@@ -164,7 +167,8 @@ TEST(Fl2va, AKeyframeOffTheCanvasIsRefusedNamingIt) {
     ADD_FAILURE() << "a keyframe of another canvas was packed";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("'keyframe 1' has shape [1, 24, 1, 6, 6]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'keyframe 1' has shape [1, 24, 1, 6, 6]"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("[1, 24, 1, 4, 6]"), std::string::npos) << e.what();
   }
 }

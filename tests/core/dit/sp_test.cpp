@@ -35,7 +35,8 @@ struct Layout {
 class TwelveHeads : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = (std::filesystem::temp_directory_path() / ("h3-dit-sp-test-" + std::to_string(::getpid()))).string();
+    dir_ =
+        (std::filesystem::temp_directory_path() / ("h3-dit-sp-test-" + std::to_string(::getpid()))).string();
     DitConfig c;
     c.hidden_size = 96;
     c.num_layers = 2;
@@ -143,7 +144,8 @@ TEST_F(TwelveHeads, TheCausalSamplerUnderSequenceParallelism) {
     for (int r = 0; r < l.ranks(); ++r) {
       ASSERT_EQ(got[r].size(), ref.size()) << l.name();
       for (size_t i = 0; i < ref.size(); ++i) {
-        EXPECT_LE(max_abs_diff(got[r][i], ref[i]), kTolerance) << l.name() << " rank " << r << " output " << i;
+        EXPECT_LE(max_abs_diff(got[r][i], ref[i]), kTolerance)
+            << l.name() << " rank " << r << " output " << i;
       }
     }
   }
@@ -157,7 +159,8 @@ TEST_F(TwelveHeads, LayoutsThatCannotSplitTheModelAreRefusedNamingTheValues) {
   // 12 heads: tp 4 leaves 3 per rank, which sp 2 cannot split; sp 5 does not divide 10 ranks...
   for (const Bad& b : {Bad{{4, 2}, "sp must divide the 3 heads each TP rank holds (12 heads / tp 4)"},
                        Bad{{1, 5}, "sp must divide the 12 heads each TP rank holds"}}) {
-    auto results = dist::run_threads(b.l.ranks(), [&](dist::Group& g) { Transformer::load(dir_, &g, with_sp(b.l.sp)); });
+    auto results =
+        dist::run_threads(b.l.ranks(), [&](dist::Group& g) { Transformer::load(dir_, &g, with_sp(b.l.sp)); });
     for (const auto& r : results) {
       ASSERT_FALSE(r.ok) << b.l.name();
       EXPECT_NE(r.error.find(b.words), std::string::npos) << r.error;
@@ -168,7 +171,8 @@ TEST_F(TwelveHeads, LayoutsThatCannotSplitTheModelAreRefusedNamingTheValues) {
     ADD_FAILURE() << "sp 3 on 4 ranks";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("sp 3 on 4 ranks: sp must divide the ranks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sp 3 on 4 ranks: sp must divide the ranks"), std::string::npos)
+        << e.what();
   }
 }
 

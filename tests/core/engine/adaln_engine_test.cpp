@@ -52,7 +52,8 @@ TEST(AdalnTablesEngine, EveryRequestIsBitForBitTheProjectionsClip) {
     EXPECT_TRUE(tables->options().adaln_tables);
     // Two grids one after the other (the second reads the projections again), then the causal
     // sampler's, then the first grid again.
-    for (const auto& r : {request("euler", 3), request("euler", 5), request("causal", 2), request("euler", 3)}) {
+    for (const auto& r :
+         {request("euler", 3), request("euler", 5), request("causal", 2), request("euler", 3)}) {
       SCOPED_TRACE(r.sampler + " steps " + std::to_string(r.steps));
       const Clip a = generate(*tables, r), b = generate(*projections, r);
       ASSERT_TRUE(a.frames.defined() && b.frames.defined());

@@ -165,7 +165,8 @@ TEST(Cli, BadInputsAreClearErrors) {
   fails("generate --prompt x --ranks 3" + out, "tensor-parallel size 3 does not divide the attention heads");
   fails("generate --prompt x --bogus 1" + out, "bogus");
   fails("generate --prompt x --ranks 2 --sp 3" + out, "sp-size = 3 with 2 ranks");
-  fails("generate --prompt x --device-memory 1M" + out, "per rank as TP1\u00d7SP1 but each device has 1.0 MiB");
+  fails("generate --prompt x --device-memory 1M" + out,
+        "per rank as TP1\u00d7SP1 but each device has 1.0 MiB");
   fails("generate --prompt x --device-memory lots" + out, "--device-memory");
   fails("generate --prompt x --out " + q(d / "no/dir/x.y4m"), "no/dir/x.y4m");
 }

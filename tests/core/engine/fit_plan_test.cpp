@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "../cli_run.h"
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
@@ -22,7 +23,6 @@
 #include "dit/sampler.h"
 #include "dit/transformer.h"
 #include "engine/memory_guard.h"
-#include "../cli_run.h"
 
 namespace h3 {
 namespace {
@@ -240,7 +240,7 @@ test::CliRun h3_plan(const std::string& args) {
 
 TEST(FitPlanCli, PlansTheReleaseConfigAtEightRanks) {
   const test::CliRun r = h3_plan("--config '" + release_config() +
-                            "' --ranks 8 --device-memory 80 --width 1344 --height 768 --frames 124");
+                                 "' --ranks 8 --device-memory 80 --width 1344 --height 768 --frames 124");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* layout : {"TP8\u00d7SP1", "TP4\u00d7SP2", "TP2\u00d7SP4", "TP1\u00d7SP8"}) {
     EXPECT_THAT(r.output, HasSubstr(std::string("\n") + layout)) << layout;
