@@ -88,19 +88,21 @@ int64_t AdalnTables::bytes() const {
   return n;
 }
 
-std::string AdalnTables::describe_sets(size_t at_most) const {
-  std::string out;
-  size_t i = 0;
+std::vector<TimestepSet> AdalnTables::sets() const {
+  std::vector<TimestepSet> out;
   for (const auto& [k, e] : entries_) {
-    if (i == at_most) {
-      out += ", ...";
-      break;
-    }
     TimestepSet s(k.size());
     for (size_t j = 0; j < k.size(); ++j) std::memcpy(&s[j], &k[j], sizeof(float));
-    out += (i++ ? ", " : "") + describe(s);
+    out.push_back(std::move(s));
   }
   return out;
+}
+
+std::string AdalnTables::describe_sets(size_t at_most) const {
+  const auto all = sets();
+  std::string out;
+  for (size_t i = 0; i < all.size() && i < at_most; ++i) out += (i ? ", " : "") + describe(all[i]);
+  return all.size() > at_most ? out + ", ..." : out;
 }
 
 int64_t adaln_table_bytes(const DitConfig& c, const std::vector<TimestepSet>& sets, int tp, int row_bytes) {

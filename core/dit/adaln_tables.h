@@ -54,7 +54,8 @@ class AdalnTables {
   bool empty() const { return entries_.empty(); }
   // Bytes of the rows (block and final); the kept embeddings included.
   int64_t bytes() const;
-  // The sets held, for messages.
+  // The sets held (in key order), and the first `at_most` of them for messages.
+  std::vector<TimestepSet> sets() const;
   std::string describe_sets(size_t at_most = 4) const;
 
  private:

@@ -10,6 +10,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 namespace h3::dist {
 class Group;
@@ -55,6 +57,10 @@ class TensorParallel {
 
  private:
   int world_rank(int tp_rank, int sp_rank) const { return sp_rank * size_ + tp_rank; }
+  enum class Peers { kTp, kSp };  // this rank's TP group, or its SP group
+  // One all_to_all within this rank's `peers`: `part(k)` goes to the k-th peer (in TP or SP order,
+  // this rank included), an empty part to every other rank; returns what each peer sent, in order.
+  std::vector<at::Tensor> exchange(Peers peers, const std::function<at::Tensor(int)>& part) const;
 
   dist::Group* group_ = nullptr;
   int rank_ = 0, size_ = 1;        // TP

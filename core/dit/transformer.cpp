@@ -52,7 +52,7 @@ bool Transformer::time_mlp_adapted() const {
 
 void Transformer::refresh_adaln_tables() {
   // The tables hold rows of the time MLP's output: an adapter on the time MLP changes it.
-  const auto sets = table_sets_;
+  const auto sets = tables_.sets();
   const bool drop = !adaln_resident();
   tables_ = AdalnTables();
   use_adaln_tables(sets, drop);
@@ -75,9 +75,7 @@ void Transformer::use_adaln_tables(const std::vector<TimestepSet>& sets, bool dr
   if (tables_.covers(sets) && adaln_resident() != drop_projections) return;
   if (!adaln_resident()) reload_adaln_projections();
   tables_ = AdalnTables();  // the old tables go before the new ones are made: memory stays flat
-  table_sets_.clear();
   tables_ = AdalnTables::compute(weights_, config_, sets);
-  table_sets_ = sets;
   if (!drop_projections) return;
   for (auto& b : weights_.blocks) {
     b.adaln.weight = at::Tensor();

@@ -92,7 +92,6 @@ class Transformer {
   DitWeights weights_;
   TensorParallel tp_;
   AdalnTables tables_;
-  std::vector<TimestepSet> table_sets_;  // what tables_ was computed for
   // Where load() read the weights from, to read the AdaLN projections again; empty otherwise.
   std::string dir_;
   TransformerOptions options_;
