@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/error.h"
 #include "element_common.h"
 #include "messages.h"
 
@@ -85,6 +86,17 @@ bool Lifecycle::start(bool audio) {
   } catch (const std::exception& e) {
     GST_ELEMENT_ERROR(element_, RESOURCE, SETTINGS, ("%s", e.what()), ("prompt-timeline"));
     post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, "the prompt timeline cannot be used");
+    return false;
+  }
+  try {
+    read_pictures(s, request.clip);
+  } catch (const h3::Error& e) {
+    if (e.kind() == h3::ErrorKind::kNotFound) {
+      GST_ELEMENT_ERROR(element_, RESOURCE, NOT_FOUND, ("%s", e.what()), ("first-frame / last-frame"));
+    } else {
+      GST_ELEMENT_ERROR(element_, RESOURCE, OPEN_READ, ("%s", e.what()), ("first-frame / last-frame"));
+    }
+    post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, "a keyframe cannot be used");
     return false;
   }
   request.clip.audio = audio;

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #include "engine/prompt_timeline.h"
+#include "pictures/picture_file.h"
 
 namespace h3gst {
 namespace {
@@ -69,6 +71,18 @@ void install_request_properties(GObjectClass* klass) {
                           "A PEFT LoRA on the DiT (adapter_model.safetensors or its folder), e.g. "
                           "RAVEN-Streaming's for sampler=causal or a step-distilled one; unset: none",
                           nullptr, kReady));
+  for (auto [id, name, nick, blurb] :
+       {std::tuple<Property, const char*, const char*, const char*>{
+            PROP_FIRST_FRAME, "first-frame", "First frame",
+            "FL2VA: a picture the clip starts from (a file or URI in any format GStreamer decodes; a "
+            "video's first frame). Without width and height the canvas follows its aspect ratio; it is "
+            "stretched onto the canvas. Needs a model with FL2VA's condition path and sampler=euler; "
+            "unset: none"},
+        {PROP_LAST_FRAME, "last-frame", "Last frame",
+         "FL2VA: a picture the clip ends on (a file or URI, as first-frame): scaled to cover the canvas "
+         "and centre-cropped, or, alone, the canvas follows it; unset: none"}}) {
+    g_object_class_install_property(klass, id, g_param_spec_string(name, nick, blurb, nullptr, kReady));
+  }
   g_object_class_install_property(
       klass, PROP_SINK,
       g_param_spec_int("sink", "KV-cache sink",
@@ -267,6 +281,8 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_SINK: s->sink = g_value_get_int(value); break;
     case PROP_WINDOW: s->window = g_value_get_int(value); break;
     case PROP_PROMPT_TIMELINE: s->prompt_timeline = string_or_empty(value); break;
+    case PROP_FIRST_FRAME: s->first_frame = string_or_empty(value); break;
+    case PROP_LAST_FRAME: s->last_frame = string_or_empty(value); break;
     default: return false;
   }
   return true;
@@ -303,6 +319,8 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_SINK: g_value_set_int(value, s.sink); break;
     case PROP_WINDOW: g_value_set_int(value, s.window); break;
     case PROP_PROMPT_TIMELINE: set_string_or_null(value, s.prompt_timeline); break;
+    case PROP_FIRST_FRAME: set_string_or_null(value, s.first_frame); break;
+    case PROP_LAST_FRAME: set_string_or_null(value, s.last_frame); break;
     default: return false;
   }
   return true;
@@ -333,6 +351,11 @@ h3::GenerationRequest to_request(const Settings& s) {
   r.window = s.window;
   if (!s.prompt_timeline.empty()) r.prompt_timeline = h3::read_prompt_timeline(s.prompt_timeline);
   return r;
+}
+
+void read_pictures(const Settings& s, h3::GenerationRequest& r) {
+  if (!s.first_frame.empty()) r.first_frame = h3::pictures::read_picture(s.first_frame, "first-frame");
+  if (!s.last_frame.empty()) r.last_frame = h3::pictures::read_picture(s.last_frame, "last-frame");
 }
 
 h3::EngineOptions to_engine_options(const Settings& s) {

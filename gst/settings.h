@@ -53,6 +53,8 @@ struct Settings {
   std::string lora;             // a PEFT LoRA on the DiT; empty: none
   std::string prompt_timeline;  // a file of `SECONDS PROMPT` lines; empty: none
   gint sink = static_cast<gint>(h3::kDefaultSink), window = static_cast<gint>(h3::kDefaultWindow);
+  // FL2VA keyframes: a file or URI each (docs/element.md); empty: none.
+  std::string first_frame, last_frame;
 };
 
 enum Property {
@@ -86,6 +88,8 @@ enum Property {
   PROP_SINK,
   PROP_WINDOW,
   PROP_PROMPT_TIMELINE,
+  PROP_FIRST_FRAME,
+  PROP_LAST_FRAME,
 };
 
 void install_properties(GObjectClass* klass);
@@ -100,5 +104,9 @@ const char* explicit_zero(const Settings& s);
 // cannot be read or parsed.
 h3::GenerationRequest to_request(const Settings& s);
 h3::EngineOptions to_engine_options(const Settings& s);
+// Decodes first-frame and last-frame (when set) into `r` with GStreamer (pictures/picture_file.h).
+// Throws h3::Error naming the property and the file: kNotFound, or kInvalidArgument for a file that
+// holds no picture GStreamer can decode or one too small or too large.
+void read_pictures(const Settings& s, h3::GenerationRequest& r);
 
 }  // namespace h3gst

@@ -41,6 +41,11 @@ struct Latents {
 // video latents, then the audio latents (the same numbers as torch.Generator("cpu").manual_seed
 // followed by two torch.randn calls).
 Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef audio_shape);
+// FL2VA: the same generator draws first one noise of `keyframe_shape` per keyframe (into
+// `keyframe_noise`, in packed order), then the video and the audio: the order the reference
+// pipelines consume a request's generator in, so that a seed gives their clip.
+Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef audio_shape, int64_t keyframes,
+                   at::IntArrayRef keyframe_shape, std::vector<at::Tensor>& keyframe_noise);
 
 struct DenoiseRequest {
   at::Tensor text;       // [L, text_dim]

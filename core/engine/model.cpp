@@ -1,5 +1,6 @@
 #include "engine/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,8 @@
 #include "dit/chunk_layout.h"
 #include "dit/frames.h"
 #include "dit/sampler.h"
+#include "image/keyframes.h"
+#include "io/weights.h"
 #include "text/byte_encoder.h"
 #include "text/prompt_encoder.h"
 #include "vae/chunk_plan.h"
@@ -83,7 +86,11 @@ ModelInfo read_model(const std::string& dir) {
   ModelInfo m;
   m.dir = dir;
   m.transformer_dir = (root / "transformer").string();
-  m.vae_dir = (root / "vae").string();
+  // The diffusers layout keeps the video VAE in vae/, the native partitions (FL2VA/, Ref2VA/) in
+  // video_vae/ (find_vae reads either).
+  m.vae_dir =
+      (root / (!fs::is_directory(root / "vae") && fs::is_directory(root / "video_vae") ? "video_vae" : "vae"))
+          .string();
   if (!fs::is_regular_file(root / "transformer" / "config.json")) {
     throw Error(ErrorKind::kNotFound, (root / "transformer" / "config.json").string() +
                                           ": missing (the DiT's config; the release "
@@ -132,6 +139,18 @@ ModelInfo read_model(const std::string& dir) {
   m.video_shift = read_shift(root / "scheduler", dit::kVideoShift);
   m.audio_shift = read_shift(root / "audio_scheduler", dit::kAudioShift);
 
+  if (idx.contains("_minimax_h3")) {
+    const json& r = idx["_minimax_h3"];
+    if (!r.is_object() || (r.contains("tasks") && !r["tasks"].is_array())) {
+      throw Error(ErrorKind::kFormat,
+                  index.string() + ": \"_minimax_h3\" must be an object whose \"tasks\" is a list");
+    }
+    for (const json& t : r.value("tasks", json::array())) {
+      if (!t.is_string())
+        throw Error(ErrorKind::kFormat, index.string() + ": \"_minimax_h3\".\"tasks\" must hold strings");
+      m.tasks.push_back(t.get<std::string>());
+    }
+  }
   if (idx.contains("gst_h3")) {
     const json& d = idx["gst_h3"];
     if (!d.is_object()) throw Error(ErrorKind::kFormat, index.string() + ": \"gst_h3\" must be an object");
@@ -151,10 +170,62 @@ void require_audio_vae(const ModelInfo& m) {
                   "soundtrack; ask for video only, or use a model folder with audio_vae/");
 }
 
+namespace {
+
+void check_picture(const Picture& pic, const char* property) {
+  const std::string name = std::string(property) + " '" + pic.source + "'";
+  const std::string size = std::to_string(pic.width) + "x" + std::to_string(pic.height);
+  // The size first: a caller's decoder names it before it allocates the pixels (pictures/).
+  if (pic.width < kMinPictureSide || pic.height < kMinPictureSide) {
+    throw Error(ErrorKind::kInvalidArgument, name + " is " + size + ": each side must be at least " +
+                                                 std::to_string(kMinPictureSide) + " pixels");
+  }
+  if (pic.width * pic.height > kMaxPicturePixels) {
+    throw Error(ErrorKind::kInvalidArgument,
+                name + " is " + size + " (" + std::to_string(pic.width * pic.height / 1000000) +
+                    " MP): at most " + std::to_string(kMaxPicturePixels / 1000000) +
+                    " MP (8192 x 8192) are taken; scale it down (it is put onto a canvas of at most " +
+                    std::to_string(kMaxSide) + " px a side anyway)");
+  }
+  if (pic.rgb.size() != static_cast<size_t>(pic.width * pic.height * 3)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                name + ": " + std::to_string(pic.rgb.size()) + " bytes for " + size +
+                    ": not 8-bit RGB (width x height x 3 bytes); decode it to RGB first");
+  }
+}
+
+}  // namespace
+
+void plan_keyframes(const ModelInfo& m, const GenerationRequest& req, ClipPlan& p) {
+  const bool first = !req.first_frame.empty(), last = !req.last_frame.empty();
+  if (!first && !last) return;
+  if (first) check_picture(req.first_frame, "first-frame");
+  if (last) check_picture(req.last_frame, "last-frame");
+  if (first) p.keyframe_anchors.push_back("first");
+  if (last) p.keyframe_anchors.push_back("last");
+  if ((req.width == 0) != (req.height == 0)) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "give width and height together, or neither: with a first-frame or last-frame the canvas then "
+        "follows the picture's aspect ratio");
+  }
+  if (req.width != 0) return;
+  // The model's own canvas for that aspect ratio: its default's short edge and area (the
+  // release: 768 and 768 x 1344), as the reference pipelines resolve it.
+  const Picture& anchor = first ? req.first_frame : req.last_frame;
+  const auto hw = image::resolve_canvas(
+      anchor.width, anchor.height, dit::kCanvasMultiple, std::min(m.defaults.width, m.defaults.height),
+      m.defaults.width * m.defaults.height,
+      std::string(first ? "first-frame" : "last-frame") + " '" + anchor.source + "'");
+  p.height = hw[0];
+  p.width = hw[1];
+}
+
 ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   ClipPlan p{};
   p.width = req.width != 0 ? req.width : m.defaults.width;
   p.height = req.height != 0 ? req.height : m.defaults.height;
+  plan_keyframes(m, req, p);
   p.num_frames = req.num_frames != 0 ? req.num_frames : m.defaults.num_frames;
   p.sampler = req.sampler.empty() ? "euler" : req.sampler;
   if (p.sampler != "euler" && p.sampler != "causal") {
@@ -231,6 +302,12 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
         ErrorKind::kNotFound,
         "lora '" + req.lora + "' does not exist: give a PEFT adapter_model.safetensors or its folder");
   }
+  if (causal && !p.keyframe_anchors.empty()) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "first-frame and last-frame condition the euler sampler only: the causal sampler has no keyframe "
+        "path (RAVEN-Streaming is text to video); use sampler=euler, or leave the frames out");
+  }
   if (causal && req.lora.empty()) {
     p.warnings.push_back(
         "the causal sampler runs without a LoRA: the base model was not trained for chunk-causal sampling, "
@@ -278,6 +355,49 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
     if (c.first_frame < p.num_frames) ++p.total_chunks;
   }
   return p;
+}
+
+}  // namespace h3
+
+namespace h3 {
+
+std::string fl2va_missing(const ModelInfo& m, bool embeddings) {
+  const std::string index = (fs::path(m.dir) / "model_index.json").string();
+  if (!m.tasks.empty() && std::find(m.tasks.begin(), m.tasks.end(), "fl2va") == m.tasks.end()) {
+    std::string list;
+    for (const auto& t : m.tasks) list += (list.empty() ? "" : ", ") + t;
+    return index + " lists the tasks [" + list +
+           "]: this checkpoint has no keyframe condition path (the release's FL2VA/ partition and its "
+           "diffusers "
+           "transformer/ have one)";
+  }
+  try {
+    const vae::VaeSource src = vae::find_vae(m.vae_dir);
+    const io::Weights w = io::Weights::open(
+        src.weights_path, {io::ModelKind::kVideoVae, src.config.num_heads, src.config.head_dim});
+    if (!w.contains("encoder.conv_in.weight")) {
+      return w.path() +
+             ": the video VAE checkpoint holds no encoder (encoder.conv_in.weight), which FL2VA needs "
+             "to turn the keyframes into latents (the release's vae/ and FL2VA/video_vae/ hold one)";
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  if (!embeddings) {
+    if (!m.prompt_encoder) {
+      return m.dir +
+             " has no Qwen3-VL text encoder (text_encoder/ and tokenizer/): FL2VA presents the keyframes to "
+             "it "
+             "beside the prompt; give precomputed embeddings of that presentation instead";
+    }
+    const json c = read_json(fs::path(m.text_encoder_dir) / "config.json");
+    if (!c.is_object() || !c.contains("vision_config")) {
+      return m.text_encoder_dir +
+             "/config.json has no vision_config: the text encoder has no vision tower to see the keyframes "
+             "with";
+    }
+  }
+  return {};
 }
 
 }  // namespace h3

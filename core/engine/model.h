@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dit/config.h"
 #include "engine/request.h"
@@ -32,6 +33,10 @@ struct ModelInfo {
   // folder has no audio VAE, or its config cannot be read (the decoder's load says why).
   int64_t audio_rate = 0, audio_hop = 0;
   ModelDefaults defaults;
+  // The tasks the checkpoint partition was released for (model_index.json "_minimax_h3" "tasks",
+  // as the native FL2VA/ and Ref2VA/ folders say: "t2va", "fl2va", "ref2va"); empty where the
+  // index does not say (the diffusers layout, the tiny models).
+  std::vector<std::string> tasks;
 };
 
 // Reads and cross-checks the configs. Throws h3::Error: kNotFound (no folder, no
@@ -39,8 +44,18 @@ struct ModelInfo {
 // (transformer and VAE disagree), each naming the file and what to fix.
 ModelInfo read_model(const std::string& dir);
 
+// Why `m` cannot condition on keyframes (FL2VA), or empty when it can: its partition lists no
+// "fl2va" task, its VAE checkpoint holds no encoder, or (unless the prompt comes as precomputed
+// embeddings, `embeddings`) its text encoder has no vision tower. Reads safetensors headers only.
+std::string fl2va_missing(const ModelInfo& m, bool embeddings);
+
 // Throws h3::Error(kNotFound) naming <dir>/audio_vae when the model cannot make a soundtrack.
 void require_audio_vae(const ModelInfo& m);
+
+// FL2VA: checks the request's pictures (kInvalidArgument naming first-frame / last-frame and the
+// source), records their anchors in `p` and, when the request gives no size, sets p.width and
+// p.height to the canvas of the first picture's aspect ratio. Nothing for a T2VA request.
+void plan_keyframes(const ModelInfo& m, const GenerationRequest& req, ClipPlan& p);
 
 // Resolves 0 fields to the model's defaults and validates the request's numbers.
 ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req);

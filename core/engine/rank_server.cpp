@@ -16,6 +16,7 @@
 #include "engine/stage_conditioning.h"
 #include "engine/stage_decode.h"
 #include "engine/stage_denoise.h"
+#include "engine/stage_keyframes.h"
 #include "vae/cpu_threads.h"
 
 namespace h3::engine_detail {
@@ -76,6 +77,7 @@ RankServer::Ended RankServer::run(dist::Group& g, std::exception_ptr* own_load_e
       // A survivor of the last world: its parts run on the new group. A restarted rank loads.
       parts.dit->use_group(&g);
       if (parts.prompt) parts.prompt->use_group(&g);
+      if (parts.vision) parts.vision->use_group(&g);
     } else {
       load_parts(g, parts, t0);
     }
@@ -221,14 +223,23 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
     // Before any work, so that a model without audio_vae/ fails at once.
     if (j.request.audio) load_audio_decoder(c);
     adapter_stage(c, j.request.lora);
-    const text::Conditioning cond = conditioning_stage(c, j.request, j.free_text_encoder);
+    // FL2VA: the keyframes onto the canvas, then what the text encoder sees of them (unless the
+    // prompt comes as embeddings) and their latents.
+    const KeyframePictures pictures = keyframe_pictures_stage(c, mine ? &mine->job.request : nullptr);
+    KeyframeVision vision;
+    if (!pictures.empty() && parts.prompt && j.request.embeds_path.empty()) {
+      vision = keyframe_vision_stage(c, pictures);
+    }
+    const text::Conditioning cond =
+        conditioning_stage(c, j.request, j.free_text_encoder, vision.features.empty() ? nullptr : &vision);
+    const std::vector<at::Tensor> keyframes = keyframe_latents_stage(c, pictures);
     if (p.sampler == "causal") {
       // Synthesis and decode interleave chunk by chunk.
       causal_stage(c, j, cond);
       if (root) c.post_progress(Phase::kDone, p.evaluations, p.evaluations, p.total_chunks, p.num_frames);
       return;
     }
-    dit::Latents x = denoise_stage(c, j, cond);
+    dit::Latents x = denoise_stage(c, j, cond, keyframes, pictures.anchors);
     video = std::move(x.video);
     if (j.request.audio) audio = std::move(x.audio);
   } else {

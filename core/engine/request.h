@@ -9,6 +9,15 @@
 
 namespace h3 {
 
+// A picture as the caller decoded it (an FL2VA keyframe): 8-bit RGB, `height` rows of width * 3
+// bytes. The engine puts it onto the canvas itself (docs/conditioning.md).
+struct Picture {
+  std::string source;  // the file or URI it came from, named in messages
+  int64_t width = 0, height = 0;
+  std::vector<uint8_t> rgb;
+  bool empty() const { return rgb.empty(); }
+};
+
 // A prompt that takes over at `seconds` into the clip (a causal request's timeline).
 struct TimedPrompt {
   double seconds = 0;
@@ -45,6 +54,11 @@ struct GenerationRequest {
   // that starts at or after its time (chunk c starts at c * 17 / 24 s), so that the same
   // timeline and seed give the same frames. The first prompt is `prompt` (or the embeddings).
   std::vector<TimedPrompt> prompt_timeline;
+  // FL2VA (image-conditioned generation, the Euler sampler): the clip starts from `first_frame`
+  // and/or ends on `last_frame`. Either alone or both; with neither the request is T2VA. Unless
+  // width and height are given, the canvas follows the aspect ratio of the first one given
+  // (ClipPlan::keyframe_anchors). Rank 0 alone holds the pixels: they never travel in a Job.
+  Picture first_frame, last_frame;
 };
 
 // What a request will produce, computed before any work (validated; throws h3::Error
@@ -78,6 +92,8 @@ struct ClipPlan {
   // What the caller should be told before the clip starts (e.g. a causal request without a
   // LoRA: the base model was not trained for chunk-causal sampling).
   std::vector<std::string> warnings;
+  // FL2VA: the keyframes in packed order, "first" and/or "last"; empty: T2VA.
+  std::vector<std::string> keyframe_anchors;
 };
 
 }  // namespace h3

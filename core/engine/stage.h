@@ -18,6 +18,8 @@
 #include "engine/request.h"
 #include "text/byte_encoder.h"
 #include "text/prompt_encoder.h"
+#include "text/vision_tower.h"
+#include "vae/encoder.h"
 #include "vae/video_decoder.h"
 
 namespace h3::engine_detail {
@@ -37,6 +39,10 @@ struct RankParts {
   // Rank 0 only, loaded by the first request that asks for audio (a video-only user never pays
   // for it); kept for the engine's lifetime.
   std::optional<audio::AudioDecoder> audio;
+  // Every rank, read by the first request with keyframes (FL2VA) and kept: the video VAE's
+  // encoder and the text encoder's vision tower (this rank's shards).
+  std::optional<vae::VideoEncoder> vae_encoder;
+  std::optional<text::VisionTower> vision;
   // The LoRA attached to `dit` (its path as the request gave it); empty: none.
   std::string lora;
 };

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "dist/agree.h"
+#include "text/vision_prompt.h"
 
 namespace h3::engine_detail {
 namespace {
@@ -44,6 +45,22 @@ void ensure_text_encoder(const StageContext& c) {
   dist::agree_or_throw(c.group, f);
 }
 
+// FL2VA: "<Picture i>: " and the vision block of each keyframe, then the prompt. Every rank has
+// the job's prompt and the same grids, so each builds the same ids itself; a bad prompt fails
+// every rank alike.
+text::Conditioning encode_presentation(const StageContext& c, const text::PromptEncoder& encoder,
+                                       const std::string& prompt, const KeyframeVision& k) {
+  dist::LocalFailure f;
+  text::VisionPrompt presented;
+  try {
+    presented = text::present_images(encoder.tokenizer(), prompt, c.parts.vision->config(), k.grids);
+  } catch (...) {
+    f.capture();
+  }
+  dist::agree_or_throw(c.group, f);
+  return text::encode_with_images(encoder.encoder(), presented, k.features);
+}
+
 }  // namespace
 
 text::Conditioning condition(const ModelInfo& m, const text::ByteEncoder* bytes,
@@ -58,10 +75,18 @@ void check_conditioning(const ModelInfo& m, const GenerationRequest& req) {
   // The encoder-less case first: a caller that gave only a prompt learns what to give instead.
   if (req.embeds_path.empty() && !m.byte_encoder && !m.prompt_encoder) throw_no_encoder(m);
   check_one_source(req);
+  if (!req.first_frame.empty() || !req.last_frame.empty()) {
+    const std::string why = fl2va_missing(m, !req.embeds_path.empty());
+    if (!why.empty()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  std::string(!req.first_frame.empty() ? "first-frame" : "last-frame") +
+                      " asks for FL2VA (image to video), which this model cannot do: " + why);
+    }
+  }
 }
 
 text::Conditioning conditioning_stage(const StageContext& c, const GenerationRequest& req,
-                                      bool free_text_encoder) {
+                                      bool free_text_encoder, const KeyframeVision* keyframes) {
   const bool root = c.root();
   dist::LocalFailure f;
   text::Conditioning cond;
@@ -70,7 +95,11 @@ text::Conditioning conditioning_stage(const StageContext& c, const GenerationReq
     // The model's own text encoder: rank 0 tokenizes, every rank runs its shard.
     text::PromptEncoder& encoder = *c.parts.prompt;
     ensure_text_encoder(c);
-    cond = encoder.encode_on_ranks(c.group, root ? req.prompt : std::string());
+    if (keyframes) {
+      cond = encode_presentation(c, encoder, req.prompt, *keyframes);
+    } else {
+      cond = encoder.encode_on_ranks(c.group, root ? req.prompt : std::string());
+    }
     if (free_text_encoder) encoder.release_weights();
   } else {
     if (root) {

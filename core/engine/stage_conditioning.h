@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/stage.h"
+#include "engine/stage_keyframes.h"
 #include "text/conditioning.h"
 
 namespace h3::engine_detail {
@@ -13,13 +14,17 @@ namespace h3::engine_detail {
 text::Conditioning condition(const ModelInfo& model, const text::ByteEncoder* bytes,
                              const GenerationRequest& req);
 // Throws what condition() throws for the conditioning `req` names, before any work: for a
-// request with a prompt, `model` must have a built-in encoder.
+// request with a prompt, `model` must have a built-in encoder; for one with keyframes, the
+// model must have FL2VA's condition path (fl2va_missing).
 void check_conditioning(const ModelInfo& model, const GenerationRequest& req);
 
 // Every rank: rank 0's conditioning, agreed and broadcast. A cancel is agreed here too. With
+// `keyframes` (FL2VA, the model's own text encoder) the prompt is presented with the keyframes'
+// vision features (text/vision_prompt.h), every rank building the presentation from the job's
+// prompt. With
 // `free_text_encoder` (rank 0's option, carried by the job) every rank drops its encoder shard
 // after encoding; the next prompt reloads it.
 text::Conditioning conditioning_stage(const StageContext& c, const GenerationRequest& req,
-                                      bool free_text_encoder);
+                                      bool free_text_encoder, const KeyframeVision* keyframes = nullptr);
 
 }  // namespace h3::engine_detail

@@ -12,19 +12,25 @@
 namespace h3::engine_detail {
 namespace {
 
-// One CPU generator seeded with the request's seed, video then audio, drawn on rank 0.
-dit::Latents shared_noise(const StageContext& c, uint64_t seed) {
+// One CPU generator seeded with the request's seed, drawn on rank 0: the keyframes' noise (FL2VA),
+// then the video, then the audio.
+dit::Latents shared_noise(const StageContext& c, uint64_t seed, std::vector<at::Tensor>& keyframe_noise,
+                          int64_t keyframes) {
   const ClipPlan& p = c.plan;
   const int64_t h = p.canvas_height / dit::kVaeSpatialRatio, w = p.canvas_width / dit::kVaeSpatialRatio;
   const std::vector<int64_t> vshape{1, c.model.dit.in_channels, p.latent_frames, h, w};
   const std::vector<int64_t> ashape{2 * p.audio_latents, c.model.dit.audio_in_channels};
+  const std::vector<int64_t> kshape{1, c.model.dit.in_channels, 1, h, w};
   dit::Latents noise;
   if (c.root()) {
-    noise = dit::draw_noise(seed, vshape, ashape);
+    noise = dit::draw_noise(seed, vshape, ashape, keyframes, kshape, keyframe_noise);
   } else {
     noise.video = at::empty(vshape, at::kFloat);
     noise.audio = at::empty(ashape, at::kFloat);
+    keyframe_noise.assign(static_cast<size_t>(keyframes), at::Tensor());
+    for (auto& n : keyframe_noise) n = at::empty(kshape, at::kFloat);
   }
+  for (auto& n : keyframe_noise) c.group.broadcast(n, 0);
   c.group.broadcast(noise.video, 0);
   c.group.broadcast(noise.audio, 0);
   return noise;
@@ -98,14 +104,24 @@ void adaln_stage(const StageContext& c, const Job& job, const std::vector<dit::T
   dist::agree_or_throw(c.group, f);
 }
 
-dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond) {
+dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond,
+                           const std::vector<at::Tensor>& keyframes,
+                           const std::vector<dit::KeyframeAnchor>& anchors) {
+  if (keyframes.size() != anchors.size()) {
+    throw Error(ErrorKind::kInternal, "denoise: " + std::to_string(keyframes.size()) + " keyframes but " +
+                                          std::to_string(anchors.size()) + " anchors");
+  }
   dit::DenoiseRequest dr;
   dr.text = cond.embeds;
   dr.text_tags = cond.tags;
-  dr.noise = shared_noise(c, job.request.seed);
+  std::vector<at::Tensor> keyframe_noise;
+  dr.noise = shared_noise(c, job.request.seed, keyframe_noise, static_cast<int64_t>(keyframes.size()));
+  for (size_t i = 0; i < keyframes.size(); ++i) {
+    dr.keyframes.push_back({dit::noised_keyframe(keyframes[i], keyframe_noise[i]), anchors[i]});
+  }
   dr.video = dit::make_schedule(c.plan.steps, c.plan.video_shift);
   dr.audio = dit::make_schedule(c.plan.steps, c.plan.audio_shift);
-  adaln_stage(c, job, dit::evaluation_timesteps(dr.video, dr.audio));
+  adaln_stage(c, job, dit::evaluation_timesteps(dr.video, dr.audio, !dr.keyframes.empty()));
   const dit::Latents x = run_steps(c, dr);
   if (job.want_latents) hand_over_latents(c, x);
   dit::Latents out;

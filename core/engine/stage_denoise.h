@@ -26,7 +26,11 @@ void adapter_stage(const StageContext& c, const std::string& lora);
 void adaln_stage(const StageContext& c, const Job& job, const std::vector<dit::TimestepSet>& sets);
 
 // Every rank: the final latents, fp32 CPU: video [1, C, T, h, w] and audio rows [2A, 32]
-// (the same on every rank).
-dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond);
+// (the same on every rank). FL2VA: `keyframes` are the clean conditioning latents [1, C, 1, h, w]
+// at `anchors`; each is noised to the keyframe level with its own draw of the request's
+// generator (drawn before the video's and audio's) and held through every step.
+dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond,
+                           const std::vector<at::Tensor>& keyframes = {},
+                           const std::vector<dit::KeyframeAnchor>& anchors = {});
 
 }  // namespace h3::engine_detail

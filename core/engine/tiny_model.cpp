@@ -120,13 +120,13 @@ std::string vae_config_json(const vae::VaeConfig& c) {
       {"in_channels", 3},
       {"out_channels", c.out_channels},
       {"latent_channels", c.latent_channels},
-      {"block_out_channels", {128, 256, 256, 512, 512, 1024}},
-      {"layers_per_block", 2},
-      {"spatial_downsample_factors", {2, 2, 2, 2, 1, 1}},
-      {"temporal_downsample_factors", {1, 2, 2, 1, 1, 1}},
-      {"norm_num_groups", 32},
-      {"norm_eps", 1e-6},
-      {"spatial_padding_mode", "reflect"},
+      {"block_out_channels", c.encoder_channels},
+      {"layers_per_block", c.encoder_layers_per_block},
+      {"spatial_downsample_factors", c.encoder_spatial_down},
+      {"temporal_downsample_factors", c.encoder_temporal_down},
+      {"norm_num_groups", c.encoder_norm_groups},
+      {"norm_eps", c.encoder_norm_eps},
+      {"spatial_padding_mode", c.encoder_padding_mode},
       {"decoder_num_layers", c.num_layers},
       {"decoder_num_attention_heads", c.num_heads},
       {"decoder_attention_head_dim", c.head_dim},
@@ -151,6 +151,25 @@ std::string default_tokenizer_source() {
   const fs::path source(H3_SOURCE_TOKENIZER_DIR);
   if (fs::is_regular_file(source / text::Tokenizer::kVocabFile)) return source.string();
   return (fs::path(H3_DEFAULT_MODEL_DIR) / "tokenizer").string();
+}
+
+TinySpec tiny_conditioning_spec() {
+  TinySpec s = tiny_spec();
+  s.conditioning = true;
+  s.vae.encoder_channels = {8, 16, 16, 16, 24, 24};
+  s.vae.encoder_norm_groups = 4;
+  text::VisionConfig& v = s.vision;
+  v.depth = 2;
+  v.hidden_size = 32;
+  v.num_heads = 4;
+  v.intermediate_size = 64;
+  v.patch_size = 16;
+  v.temporal_patch_size = 2;
+  v.spatial_merge_size = 2;
+  v.out_hidden_size = s.dit.text_dim;
+  v.num_position_embeddings = 144;
+  v.deepstack_visual_indexes = {0, 1};
+  return s;
 }
 
 TinySpec medium_spec() {
@@ -193,7 +212,8 @@ void write_random_model(const std::string& dir, const TinySpec& s, uint64_t seed
     dit::write_random_transformer((root / "transformer").string(), s.dit, sub_seed(seed, 1));
   if (want("vae")) {
     write_text(root / "vae" / "config.json", vae_config_json(s.vae));
-    const auto tensors = vae::random_decoder_tensors(s.vae, sub_seed(seed, 2));
+    auto tensors = vae::random_decoder_tensors(s.vae, sub_seed(seed, 2));
+    if (s.conditioning) tensors.merge(vae::random_encoder_tensors(s.vae, sub_seed(seed, 5)));
     io::write_safetensors((root / "vae" / "diffusion_pytorch_model.safetensors").string(),
                           std::vector<std::pair<std::string, at::Tensor>>(tensors.begin(), tensors.end()));
   }
@@ -202,7 +222,10 @@ void write_random_model(const std::string& dir, const TinySpec& s, uint64_t seed
   if (want("text_encoder")) {
     text::EncoderConfig e = s.encoder;
     e.hidden_size = s.dit.text_dim;  // the encoder's rows are the DiT's text input
-    text::write_random_encoder((root / "text_encoder").string(), e, sub_seed(seed, 3));
+    text::VisionConfig v = s.vision;
+    v.out_hidden_size = e.hidden_size;
+    text::write_random_encoder((root / "text_encoder").string(), e, sub_seed(seed, 3),
+                               s.conditioning ? &v : nullptr);
   }
   if (want("tokenizer")) {
     const fs::path from(tokenizer_source.empty() ? default_tokenizer_source() : tokenizer_source);

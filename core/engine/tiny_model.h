@@ -12,6 +12,7 @@
 #include "dit/config.h"
 #include "engine/model.h"
 #include "text/encoder_config.h"
+#include "text/vision_config.h"
 #include "vae/config.h"
 
 namespace h3 {
@@ -25,6 +26,10 @@ struct TinySpec {
   text::EncoderConfig encoder;     // its hidden size is written as the DiT's text_dim
   int64_t text_encoder_layer = 2;  // K: the conditioning is hidden_states[K] (model_index.json)
   ModelDefaults defaults;
+  // FL2VA's condition path (make-tiny --conditioning): the encoder tensors in vae/'s checkpoint
+  // (the `vae` config's encoder_* sizes) and `vision` in text_encoder/. Off: a T2VA-only model.
+  bool conditioning = false;
+  text::VisionConfig vision;
 };
 
 // The tiny sizes: DiT hidden 64, 2 blocks + 2 refiner blocks, 2 heads x 128, FFN 128, text 32;
@@ -34,6 +39,11 @@ struct TinySpec {
 // (stages 64 ... 1 channels) and one AMP kernel (3, dilations 1/3/5) per stage; request defaults
 // 256x160, 48 frames, 8 grid points.
 TinySpec tiny_spec();
+
+// The tiny spec with FL2VA's condition path: a VAE encoder of channels 8, 16, 16, 16, 24, 24
+// (GroupNorm of 4 groups) and a vision tower of depth 2, width 32, 4 heads, MLP 64, a 12 x 12
+// position table, deepstack after blocks 0 and 1, out width the text encoder's.
+TinySpec tiny_conditioning_spec();
 
 // The parts of the model folder, each written on its own (the build generates them as
 // separate targets): "model_index", "transformer", "vae", "audio_vae", "text_encoder",

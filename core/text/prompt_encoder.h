@@ -35,6 +35,8 @@ class PromptEncoder {
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const TextEncoder& encoder() const { return encoder_; }
   TextEncoder& encoder() { return encoder_; }
+  // What the encoder was loaded with (its device and dtype): the vision tower runs alike.
+  const EncoderOptions& options() const { return options_; }
 
   // Tokenizes and encodes on this rank (a group's ranks all call it with the same prompt).
   Conditioning encode(const std::string& prompt) const;

@@ -53,42 +53,82 @@ at::Tensor multimodal_positions(const std::vector<int64_t>& ids, int64_t image_t
   return out;
 }
 
-VisionPrompt present_image_ids(const std::vector<int64_t>& label, const std::vector<int64_t>& prompt,
-                               const VisionConfig& c, const std::array<int64_t, 3>& grid) {
+VisionPrompt present_images_ids(const std::vector<std::vector<int64_t>>& labels,
+                                const std::vector<int64_t>& prompt, const VisionConfig& c,
+                                const std::vector<std::array<int64_t, 3>>& grids) {
+  if (labels.size() != grids.size()) {
+    throw Error(ErrorKind::kInvalidArgument, "image presentation: " + std::to_string(labels.size()) +
+                                                 " labels for " + std::to_string(grids.size()) + " images");
+  }
   const int64_t m = c.spatial_merge_size;
-  const int64_t n = grid[0] * (grid[1] / m) * (grid[2] / m);
   VisionPrompt out;
   std::vector<int64_t> tags;
   auto text = [&](const std::vector<int64_t>& ids) {
     out.ids.insert(out.ids.end(), ids.begin(), ids.end());
     tags.insert(tags.end(), ids.size(), 1);
   };
-  text(label);
-  out.ids.push_back(c.vision_start_token_id);
-  out.ids.insert(out.ids.end(), static_cast<size_t>(n), c.image_token_id);
-  out.ids.push_back(c.vision_end_token_id);
-  tags.insert(tags.end(), static_cast<size_t>(n + 2), 0);
+  for (size_t i = 0; i < grids.size(); ++i) {
+    const auto& grid = grids[i];
+    const int64_t n = grid[0] * (grid[1] / m) * (grid[2] / m);
+    text(labels[i]);
+    out.ids.push_back(c.vision_start_token_id);
+    out.ids.insert(out.ids.end(), static_cast<size_t>(n), c.image_token_id);
+    out.ids.push_back(c.vision_end_token_id);
+    tags.insert(tags.end(), static_cast<size_t>(n + 2), 0);
+  }
   text(prompt);
-  out.positions = multimodal_positions(out.ids, c.image_token_id, {grid}, m);
+  out.positions = multimodal_positions(out.ids, c.image_token_id, grids, m);
   out.image_mask = at::tensor(out.ids, at::TensorOptions().dtype(at::kLong)).eq(c.image_token_id);
   out.tags = at::tensor(tags, at::TensorOptions().dtype(at::kLong));
   return out;
 }
 
-VisionPrompt present_image(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
-                           const std::array<int64_t, 3>& grid) {
-  return present_image_ids(tokenizer.encode(kPictureLabel, "picture label"), tokenizer.encode(prompt), c,
-                           grid);
+VisionPrompt present_image_ids(const std::vector<int64_t>& label, const std::vector<int64_t>& prompt,
+                               const VisionConfig& c, const std::array<int64_t, 3>& grid) {
+  return present_images_ids({label}, prompt, c, {grid});
 }
 
-Conditioning encode_with_image(const TextEncoder& encoder, const VisionPrompt& prompt,
-                               const VisionFeatures& image) {
-  VisualRows rows{prompt.image_mask, image.embeds, image.deepstack};
+std::string picture_label(size_t index) {
+  return "<Picture " + std::to_string(index + 1) + ">: ";
+}
+
+VisionPrompt present_images(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
+                            const std::vector<std::array<int64_t, 3>>& grids) {
+  std::vector<std::vector<int64_t>> labels;
+  for (size_t i = 0; i < grids.size(); ++i)
+    labels.push_back(tokenizer.encode(picture_label(i), "picture label"));
+  return present_images_ids(labels, tokenizer.encode(prompt), c, grids);
+}
+
+VisionPrompt present_image(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
+                           const std::array<int64_t, 3>& grid) {
+  return present_images(tokenizer, prompt, c, {grid});
+}
+
+Conditioning encode_with_images(const TextEncoder& encoder, const VisionPrompt& prompt,
+                                const std::vector<VisionFeatures>& images) {
+  if (images.empty()) throw Error(ErrorKind::kInvalidArgument, "encode_with_images: no images");
+  std::vector<at::Tensor> embeds;
+  std::vector<std::vector<at::Tensor>> deep(images.front().deepstack.size());
+  for (const VisionFeatures& f : images) {
+    embeds.push_back(f.embeds);
+    if (f.deepstack.size() != deep.size()) {
+      throw Error(ErrorKind::kInvalidArgument, "encode_with_images: images with different deepstack depths");
+    }
+    for (size_t k = 0; k < deep.size(); ++k) deep[k].push_back(f.deepstack[k]);
+  }
+  VisualRows rows{prompt.image_mask, at::cat(embeds), {}};
+  for (auto& d : deep) rows.deepstack.push_back(at::cat(d));
   auto ids = at::tensor(prompt.ids, at::TensorOptions().dtype(at::kLong));
   Conditioning out;
   out.embeds = encoder.forward(ids, prompt.positions, rows).to(at::kCPU, at::kFloat).contiguous();
   out.tags = prompt.tags.clone();
   return out;
+}
+
+Conditioning encode_with_image(const TextEncoder& encoder, const VisionPrompt& prompt,
+                               const VisionFeatures& image) {
+  return encode_with_images(encoder, prompt, {image});
 }
 
 }  // namespace h3::text

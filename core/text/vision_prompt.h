@@ -1,6 +1,6 @@
-// H3's FL2VA presentation of a prompt with one image (docs/h3-model.md §3): "<Picture 1>: ", then
-// the vision block <|vision_start|>, one <|image_pad|> per merged visual token, <|vision_end|>,
-// then the prompt — token ids, Qwen3-VL's multimodal RoPE positions, the image rows, and the
+// H3's FL2VA presentation of a prompt with its keyframes (docs/h3-model.md §3): for image i (from
+// 1) "<Picture i>: " and its vision block <|vision_start|>, one <|image_pad|> per merged visual token,
+// <|vision_end|>, then the prompt — token ids, Qwen3-VL's multimodal RoPE positions, the image rows, and the
 // DiT's per-row modality tags (the vision block 0, text 1).
 #pragma once
 
@@ -27,7 +27,18 @@ struct VisionPrompt {
   at::Tensor tags;        // [L] int64: 0 for <|vision_start|> .. <|vision_end|>, 1 for text
 };
 
-// The presentation from token ids: `label` ("<Picture 1>: " tokenized), the vision block for an
+// The presentation from token ids: for each image its label ids and vision block (of its grid),
+// then `prompt`.
+VisionPrompt present_images_ids(const std::vector<std::vector<int64_t>>& labels,
+                                const std::vector<int64_t>& prompt, const VisionConfig& c,
+                                const std::vector<std::array<int64_t, 3>>& grids);
+// "<Picture i>: " for the image at `index` (from 0).
+std::string picture_label(size_t index);
+// The same from text, tokenized verbatim with the H3 tokenizer.
+VisionPrompt present_images(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
+                            const std::vector<std::array<int64_t, 3>>& grids);
+
+// One image: the presentation from token ids: `label` ("<Picture 1>: " tokenized), the vision block for an
 // image of grid_thw (patches), then `prompt`.
 VisionPrompt present_image_ids(const std::vector<int64_t>& label, const std::vector<int64_t>& prompt,
                                const VisionConfig& c, const std::array<int64_t, 3>& grid_thw);
@@ -42,8 +53,11 @@ VisionPrompt present_image(const Tokenizer& tokenizer, const std::string& prompt
 at::Tensor multimodal_positions(const std::vector<int64_t>& ids, int64_t image_token_id,
                                 const std::vector<std::array<int64_t, 3>>& grids, int64_t merge);
 
-// hidden_states[K] of the presented prompt with the image's features in place, as fp32 CPU rows
-// with their tags: the DiT's conditioning for FL2VA.
+// hidden_states[K] of the presented prompt with the images' features in place (in order), as fp32
+// CPU rows with their tags: the DiT's conditioning for FL2VA.
+Conditioning encode_with_images(const TextEncoder& encoder, const VisionPrompt& prompt,
+                                const std::vector<VisionFeatures>& images);
+// One image.
 Conditioning encode_with_image(const TextEncoder& encoder, const VisionPrompt& prompt,
                                const VisionFeatures& image);
 

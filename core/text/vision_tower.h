@@ -72,6 +72,9 @@ class VisionTower {
   VisionFeatures forward(const at::Tensor& patches, const std::array<int64_t, 3>& grid_thw) const;
   VisionFeatures forward(const VisionInputs& in) const { return forward(in.patches, in.grid_thw); }
 
+  // The tower runs on `group` from now on (a world formed again: the same ranks, a new group).
+  void use_group(dist::Group* group) { group_ = group; }
+
   // This rank's tensors with their checkpoint names.
   std::vector<std::pair<std::string, at::Tensor>> named() const;
 

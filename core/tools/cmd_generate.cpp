@@ -16,6 +16,7 @@
 #include "engine/prompt_timeline.h"
 #include "engine/y4m_writer.h"
 #include "io/safetensors.h"
+#include "pictures/picture_file.h"
 #include "tools/command.h"
 #include "tools/progress_bar.h"
 
@@ -87,9 +88,13 @@ int run(Args& a) {
   const auto audio_out = a.opt_string("audio");
   req.audio = audio_out.has_value();
   const bool quiet = a.flag("quiet");
+  const auto first_frame = a.opt_string("first-frame");
+  const auto last_frame = a.opt_string("last-frame");
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
   if (eo.model_dir.empty()) eo.model_dir = default_model_dir();
+  if (first_frame) req.first_frame = pictures::read_picture(*first_frame, "--first-frame");
+  if (last_frame) req.last_frame = pictures::read_picture(*last_frame, "--last-frame");
 
   ProgressPrinter printer;
   const ProgressFn progress = quiet ? ProgressFn() : printer.fn();
@@ -160,6 +165,7 @@ H3_REGISTER_COMMAND(
     "generate", "a prompt or prompt embeddings in, a YUV4MPEG2 clip out (streamed chunk by chunk)",
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] [--sp N] --out FILE.y4m\n"
+    "                   [--first-frame PICTURE] [--last-frame PICTURE]\n"
     "                   [--sampler euler|causal] [--lora FILE] [--sink N] [--window N]\n"
     "                   [--video-shift S] [--audio-shift S] [--prompt-timeline FILE]\n"
     "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
@@ -176,6 +182,12 @@ H3_REGISTER_COMMAND(
     "                       (bf16 or fp32) and optionally `tags` [L] (h3 encode-prompt writes one)\n"
     "  --width W --height H output size in pixels (16..4096; the model computes on a canvas rounded up\n"
     "                       to multiples of 32 and crops); 0 or absent: the model default\n"
+    "  --first-frame PICTURE --last-frame PICTURE  FL2VA: the clip starts from / ends on this picture\n"
+    "                       (either or both; a file or URI in any format GStreamer decodes, a video's\n"
+    "                       first frame). Without --width/--height the canvas follows the first one's\n"
+    "                       aspect ratio at the model's size; the first is stretched onto it, the last\n"
+    "                       scaled to cover it and centre-cropped. Needs a model with FL2VA's condition\n"
+    "                       path (a VAE encoder, a vision tower) and the euler sampler\n"
     "  --frames F           exact output frame count (1..1024; generated as 17n+5 and trimmed)\n"
     "  --steps N            euler: grid points of the sampling schedule (>= 2; N - 1 denoiser\n"
     "                       evaluations); causal: forwards per 17-frame chunk (default 4)\n"

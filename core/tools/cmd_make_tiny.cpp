@@ -15,9 +15,14 @@ int run(Args& a) {
   const std::string only = a.string_or("only", "");
   const std::string tokenizer = a.string_or("tokenizer", "");
   const bool quiet = a.flag("quiet");
+  const bool conditioning = a.flag("conditioning");
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
-  write_tiny_model(out, seed, only, tokenizer);
+  if (conditioning) {
+    write_random_model(out, tiny_conditioning_spec(), seed, only, tokenizer);
+  } else {
+    write_tiny_model(out, seed, only, tokenizer);
+  }
   if (!quiet) {
     std::fprintf(stderr, "h3 make-tiny: wrote %s%s%s (seed %llu)\n",
                  only.empty() ? "the tiny model" : only.c_str(), only.empty() ? " to " : " of ", out.c_str(),
@@ -28,7 +33,8 @@ int run(Args& a) {
 
 H3_REGISTER_COMMAND(
     "make-tiny", "write the random tiny model of the tests (seeded random H3-architecture weights)",
-    "usage: h3 make-tiny --out DIR [--seed S] [--only COMPONENT] [--tokenizer DIR] [--quiet]\n"
+    "usage: h3 make-tiny --out DIR [--seed S] [--only COMPONENT] [--tokenizer DIR] [--conditioning] "
+    "[--quiet]\n"
     "\n"
     "Writes a complete tiny MiniMax-H3-architecture model in the release layout:\n"
     "model_index.json, transformer/ and vae/ (release config schemas, diffusers tensor\n"
@@ -42,6 +48,9 @@ H3_REGISTER_COMMAND(
     "default, data/default, is its trained sibling: train/tiny).\n"
     "\n"
     "  --out DIR         the model folder to write (created)\n"
+    "  --conditioning    with FL2VA's condition path: a small VAE encoder in vae/ and a vision\n"
+    "                    tower in text_encoder/ (first-frame / last-frame); without it the model is\n"
+    "                    T2VA only, as the tests' default tiny model\n"
     "  --seed S          weights seed (default 20260801, the tests' model's; the trained\n"
     "                    default keeps this seed's text encoder)\n"
     "  --only COMPONENT  write only model_index, transformer, vae, audio_vae, text_encoder,\n"

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "vae/decoder_tensors.h"
+#include "vae/encoder_tensors.h"
 
 namespace h3::vae {
 
@@ -40,6 +41,25 @@ VaeConfig small_config(int64_t layers, int64_t heads, int64_t head_dim, uint64_t
   c.latents_std.assign(std.data_ptr<double>(), std.data_ptr<double>() + c.latent_channels);
   c.validate("small video VAE config");
   return c;
+}
+
+std::map<std::string, at::Tensor> random_encoder_tensors(const VaeConfig& c, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  std::map<std::string, at::Tensor> out;
+  for (const EncoderTensor& e : encoder_tensors(c)) {
+    auto t = at::randn(e.shape, gen, at::TensorOptions().dtype(at::kFloat));
+    if (e.role == TensorRole::kBias) {
+      t.mul_(0.01);
+    } else if (e.role == TensorRole::kNormWeight) {
+      t.mul_(0.01).add_(1.0);
+    } else {
+      int64_t fan_in = 1;
+      for (size_t d = 1; d < e.shape.size(); ++d) fan_in *= e.shape[d];
+      t.mul_(1.0 / std::sqrt(static_cast<double>(fan_in)));
+    }
+    out.emplace(e.name, t);
+  }
+  return out;
 }
 
 }  // namespace h3::vae

@@ -1,0 +1,263 @@
+// FL2VA through the engine (docs/conditioning.md) on a tiny model with the condition path (`h3
+// make-tiny --conditioning`: a VAE encoder and a vision tower): the plan's canvas and anchors, the
+// refusals of bad pictures and of models without the path, the generator's draw order, and whole
+// requests — deterministic, changed by the picture, the same at 1 and 2 ranks.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/error.h"
+#include "dit/sampler.h"
+#include "engine/model.h"
+#include "engine/tiny_model.h"
+#include "engine_test_util.h"
+
+namespace h3 {
+namespace {
+
+namespace fs = std::filesystem;
+using test::CollectSink;
+
+// One model with the condition path for the whole program, removed at exit.
+class ConditioningModel {
+ public:
+  ConditioningModel() : dir_(fs::temp_directory_path() / ("h3-fl2va-test-" + std::to_string(getpid()))) {
+    fs::remove_all(dir_);
+    write_random_model(dir_.string(), tiny_conditioning_spec(), kTinyDefaultSeed);
+  }
+  ~ConditioningModel() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string dir() const { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+};
+
+const std::string& model_dir() {
+  static const ConditioningModel m;
+  static const std::string dir = m.dir();
+  return dir;
+}
+
+// A seeded picture: a gradient with noise, so that two seeds differ everywhere.
+Picture picture(int64_t w, int64_t h, uint64_t seed, const std::string& name = "test.png") {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto x = at::linspace(0, 1, w).view({1, w, 1}).expand({h, w, 3});
+  auto y = at::linspace(0, 1, h).view({h, 1, 1}).expand({h, w, 3});
+  auto noise = at::rand({h, w, 3}, gen);
+  auto t = ((x * 0.4 + y * 0.3 + noise * 0.3) * 255).round().clamp(0, 255).to(at::kByte).contiguous();
+  Picture p;
+  p.source = name;
+  p.width = w;
+  p.height = h;
+  p.rgb.assign(t.data_ptr<uint8_t>(), t.data_ptr<uint8_t>() + t.numel());
+  return p;
+}
+
+GenerationRequest request() {
+  GenerationRequest r;
+  r.prompt = "a red kite over a green hill";
+  r.num_frames = 22;
+  r.steps = 3;
+  r.seed = 7;
+  return r;
+}
+
+std::string refusal(const ModelInfo& m, const GenerationRequest& r) {
+  try {
+    make_plan(m, r);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "the request was planned";
+  return {};
+}
+
+TEST(Fl2vaPlan, TheCanvasFollowsThePicturesAspectAtTheModelsSize) {
+  const ModelInfo m = read_model(model_dir());  // defaults 256 x 160: short edge 160, area 40960
+  GenerationRequest r = request();
+  r.first_frame = picture(320, 240, 1);  // 4:3 -> 213.3 x 160 -> 224 x 160
+  ClipPlan p = make_plan(m, r);
+  EXPECT_EQ(p.width, 224);
+  EXPECT_EQ(p.height, 160);
+  EXPECT_EQ(p.keyframe_anchors, std::vector<std::string>{"first"});
+  // Alone, the last picture sets the canvas: 2:5 -> 160 x 400, over the area -> 128 x 320.
+  r.first_frame = Picture();
+  r.last_frame = picture(120, 300, 2);
+  p = make_plan(m, r);
+  EXPECT_EQ(p.width, 128);
+  EXPECT_EQ(p.height, 320);
+  EXPECT_EQ(p.keyframe_anchors, std::vector<std::string>{"last"});
+  // Both: the first one's aspect, packed first then last; a size given is kept.
+  r.first_frame = picture(300, 300, 3);
+  p = make_plan(m, r);
+  EXPECT_EQ(p.width, 160);
+  EXPECT_EQ(p.height, 160);
+  EXPECT_EQ(p.keyframe_anchors, (std::vector<std::string>{"first", "last"}));
+  r.width = 96;
+  r.height = 64;
+  p = make_plan(m, r);
+  EXPECT_EQ(p.width, 96);
+  EXPECT_EQ(p.height, 64);
+}
+
+TEST(Fl2vaPlan, BadPicturesAndRequestsAreRefusedNamingTheProperty) {
+  const ModelInfo m = read_model(model_dir());
+  GenerationRequest r = request();
+  r.first_frame = picture(1, 1, 1, "dot.png");
+  r.first_frame.width = r.first_frame.height = 1;
+  std::string e = refusal(m, r);
+  EXPECT_NE(e.find("first-frame 'dot.png' is 1x1"), std::string::npos) << e;
+  // The size is judged before the pixels: a huge picture is named, whatever its bytes.
+  r.first_frame = Picture{"huge.png", 20000, 20000, {0, 0, 0}};
+  e = refusal(m, r);
+  EXPECT_NE(e.find("first-frame 'huge.png' is 20000x20000"), std::string::npos) << e;
+  r.first_frame = picture(64, 64, 1);
+  r.first_frame.rgb.pop_back();
+  e = refusal(m, r);
+  EXPECT_NE(e.find("not 8-bit RGB"), std::string::npos) << e;
+  r.first_frame = Picture();
+  r.last_frame = picture(500, 100, 1, "strip.png");  // 5:1
+  e = refusal(m, r);
+  EXPECT_NE(e.find("last-frame 'strip.png': 500x100"), std::string::npos) << e;
+  EXPECT_NE(e.find("1:4 to 4:1"), std::string::npos) << e;
+  r.last_frame = picture(64, 64, 1);
+  r.width = 64;
+  e = refusal(m, r);
+  EXPECT_NE(e.find("give width and height together"), std::string::npos) << e;
+  r.width = 0;
+  r.sampler = "causal";
+  e = refusal(m, r);
+  EXPECT_NE(e.find("euler sampler only"), std::string::npos) << e;
+}
+
+TEST(Fl2vaPlan, AModelWithoutTheConditionPathIsRefusedSayingWhy) {
+  // The tests' tiny model is T2VA only: its VAE checkpoint has no encoder.
+  const ModelInfo t2va = read_model(default_model_dir());
+  const std::string why = fl2va_missing(t2va, false);
+  EXPECT_NE(why.find("holds no encoder (encoder.conv_in.weight)"), std::string::npos) << why;
+  EXPECT_EQ(fl2va_missing(read_model(model_dir()), false), "");
+  // A partition whose index lists no fl2va task (as the release's Ref2VA/ would).
+  ModelInfo ref = read_model(model_dir());
+  ref.tasks = {"ref2va"};
+  EXPECT_NE(fl2va_missing(ref, false).find("lists the tasks [ref2va]"), std::string::npos);
+  // Through the engine's own check, before anything runs.
+  const auto engine = test::open_tiny(1);
+  GenerationRequest r = request();
+  r.first_frame = picture(64, 64, 1);
+  try {
+    engine->plan(r);
+    ADD_FAILURE() << "a T2VA model planned an FL2VA request";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("first-frame asks for FL2VA"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Fl2vaPlan, TheNativePartitionsTasksAreRead) {
+  // model_index.json's "_minimax_h3" block, as the release's FL2VA/ folder has it.
+  const fs::path dir = fs::temp_directory_path() / ("h3-fl2va-index-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::copy(model_dir(), dir, fs::copy_options::recursive);
+  std::ofstream(dir / "model_index.json")
+      << R"({"_class_name": "MiniMaxH3Pipeline", "_minimax_h3": {"partition": "fl2va", "tasks": ["t2va", "fl2va"]}})";
+  EXPECT_EQ(read_model(dir.string()).tasks, (std::vector<std::string>{"t2va", "fl2va"}));
+  std::ofstream(dir / "model_index.json") << R"({"_minimax_h3": {"tasks": "fl2va"}})";
+  EXPECT_THROW(read_model(dir.string()), Error);
+  fs::remove_all(dir);
+}
+
+TEST(Fl2vaNoise, EachKeyframesNoiseIsDrawnBeforeTheVideoAndTheAudio) {
+  std::vector<at::Tensor> keyframe_noise;
+  const dit::Latents n = dit::draw_noise(11, {1, 24, 7, 4, 6}, {20, 32}, 2, {1, 24, 1, 4, 6}, keyframe_noise);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  ASSERT_EQ(keyframe_noise.size(), 2u);
+  EXPECT_TRUE(at::equal(keyframe_noise[0], at::randn({1, 24, 1, 4, 6}, gen, opts)));
+  EXPECT_TRUE(at::equal(keyframe_noise[1], at::randn({1, 24, 1, 4, 6}, gen, opts)));
+  EXPECT_TRUE(at::equal(n.video, at::randn({1, 24, 7, 4, 6}, gen, opts)));
+  EXPECT_TRUE(at::equal(n.audio, at::randn({20, 32}, gen, opts)));
+  // Without keyframes: the T2VA draw, unchanged.
+  const dit::Latents t = dit::draw_noise(11, {1, 24, 7, 4, 6}, {20, 32});
+  auto gen2 = at::make_generator<at::CPUGeneratorImpl>(11);
+  EXPECT_TRUE(at::equal(t.video, at::randn({1, 24, 7, 4, 6}, gen2, opts)));
+}
+
+struct Clip {
+  at::Tensor frames, video, audio;
+};
+
+Clip generate(Engine& e, const GenerationRequest& r) {
+  CollectSink sink;
+  Clip out;
+  CancelToken cancel;
+  e.generate(r, sink, {}, cancel, test::keep_latents(&out.video, &out.audio));
+  EXPECT_TRUE(sink.seen_final);
+  out.frames = sink.all();
+  return out;
+}
+
+std::unique_ptr<Engine> open(int ranks) {
+  EngineOptions o;
+  o.model_dir = model_dir();
+  o.ranks = ranks;
+  o.timeout = std::chrono::seconds(120);
+  return Engine::open(o);
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+TEST(Fl2vaEngine, TheKeyframesConditionTheClipAndTheSameRequestGivesTheSameClip) {
+  const auto engine = open(1);
+  GenerationRequest r = request();
+  r.first_frame = picture(320, 240, 1);
+  const Clip a = generate(*engine, r);
+  ASSERT_TRUE(a.frames.defined());
+  EXPECT_EQ(a.frames.sizes(), (at::IntArrayRef{22, 160, 224, 3}));
+  EXPECT_EQ(a.video.sizes(), (at::IntArrayRef{1, 24, 7, 10, 14}));
+  const Clip again = generate(*engine, r);
+  EXPECT_TRUE(at::equal(a.frames, again.frames));
+  EXPECT_TRUE(at::equal(a.video, again.video));
+  // Another picture of the same size: another clip.
+  r.first_frame = picture(320, 240, 2);
+  const Clip b = generate(*engine, r);
+  EXPECT_GT(max_diff(a.video, b.video), 1e-3);
+  // The same seed without a keyframe (T2VA at the same size): another clip too.
+  GenerationRequest t = request();
+  t.width = 224;
+  t.height = 160;
+  const Clip c = generate(*engine, t);
+  EXPECT_GT(max_diff(a.video, c.video), 1e-3);
+  // A last frame added: another clip again.
+  r.first_frame = picture(320, 240, 1);
+  r.last_frame = picture(200, 300, 3);
+  const Clip d = generate(*engine, r);
+  EXPECT_GT(max_diff(a.video, d.video), 1e-3);
+}
+
+TEST(Fl2vaEngine, TwoRanksGiveOneRanksClip) {
+  GenerationRequest r = request();
+  r.first_frame = picture(320, 240, 1);
+  r.last_frame = picture(200, 300, 3);
+  r.audio = true;
+  const Clip one = generate(*open(1), r);
+  const Clip two = generate(*open(2), r);
+  ASSERT_TRUE(one.video.defined() && two.video.defined());
+  // The vision tower and the DiT split over the ranks sum in another order: not bit for bit.
+  EXPECT_LT(max_diff(one.video, two.video), 1e-4);
+  EXPECT_LT(max_diff(one.audio, two.audio), 1e-4);
+  EXPECT_LE(max_diff(one.frames.to(at::kInt), two.frames.to(at::kInt)), 1);
+}
+
+}  // namespace
+}  // namespace h3
