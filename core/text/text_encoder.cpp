@@ -224,10 +224,15 @@ at::Tensor TextEncoder::run(const at::Tensor& ids_in, const at::Tensor& position
     auto m = at::linear(at::silu(at::linear(x, w.gate_proj)) * at::linear(x, w.up_proj), w.down_proj);
     tp.all_reduce_sum(m);
     h = h + m;
-    // Deepstack: the vision tower's intermediate features join the image rows after the first layers.
-    if (visual && li < visual->deepstack.size())
-      h = h.index_add(0, rows, visual->deepstack[li].to(dev, h.scalar_type()));
-    if (all) all->push_back(h);
+    // Deepstack: the vision tower's intermediate features join the image rows after the first
+    // layers, for the next layer to read. hidden_states[K], what this returns, is the last layer's
+    // output as transformers reports it: before that layer's own addition (which only matters when
+    // K is within the deepstack layers, as in the tiny models; `all` keeps the residual stream).
+    const at::Tensor added = visual && li < visual->deepstack.size()
+                                 ? h.index_add(0, rows, visual->deepstack[li].to(dev, h.scalar_type()))
+                                 : h;
+    if (all) all->push_back(added);
+    if (li + 1 < weights_.layers.size()) h = added;
   }
   return h;
 }

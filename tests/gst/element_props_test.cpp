@@ -65,14 +65,15 @@ TEST(H3VideoSrcElement, EveryPropertyHasABlurbAndIsMutableInReadyOnly) {
     EXPECT_TRUE(ps->flags & G_PARAM_READWRITE);
   }
   g_free(specs);
-  EXPECT_EQ(own, 29);
+  EXPECT_EQ(own, 31);
   for (const char* name : {"model",           "prompt",       "prompt-embeds", "seed",
                            "steps",           "width",        "height",        "num-frames",
                            "framerate",       "ranks",        "tp-size",       "device",
                            "queue-chunks",    "is-live",      "timeout",       "free-text-encoder",
                            "rendezvous",      "world-size",   "token-file",    "max-memory",
                            "sampler",         "lora",         "sink",          "window",
-                           "prompt-timeline", "adaln-tables", "sp-size",       "device-memory"}) {
+                           "prompt-timeline", "adaln-tables", "sp-size",       "device-memory",
+                           "first-frame",     "last-frame"}) {
     EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), name), nullptr) << name;
   }
   EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), "compute-dtype"), nullptr);

@@ -31,7 +31,6 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -148,7 +147,8 @@ def prepare_folder(model: Path) -> dict:
                                  video_processor=Qwen3VLVideoProcessor())
     processor.save_pretrained(model / "processor")
 
-    entries = {name: [lib, cls, {"subfolder": name, "type_hint": [lib, cls]}] for name, (lib, cls) in COMPONENTS.items()}
+    entries = {name: [lib, cls, {"subfolder": name, "type_hint": [lib, cls]}]
+               for name, (lib, cls) in COMPONENTS.items()}
     modular = {"_class_name": "MiniMaxH3ModularPipeline", "_blocks_class_name": "MiniMaxH3Blocks", **canvas, **entries}
     (model / "modular_model_index.json").write_text(json.dumps(modular, indent=2) + "\n")
     return dict(canvas, text_encoder_layer=int(index["text_encoder_layer"]))

@@ -1,0 +1,137 @@
+// h3videosrc's first-frame and last-frame (FL2VA, docs/element.md): pictures decoded by GStreamer
+// from a file or a URI, the canvas following the first one's aspect ratio, and the errors of a
+// missing file, of a file with no picture and of a model without the condition path — each naming
+// the property and the file.
+#include <glib/gstdio.h>
+#include <gst/app/gstappsink.h>
+#include <gst/gst.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "gst_test_util.h"
+
+namespace {
+
+std::string g_dir;    // a scratch folder: the model and the pictures
+std::string g_model;  // `h3 make-tiny --conditioning`: a tiny model with FL2VA's condition path
+
+class H3VideoSrcFl2va : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gchar* dir = g_dir_make_tmp("h3gst-fl2va-XXXXXX", nullptr);
+    g_dir = dir;
+    g_free(dir);
+    g_model = g_dir + "/model";
+    gchar* argv[] = {const_cast<gchar*>(H3_BIN),
+                     const_cast<gchar*>("make-tiny"),
+                     const_cast<gchar*>("--conditioning"),
+                     const_cast<gchar*>("--quiet"),
+                     const_cast<gchar*>("--out"),
+                     const_cast<gchar*>(g_model.c_str()),
+                     nullptr};
+    gint status = -1;
+    GError* err = nullptr;
+    ASSERT_TRUE(g_spawn_sync(nullptr, argv, nullptr, G_SPAWN_DEFAULT, nullptr, nullptr, nullptr, nullptr,
+                             &status, &err));
+    ASSERT_TRUE(g_spawn_check_wait_status(status, nullptr)) << "h3 make-tiny --conditioning failed";
+    // Pictures written by GStreamer itself: a 4:3 PNG and a 2:3 JPEG.
+    write_picture("videotestsrc pattern=smpte num-buffers=1 ! video/x-raw,width=320,height=240 ! pngenc",
+                  "first.png");
+    write_picture("videotestsrc pattern=ball num-buffers=1 ! video/x-raw,width=200,height=300 ! jpegenc",
+                  "last.jpg");
+    std::ofstream(g_dir + "/notes.png") << "these are notes, not a picture\n";
+  }
+  static void TearDownTestSuite() {
+    gchar* argv[] = {const_cast<gchar*>("rm"), const_cast<gchar*>("-rf"), const_cast<gchar*>(g_dir.c_str()),
+                     nullptr};
+    g_spawn_sync(nullptr, argv, nullptr, G_SPAWN_SEARCH_PATH, nullptr, nullptr, nullptr, nullptr, nullptr,
+                 nullptr);
+  }
+  static void write_picture(const std::string& source, const char* name) {
+    const std::string l = source + " ! filesink location=" + g_dir + "/" + name;
+    GstElement* p = gst_parse_launch(l.c_str(), nullptr);
+    ASSERT_NE(p, nullptr);
+    const h3test::RunResult r = h3test::run_to_end(p, 60);
+    gst_object_unref(p);
+    ASSERT_TRUE(r.eos) << r.message;
+  }
+};
+
+h3test::RunResult run(const std::string& props) {
+  const std::string l = "h3videosrc num-frames=22 steps=3 " + props + " ! fakesink";
+  GstElement* p = gst_parse_launch(l.c_str(), nullptr);
+  EXPECT_NE(p, nullptr);
+  h3test::RunResult r = h3test::run_to_end(p, 300);
+  gst_object_unref(p);
+  return r;
+}
+
+TEST_F(H3VideoSrcFl2va, TheClipIsMadeOnTheCanvasOfTheFirstFramesAspect) {
+  const std::string l = "h3videosrc name=src num-frames=22 steps=3 model=" + g_model +
+                        " first-frame=" + g_dir + "/first.png last-frame=file://" + g_dir +
+                        "/last.jpg ! appsink name=sink sync=false max-buffers=0";
+  GstElement* p = gst_parse_launch(l.c_str(), nullptr);
+  ASSERT_NE(p, nullptr);
+  GstElement* src = h3test::by_name(p, "src");
+  gchar* first = nullptr;
+  g_object_get(src, "first-frame", &first, nullptr);
+  EXPECT_EQ(std::string(first), g_dir + "/first.png");
+  g_free(first);
+  gst_object_unref(src);
+  GstElement* sink = h3test::by_name(p, "sink");
+  ASSERT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  int frames = 0, width = 0, height = 0;
+  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 120 * GST_SECOND)) {
+    const GstStructure* st = gst_caps_get_structure(gst_sample_get_caps(s), 0);
+    gst_structure_get_int(st, "width", &width);
+    gst_structure_get_int(st, "height", &height);
+    ++frames;
+    gst_sample_unref(s);
+  }
+  EXPECT_TRUE(gst_app_sink_is_eos(GST_APP_SINK(sink)));
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+  EXPECT_EQ(frames, 22);
+  // 4:3 on the tiny model's canvas (short edge 160, area 256 x 160): 224 x 160.
+  EXPECT_EQ(width, 224);
+  EXPECT_EQ(height, 160);
+}
+
+TEST_F(H3VideoSrcFl2va, AMissingPictureIsResourceNotFoundNamingThePropertyAndFile) {
+  const h3test::RunResult r = run("model=" + g_model + " first-frame=" + g_dir + "/absent.png");
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_NOT_FOUND);
+  EXPECT_NE(r.message.find("first-frame '" + g_dir + "/absent.png': no such file"), std::string::npos)
+      << r.message;
+}
+
+TEST_F(H3VideoSrcFl2va, AFileWithoutAPictureIsAnErrorNamingIt) {
+  const h3test::RunResult r = run("model=" + g_model + " last-frame=" + g_dir + "/notes.png");
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_OPEN_READ);
+  EXPECT_NE(r.message.find("last-frame '" + g_dir + "/notes.png': GStreamer could not decode"),
+            std::string::npos)
+      << r.message;
+}
+
+TEST_F(H3VideoSrcFl2va, AModelWithoutTheConditionPathIsRefusedSayingWhy) {
+  // The tests' tiny model (H3_MODEL_DIR) is T2VA only: its VAE has no encoder.
+  const h3test::RunResult r = run("first-frame=" + g_dir + "/first.png");
+  ASSERT_TRUE(r.error);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.message.find("first-frame asks for FL2VA"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("encoder.conv_in.weight"), std::string::npos) << r.message;
+}
+
+TEST_F(H3VideoSrcFl2va, TheCausalSamplerIsRefusedWithKeyframes) {
+  const h3test::RunResult r = run("model=" + g_model + " sampler=causal first-frame=" + g_dir + "/first.png");
+  ASSERT_TRUE(r.error);
+  EXPECT_NE(r.message.find("euler sampler only"), std::string::npos) << r.message;
+}
+
+}  // namespace
