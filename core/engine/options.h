@@ -23,7 +23,8 @@ struct EngineOptions {
   std::chrono::milliseconds timeout{kDefaultTimeout};  // every collective
   // Drop the text encoder's weights after each prompt is encoded and read them again for the
   // next prompt: the DiT and the VAE keep the memory (tens of GB for the release's 50 layers) at
-  // the cost of a reload per prompt. Only a model with its own text encoder is affected.
+  // the cost of a reload per prompt. Only a model with its own text encoder is affected; the
+  // vision tower FL2VA loads is dropped with it.
   bool free_text_encoder = false;
   // What the DiT's residual stream and block weights and the text encoder compute in: "fp32" or
   // "bf16"; empty: the device's default (fp32 on cpu, bf16 on cuda as released). The VAE and the

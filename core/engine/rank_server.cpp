@@ -232,6 +232,8 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
     }
     const text::Conditioning cond =
         conditioning_stage(c, j.request, j.free_text_encoder, vision.features.empty() ? nullptr : &vision);
+    // free_text_encoder drops the vision tower with the text encoder (the next keyframes read it again).
+    if (j.free_text_encoder) parts.vision.reset();
     const std::vector<at::Tensor> keyframes = keyframe_latents_stage(c, pictures);
     if (p.sampler == "causal") {
       // Synthesis and decode interleave chunk by chunk.

@@ -85,7 +85,6 @@ std::vector<at::Tensor> keyframe_latents_stage(const StageContext& c, const Keyf
   std::vector<at::Tensor> out;
   if (k.empty()) return out;
   ensure_vae_encoder(c);
-  if (c.root()) c.post_progress(Phase::kConditioning, 0, c.plan.evaluations);
   for (const at::Tensor& pixels : k.pixels) {
     // [H, W, 3] -> [3, H, W]: the encoder's image layout; the release's fixed sample seed.
     out.push_back(c.parts.vae_encoder->encode_image(pixels.permute({2, 0, 1}), c.group)

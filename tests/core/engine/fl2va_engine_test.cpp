@@ -245,6 +245,19 @@ TEST(Fl2vaEngine, TheKeyframesConditionTheClipAndTheSameRequestGivesTheSameClip)
   EXPECT_GT(max_diff(a.video, d.video), 1e-3);
 }
 
+TEST(Fl2vaEngine, WithFreeTextEncoderTheVisionTowerIsReadAgainForTheNextRequest) {
+  GenerationRequest r = request();
+  r.first_frame = picture(320, 240, 1);
+  const Clip kept = generate(*open(1), r);
+  EngineOptions o;
+  o.model_dir = model_dir();
+  o.free_text_encoder = true;
+  const auto freeing = Engine::open(o);
+  const Clip first = generate(*freeing, r), second = generate(*freeing, r);
+  EXPECT_TRUE(at::equal(first.video, kept.video));
+  EXPECT_TRUE(at::equal(second.video, kept.video));
+}
+
 TEST(Fl2vaEngine, TwoRanksGiveOneRanksClip) {
   GenerationRequest r = request();
   r.first_frame = picture(320, 240, 1);
