@@ -10,9 +10,7 @@ namespace {
 
 using test::CollectSink;
 
-struct Clip {
-  at::Tensor frames, video, audio;
-};
+using test::Clip;
 
 GenerationRequest request(const std::string& sampler, int64_t steps) {
   GenerationRequest r;
@@ -27,13 +25,7 @@ GenerationRequest request(const std::string& sampler, int64_t steps) {
 }
 
 Clip generate(Engine& e, const GenerationRequest& r) {
-  CollectSink sink;
-  Clip out;
-  CancelToken cancel;
-  e.generate(r, sink, {}, cancel, test::keep_latents(&out.video, &out.audio));
-  EXPECT_TRUE(sink.seen_final);
-  out.frames = sink.all();
-  return out;
+  return test::generate_clip(e, r);
 }
 
 std::unique_ptr<Engine> open(int ranks, bool tables) {

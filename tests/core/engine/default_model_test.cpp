@@ -133,8 +133,8 @@ void expect_each_prompt_shown(const std::function<Verdict(const Prompted&, ClipP
     EXPECT_GE(forward, 24.0) << "centroid moved (" << v.dx << ", " << v.dy << ") px; asked: " << p.motion;
     EXPECT_LT(sideways, forward / 2) << "centroid moved (" << v.dx << ", " << v.dy
                                      << ") px; asked: " << p.motion;
-    EXPECT_NEAR(v.sound.peak_hz, tone_hz(p.shape), 10.0) << "the strongest frequency; a " << p.shape << " sounds "
-                                                          << tone_hz(p.shape) << " Hz";
+    EXPECT_NEAR(v.sound.peak_hz, tone_hz(p.shape), 10.0)
+        << "the strongest frequency; a " << p.shape << " sounds " << tone_hz(p.shape) << " Hz";
     EXPECT_GT(v.sound.rms, 0.03) << "the soundtrack is (nearly) silent; the tone's RMS is 0.14";
     EXPECT_LT(v.sound.rms, 0.3) << "the soundtrack is loud (full scale = 1)";
     EXPECT_LT(v.sound.peak, 0.7) << "the soundtrack peaks near full scale";
@@ -152,7 +152,8 @@ TEST_F(DefaultModel, EachPromptsColourMotionAndToneAreThere) {
 // 17-frame chunk, finished against the cache of the ones before, keeps the prompt's colour, motion
 // and tone over the default clip. What a prompt change or an endless stream does is not checked here.
 TEST_F(DefaultModel, TheCausalSamplerShowsEachPromptToo) {
-  expect_each_prompt_shown([&](const Prompted& p, ClipPlan* plan) { return run(kTrained, p, plan, "causal"); });
+  expect_each_prompt_shown(
+      [&](const Prompted& p, ClipPlan* plan) { return run(kTrained, p, plan, "causal"); });
 }
 
 // The same checks on the random tiny model (the tests' build/data/tiny): its clip is coloured static

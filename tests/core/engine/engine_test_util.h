@@ -1,11 +1,15 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "../text/test_util.h"
 #include "engine/engine.h"
+#include "engine/tiny_model.h"
 
 namespace h3::test {
 
@@ -59,6 +63,42 @@ inline std::unique_ptr<Engine> open_tiny(int ranks) {
   o.ranks = ranks;
   o.timeout = std::chrono::seconds(60);
   return Engine::open(o);
+}
+
+// A request's frames and final latents.
+struct Clip {
+  at::Tensor frames, video, audio;
+};
+
+// Runs `r` to its end on `e`, keeping everything.
+inline Clip generate_clip(Engine& e, const GenerationRequest& r) {
+  CollectSink sink;
+  Clip out;
+  CancelToken cancel;
+  e.generate(r, sink, {}, cancel, keep_latents(&out.video, &out.audio));
+  EXPECT_TRUE(sink.seen_final);
+  out.frames = sink.all();
+  return out;
+}
+
+// The tiny model with FL2VA's condition path (`h3 make-tiny --conditioning`, the default seed),
+// written once per test program into a scratch folder and removed at exit.
+inline const std::string& conditioning_model_dir() {
+  struct Folder {
+    std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("h3-conditioning-model-" + std::to_string(getpid()));
+    Folder() {
+      std::filesystem::remove_all(dir);
+      write_random_model(dir.string(), tiny_conditioning_spec(), kTinyDefaultSeed);
+    }
+    ~Folder() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static const Folder folder;
+  static const std::string dir = folder.dir.string();
+  return dir;
 }
 
 }  // namespace h3::test

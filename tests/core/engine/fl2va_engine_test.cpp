@@ -14,36 +14,15 @@
 #include "common/error.h"
 #include "dit/sampler.h"
 #include "engine/model.h"
-#include "engine/tiny_model.h"
 #include "engine_test_util.h"
 
 namespace h3 {
 namespace {
 
 namespace fs = std::filesystem;
-using test::CollectSink;
-
-// One model with the condition path for the whole program, removed at exit.
-class ConditioningModel {
- public:
-  ConditioningModel() : dir_(fs::temp_directory_path() / ("h3-fl2va-test-" + std::to_string(getpid()))) {
-    fs::remove_all(dir_);
-    write_random_model(dir_.string(), tiny_conditioning_spec(), kTinyDefaultSeed);
-  }
-  ~ConditioningModel() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string dir() const { return dir_.string(); }
-
- private:
-  fs::path dir_;
-};
 
 const std::string& model_dir() {
-  static const ConditioningModel m;
-  static const std::string dir = m.dir();
-  return dir;
+  return test::conditioning_model_dir();
 }
 
 // A seeded picture: a gradient with noise, so that two seeds differ everywhere.
@@ -191,18 +170,10 @@ TEST(Fl2vaNoise, EachKeyframesNoiseIsDrawnBeforeTheVideoAndTheAudio) {
   EXPECT_TRUE(at::equal(t.video, at::randn({1, 24, 7, 4, 6}, gen2, opts)));
 }
 
-struct Clip {
-  at::Tensor frames, video, audio;
-};
+using test::Clip;
 
 Clip generate(Engine& e, const GenerationRequest& r) {
-  CollectSink sink;
-  Clip out;
-  CancelToken cancel;
-  e.generate(r, sink, {}, cancel, test::keep_latents(&out.video, &out.audio));
-  EXPECT_TRUE(sink.seen_final);
-  out.frames = sink.all();
-  return out;
+  return test::generate_clip(e, r);
 }
 
 std::unique_ptr<Engine> open(int ranks) {

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "../text/golden_encoder.h"
-#include "engine/tiny_model.h"
 #include "engine_test_util.h"
 #include "image/keyframes.h"
 #include "pictures/picture_file.h"
@@ -31,26 +30,8 @@ std::string data(const std::string& rel) {
 }
 
 // The vectors' model, written again with the same seed (cases.json records its files' digests).
-class VectorModel {
- public:
-  VectorModel() : dir_(fs::temp_directory_path() / ("h3-fl2va-parity-" + std::to_string(getpid()))) {
-    fs::remove_all(dir_);
-    write_random_model(dir_.string(), tiny_conditioning_spec(), kTinyDefaultSeed);
-  }
-  ~VectorModel() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string dir() const { return dir_.string(); }
-
- private:
-  fs::path dir_;
-};
-
 const std::string& vector_model() {
-  static const VectorModel m;
-  static const std::string dir = m.dir();
-  return dir;
+  return test::conditioning_model_dir();
 }
 
 const char* kPrompt = "a red kite over a green hill";
