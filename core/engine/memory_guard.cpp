@@ -9,7 +9,10 @@
 
 #include "common/error.h"
 #include "dit/frames.h"
+#include "text/vision_config.h"
+#include "text/vision_parameters.h"
 #include "vae/chunk_plan.h"
+#include "vae/encoder_tensors.h"
 #include "vae/tiling.h"
 #include "vae/video_decoder.h"
 
@@ -63,6 +66,41 @@ int64_t decode_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s
                           std::max<int64_t>(1, g.count()) * kF32;
   return s.ranks_here * (2 * gathered + vit) + 2 * clip_frames * clip_px * channels * kF32 +
          clip_frames * clip_px * channels;
+}
+
+// FL2VA's parts for `p`'s keyframes on the canvas. Activations calibrated on the release's
+// sizes at 1344 x 768 (docs/performance.md, "Image conditioning": +349 MiB for the encoder's
+// tiles, the tower's about 2.2 GB beside its weights): the encoder holds about 12 maps of a tile
+// at its first level's width; the tower, per frame of patches, two copies of the attention scores
+// and 16 rows of its width per patch.
+int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s) {
+  if (p.keyframe_anchors.empty()) return 0;
+  const vae::VaeConfig& v = m.vae;
+  int64_t encoder_params = 0;
+  for (const auto& t : vae::encoder_tensors(v)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    encoder_params += n;
+  }
+  const int64_t tile = std::min<int64_t>(v.tile_size, std::max(p.canvas_width, p.canvas_height));
+  const int64_t encoder_act =
+      12 * tile * tile * (v.encoder_channels.empty() ? 128 : v.encoder_channels[0]) * kF32;
+  int64_t tower_params = 0, tower_act = 0;
+  if (!m.text_encoder_dir.empty()) {
+    try {
+      const text::VisionConfig t = text::VisionConfig::load(m.text_encoder_dir);
+      for (const auto& q : text::vision_parameters(t)) tower_params += q.numel();
+      const text::ImageProcessorConfig proc;
+      const auto hw = text::smart_resize(p.canvas_height, p.canvas_width, t.patch_size * t.spatial_merge_size,
+                                         proc.min_pixels, proc.max_pixels);
+      const int64_t patches = (hw[0] / t.patch_size) * (hw[1] / t.patch_size);
+      tower_act = 2 * patches * patches * t.num_heads * kF32 + 16 * patches * t.hidden_size * kF32;
+    } catch (const std::exception&) {
+      // No tower (embeddings instead): the encoder alone.
+    }
+  }
+  return s.ranks_here *
+         ((encoder_params * kF32 + tower_params * s.activation_bytes) + std::max(encoder_act, tower_act));
 }
 
 int64_t read_int_file(const char* path) {
@@ -168,11 +206,13 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
     e.dit_bytes = s.ranks_here * dit_bytes_per_rank(c, e.dit_rows, s);
   }
   e.decode_bytes = decode_bytes(m, p, s);
+  e.conditioning_bytes = conditioning_bytes(m, p, s);
   // Per rank: the noise, the latents, the velocity and the next step's latents (video and
   // audio), and the decode's fp32 copy; rank 0 also holds the soundtrack's waveform.
   const int64_t latent_values = c.in_channels * latent_frames * lh * lw + audio_rows * c.audio_in_channels;
   e.state_bytes = s.ranks_here * 5 * latent_values * kF32 + 2 * std::max<int64_t>(0, p.audio_samples) * kF32;
-  e.margin_bytes = (e.state_bytes + e.dit_bytes + e.decode_bytes) / 10 + (int64_t{64} << 20);
+  e.margin_bytes =
+      (e.state_bytes + e.dit_bytes + e.decode_bytes + e.conditioning_bytes) / 10 + (int64_t{64} << 20);
   return e;
 }
 
@@ -240,13 +280,15 @@ void check_request_memory(const ModelInfo& m, const GenerationRequest& req, cons
     }
   }
 
-  const bool dit_widest = e.dit_bytes >= e.decode_bytes;
+  const int64_t largest = std::max({e.dit_bytes, e.decode_bytes, e.conditioning_bytes});
   std::ostringstream msg;
   msg << "the request (" << request_text(p) << ") needs about " << format_bytes(e.peak())
       << " beside the loaded weights ("
-      << (dit_widest ? "the DiT's activations over " + std::to_string(e.dit_rows) +
-                           " rows: " + format_bytes(e.dit_bytes)
-                     : "the video decode of one clip: " + format_bytes(e.decode_bytes))
+      << (largest == e.dit_bytes ? "the DiT's activations over " + std::to_string(e.dit_rows) +
+                                       " rows: " + format_bytes(e.dit_bytes)
+          : largest == e.decode_bytes
+              ? "the video decode of one clip: " + format_bytes(e.decode_bytes)
+              : "the keyframes' VAE encoder and vision tower: " + format_bytes(e.conditioning_bytes))
       << ", for " << s.ranks_here << (s.ranks_here == 1 ? " rank" : " ranks") << " in this process), but "
       << format_bytes(limit)
       << (given ? " is the max-memory limit" : " is available (MemAvailable, or the cgroup's memory.max)")

@@ -26,10 +26,14 @@ struct MemoryEstimate {
   int64_t decode_bytes = 0;  // the video decode of one clip (tiles gathered, stitched, blended)
   int64_t state_bytes = 0;   // latents, noise and the sampler's state, held through the request
   int64_t margin_bytes = 0;  // a tenth of the rest and 64 MiB: allocator slack, the sink's copies
+  // FL2VA (keyframes in the plan): the VAE encoder's and the vision tower's weights, which the
+  // first such request loads beside the model's (counted whole on every rank: an upper bound
+  // under tensor parallelism), and the larger of their activations on one keyframe.
+  int64_t conditioning_bytes = 0;
   // The phases add up rather than take turns: much of what the DiT phase frees stays resident
   // (the allocator keeps freed blocks below its mmap threshold in the heap), measured against the
   // peak RSS of the tiny model (docs/performance-engine.md, "Memory guard").
-  int64_t peak() const { return state_bytes + dit_bytes + decode_bytes + margin_bytes; }
+  int64_t peak() const { return state_bytes + dit_bytes + decode_bytes + conditioning_bytes + margin_bytes; }
 };
 
 // The text rows the estimate reserves (longer prompts are a few kB of rows: noise next to video).

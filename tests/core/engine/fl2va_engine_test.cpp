@@ -13,8 +13,11 @@
 
 #include "common/error.h"
 #include "dit/sampler.h"
+#include "engine/memory_guard.h"
 #include "engine/model.h"
 #include "engine_test_util.h"
+#include "text/vision_parameters.h"
+#include "vae/encoder_tensors.h"
 
 namespace h3 {
 namespace {
@@ -139,6 +142,32 @@ TEST(Fl2vaPlan, AModelWithoutTheConditionPathIsRefusedSayingWhy) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("first-frame asks for FL2VA"), std::string::npos) << e.what();
   }
+}
+
+TEST(Fl2vaPlan, TheMemoryEstimateCountsTheEncoderAndTheTowerOnEveryRankHere) {
+  const ModelInfo m = read_model(model_dir());
+  GenerationRequest r = request();
+  r.width = 224;
+  r.height = 160;
+  EXPECT_EQ(estimate_request_memory(m, make_plan(m, r), MemoryShape{}).conditioning_bytes, 0);
+  r.first_frame = picture(320, 240, 1);
+  const ClipPlan p = make_plan(m, r);
+  const MemoryEstimate one = estimate_request_memory(m, p, MemoryShape{});
+  int64_t weights = 0;
+  for (const auto& t : vae::encoder_tensors(m.vae)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    weights += 4 * n;
+  }
+  for (const auto& q : text::vision_parameters(text::VisionConfig::load(m.text_encoder_dir)))
+    weights += 4 * q.numel();
+  EXPECT_GT(one.conditioning_bytes, weights);
+  EXPECT_LT(one.conditioning_bytes, weights + (int64_t{64} << 20));  // tiny activations
+  MemoryShape two;
+  two.ranks_here = 2;
+  EXPECT_EQ(estimate_request_memory(m, p, two).conditioning_bytes, 2 * one.conditioning_bytes);
+  EXPECT_EQ(one.peak(),
+            one.state_bytes + one.dit_bytes + one.decode_bytes + one.conditioning_bytes + one.margin_bytes);
 }
 
 TEST(Fl2vaPlan, TheNativePartitionsTasksAreRead) {
