@@ -28,6 +28,36 @@ TEST(ProcessWorld, AWorkerProcessGivesTheFramesOfTwoThreadRanksAndExitsZeroAtSto
   EXPECT_TRUE(at::equal(frames, thread_rank_frames())) << "process ranks and thread ranks disagree";
 }
 
+TEST(ProcessWorld, AnFl2vaRequestsKeyframesReachTheWorkerAndGiveTheThreadRanksClip) {
+  // The pictures never travel in the job: rank 0 puts them onto the canvas and broadcasts the
+  // pixels; the worker runs its shards of the vision tower and its tiles of the VAE encoder.
+  const std::string model = test::conditioning_model_dir();
+  GenerationRequest r = small_request();
+  r.width = r.height = 0;  // the canvas of the picture's aspect
+  Picture first{"gradient", 96, 72, std::vector<uint8_t>(96 * 72 * 3)};
+  for (size_t i = 0; i < first.rgb.size(); ++i) first.rgb[i] = static_cast<uint8_t>((i * 7 + i / 288) % 251);
+  r.first_frame = first;
+  const auto clip = [&](const EngineOptions& o) {
+    auto e = Engine::open(o);
+    return test::generate_clip(*e, r);
+  };
+  World w;
+  std::vector<std::string> args = w.worker_args();
+  args.insert(args.end(), {"--model", model});
+  Child worker = Child::start(args, w.dir / "w1.log");
+  EngineOptions o = w.rank0();
+  o.model_dir = model;
+  const test::Clip processes = clip(o);
+  EXPECT_TRUE(exited_with(worker.wait(), 0)) << worker.output();
+  EngineOptions threads;
+  threads.model_dir = model;
+  threads.ranks = 2;
+  const test::Clip thread_ranks = clip(threads);
+  EXPECT_EQ(processes.frames.sizes(), thread_ranks.frames.sizes());
+  EXPECT_TRUE(at::equal(processes.video, thread_ranks.video));
+  EXPECT_TRUE(at::equal(processes.frames, thread_ranks.frames));
+}
+
 TEST(ProcessWorld, H3GenerateAsRankZeroWritesTheSameClipAsThreadRanks) {
   World w;
   const std::vector<std::string> common{"--prompt", "a clip",   "--width", "80",      "--height",
