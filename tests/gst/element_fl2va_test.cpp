@@ -4,13 +4,18 @@
 // the property and the file.
 #include <glib/gstdio.h>
 #include <gst/app/gstappsink.h>
+#include <gst/app/gstappsrc.h>
 #include <gst/gst.h>
+#include <gst/video/video.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gst_test_util.h"
+#include "pictures/picture_file.h"
 
 namespace {
 
@@ -58,6 +63,46 @@ class H3VideoSrcFl2va : public ::testing::Test {
     ASSERT_TRUE(r.eos) << r.message;
   }
 };
+
+// A picture written losslessly by GStreamer from known bytes (appsrc ! pngenc) is read back
+// byte for byte, whatever the row stride the decoder pads to (97 * 3 bytes is not a multiple of 4).
+TEST_F(H3VideoSrcFl2va, APngIsReadBackByteForByteWhateverItsStride) {
+  const int w = 97, h = 71;
+  std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>((i * 131 + i / 291 * 7) % 256);
+  const std::string path = g_dir + "/odd.png";
+  const std::string l =
+      "appsrc name=src caps=video/x-raw,format=RGB,width=97,height=71,framerate=1/1 ! pngenc ! "
+      "filesink location=" +
+      path;
+  GstElement* p = gst_parse_launch(l.c_str(), nullptr);
+  ASSERT_NE(p, nullptr);
+  GstElement* src = h3test::by_name(p, "src");
+  // appsrc's buffer must carry GStreamer's own stride for RGB (rows padded to 4 bytes).
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_RGB, w, h);
+  GstBuffer* buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+  GstMapInfo map;
+  gst_buffer_map(buf, &map, GST_MAP_WRITE);
+  for (int y = 0; y < h; ++y) {
+    std::copy_n(rgb.data() + static_cast<size_t>(y) * w * 3, w * 3,
+                map.data + y * GST_VIDEO_INFO_PLANE_STRIDE(&info, 0));
+  }
+  gst_buffer_unmap(buf, &map);
+  ASSERT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  ASSERT_EQ(gst_app_src_push_buffer(GST_APP_SRC(src), buf), GST_FLOW_OK);
+  gst_app_src_end_of_stream(GST_APP_SRC(src));
+  gst_object_unref(src);
+  const h3test::RunResult r = h3test::wait_for_end(gst_element_get_bus(p), 60);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(p);
+  ASSERT_TRUE(r.eos) << r.message;
+  const h3::Picture pic = h3::pictures::read_picture(path, "first-frame");
+  EXPECT_EQ(pic.width, w);
+  EXPECT_EQ(pic.height, h);
+  EXPECT_EQ(pic.source, path);
+  EXPECT_TRUE(pic.rgb == rgb);
+}
 
 h3test::RunResult run(const std::string& props) {
   const std::string l = "h3videosrc num-frames=22 steps=3 " + props + " ! fakesink";
