@@ -103,9 +103,12 @@ at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t,
   }
   // A latent frame spans 5/3 per pixel frame: the first latent of each 17-frame clip covers 1
   // pixel frame, the other four 4 each.
+  // The reference adds the origin to the spans' running sum from 0 (origin + cumsum), which
+  // differs in the last ulp from accumulating onto the origin for some origins.
   static const double kSpan[5] = {1, 4, 4, 4, 4};
-  double ft = base;
+  double elapsed = 0.0;
   for (int64_t k = 0; k < t; ++k) {
+    const double ft = base + elapsed;
     for (int64_t i = 0; i < grid_h; ++i) {
       for (int64_t j = 0; j < grid_w; ++j, ++r) {
         p[r * 3] = ft;
@@ -113,7 +116,7 @@ at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t,
         p[r * 3 + 2] = gw[static_cast<size_t>(j)];
       }
     }
-    ft += 5.0 / 3.0 * kSpan[k % 5];
+    elapsed += 5.0 / 3.0 * kSpan[k % 5];
   }
   return pos;
 }
@@ -132,6 +135,10 @@ at::Tensor keyframe_positions(KeyframeAnchor anchor, int64_t text_rows, int64_t 
     for (int64_t k = 0; k < t; ++k) spans[static_cast<size_t>(k)] = 5.0 / 3.0 * kSpan[k % 5];
     time = static_cast<double>(text_rows) + pairwise_sum(spans.data(), t) - 5.0 / 3.0;
   }
+  return frame_positions(time, grid_h, grid_w);
+}
+
+at::Tensor frame_positions(double time, int64_t grid_h, int64_t grid_w) {
   const auto gh = spatial_grid(grid_h, grid_h, grid_w);
   const auto gw = spatial_grid(grid_w, grid_h, grid_w);
   auto pos = at::empty({grid_h * grid_w, 3}, at::kDouble);
@@ -198,9 +205,23 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
     text_tags = at::full({l}, kTagText, at::kLong);
   }
 
+  int64_t references = 0;
   for (size_t i = 0; i < in.keyframes.size(); ++i) {
     const auto& k = in.keyframes[i].latent;
+    const bool reference = in.keyframes[i].anchor == KeyframeAnchor::kReference;
+    references += reference ? 1 : 0;
     const std::string name = "DiT input 'keyframe " + std::to_string(i) + "'";
+    if (reference) {
+      if (!k.defined() || !at::isFloatingType(k.scalar_type()) || k.dim() != 5 || k.size(0) != 1 ||
+          k.size(1) != c.in_channels || k.size(2) != 1 || k.size(3) < ph || k.size(4) < pw ||
+          k.size(3) % ph != 0 || k.size(4) % pw != 0) {
+        bad(name + " (a reference) has shape " +
+            (k.defined() ? shape_string(k.sizes()) : std::string("(none)")) + ": give one latent frame [1, " +
+            std::to_string(c.in_channels) +
+            ", 1, h, w] with h and w multiples of the patch (floating point)");
+      }
+      continue;
+    }
     if (!k.defined() || !at::isFloatingType(k.scalar_type()) || k.dim() != 5 || k.size(0) != 1 ||
         k.size(1) != c.in_channels || k.size(2) != 1 || k.size(3) != h || k.size(4) != w) {
       bad(name + " has shape " + (k.defined() ? shape_string(k.sizes()) : std::string("(none)")) +
@@ -208,24 +229,36 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
           ", " + std::to_string(w) + "] on the video's latent canvas (floating point)");
     }
   }
+  if (references > 0 && references != static_cast<int64_t>(in.keyframes.size())) {
+    bad("DiT inputs mix FL2VA keyframes with Ref2VA references: a request is one task or the other");
+  }
 
   PackedSequence s;
   const int64_t a = in.audio.size(0) / 2, gh = h / ph, gw = w / pw;
-  const int64_t k = static_cast<int64_t>(in.keyframes.size()) * gh * gw;
+  std::vector<at::Tensor> keyframe_rows, keyframe_pos;
+  int64_t k = 0;
+  for (size_t i = 0; i < in.keyframes.size(); ++i) {
+    const Keyframe& kf = in.keyframes[i];
+    keyframe_rows.push_back(patchify_video(kf.latent.to(at::kFloat), ph, pw));
+    k += keyframe_rows.back().size(0);
+    // A reference takes one time slot after the text, on its own grid.
+    keyframe_pos.push_back(kf.anchor == KeyframeAnchor::kReference
+                               ? frame_positions(static_cast<double>(l + static_cast<int64_t>(i)),
+                                                 kf.latent.size(3) / ph, kf.latent.size(4) / pw)
+                               : keyframe_positions(kf.anchor, l, t, gh, gw));
+  }
   s.layout = {l, k, 2 * a, t * gh * gw, t, h, w};
   s.text = in.text;
-  std::vector<at::Tensor> keyframe_rows, keyframe_pos;
-  for (const auto& kf : in.keyframes) {
-    keyframe_rows.push_back(patchify_video(kf.latent.to(at::kFloat), ph, pw));
-    keyframe_pos.push_back(keyframe_positions(kf.anchor, l, t, gh, gw));
-  }
   s.keyframe_rows = k > 0 ? at::cat(keyframe_rows) : at::empty({0, c.video_row_width()}, at::kFloat);
   s.audio_rows = in.audio.to(at::kFloat);
   s.video_rows = patchify_video(in.video.to(at::kFloat), ph, pw);
   const auto media = packed_positions(l, a, t, gh, gw);
   if (k > 0) {
     keyframe_pos.insert(keyframe_pos.begin(), media.narrow(0, 0, l));
-    keyframe_pos.push_back(media.narrow(0, l, media.size(0) - l));
+    // The generated audio and video start after the references' time slots (FL2VA: at L).
+    const auto shifted = references > 0 ? packed_positions(l + references, a, t, gh, gw) : media;
+    const int64_t origin = l + references;
+    keyframe_pos.push_back(shifted.narrow(0, origin, shifted.size(0) - origin));
     s.positions = at::cat(keyframe_pos);
   } else {
     s.positions = media;

@@ -23,12 +23,16 @@ constexpr int64_t kTagAudio = 2;
 // t once that is later), its latent mixed 0.999 z + 0.001 n once before the first step.
 constexpr float kKeyframeTimestep = 0.999f;
 
-// Where a keyframe block sits on the video's time axis: at the first latent frame's time (L), or
-// at the last one's (L + the generated frames' span - 5/3).
-enum class KeyframeAnchor { kFirst, kLast };
+// Where a condition block sits. FL2VA's keyframes, on the video's latent canvas: at the first
+// latent frame's time (L), or at the last one's (L + the generated frames' span - 5/3). A Ref2VA
+// image reference, at its own latent size: at its own time slot after the text, L + i for the
+// i-th reference, and the generated audio and video then start after every reference (L + n).
+enum class KeyframeAnchor { kFirst, kLast, kReference };
 
 struct Keyframe {
-  at::Tensor latent;  // [1, in_channels, 1, h, w], noised as the reference does (the caller's job)
+  // [1, in_channels, 1, h, w], noised as the reference does (the caller's job); h and w the
+  // video's for kFirst / kLast, the reference's own (multiples of the patch) for kReference.
+  at::Tensor latent;
   KeyframeAnchor anchor = KeyframeAnchor::kFirst;
 };
 
@@ -44,9 +48,9 @@ struct DitInputs {
   at::Tensor audio;      // [2A, audio_in_channels] noisy stereo latents (left rows, then right rows)
   float t_video = 0.f;   // t = 1 - sigma of the video (also used by text rows)
   float t_audio = 0.f;   // t = 1 - sigma of the audio
-  // FL2VA keyframe blocks, in packed order (empty: T2VA). Their rows are video rows (tag 0) at
-  // max(t_video, kKeyframeTimestep), the video's spatial grid; the forward returns no velocity
-  // for them (the sampler never moves them).
+  // Condition blocks, in packed order (empty: T2VA): FL2VA keyframes or Ref2VA image references,
+  // not both. Their rows are video rows (tag 0) at max(t_video, kKeyframeTimestep); the forward
+  // returns no velocity for them (the sampler never moves them).
   std::vector<Keyframe> keyframes;
 };
 
@@ -89,6 +93,10 @@ at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t,
 // sums it), the video's spatial grid.
 at::Tensor keyframe_positions(KeyframeAnchor anchor, int64_t text_rows, int64_t t, int64_t grid_h,
                               int64_t grid_w);
+
+// The positions of a block of one latent frame of grid_h x grid_w patches at `time`, with its own
+// area-normalised spatial grid (a Ref2VA reference's).
+at::Tensor frame_positions(double time, int64_t grid_h, int64_t grid_w);
 
 // The area-normalised spatial grid of one axis of `n` patches in a grid of grid_h x grid_w patches.
 std::vector<double> spatial_grid(int64_t n, int64_t grid_h, int64_t grid_w);

@@ -1,0 +1,150 @@
+// Ref2VA image-reference rows (dit/packed_sequence.h, KeyframeAnchor::kReference) against diffusers'
+// own Ref2VA layout step, row timesteps and transformer on the tiny golden transformer
+// (tests/data/ref2va, bench/reference/ref2va/make_vectors.py): two references of different latent
+// sizes and one held at the video's later t. Each reference at its own size and time slot (L + i),
+// the generated rows after them: the noising, positions, tags and row timesteps exactly, the
+// velocities of the generated rows and one Euler step within 1e-4, at 1 rank and at TP 2 and SP 2.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "dist/world.h"
+#include "dit/sampler.h"
+#include "dit/transformer.h"
+#include "test_util.h"
+
+namespace h3::dit {
+namespace {
+
+using testing::data_dir;
+using testing::golden_dir;
+using testing::max_abs_diff;
+using testing::read_tensors;
+
+constexpr double kTolerance = 1e-4;
+
+struct Case {
+  std::string name;
+  size_t references = 0;
+  std::map<std::string, at::Tensor> t;
+};
+
+std::vector<Case> cases() {
+  const auto j = nlohmann::json::parse(std::ifstream(data_dir() + "/ref2va/cases.json"));
+  std::vector<Case> out;
+  for (const auto& c : j["cases"]) {
+    Case k;
+    k.name = c["name"].get<std::string>();
+    k.t = read_tensors(data_dir() + "/ref2va/" + c["file"].get<std::string>());
+    while (k.t.count("reference_" + std::to_string(k.references))) ++k.references;
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+DitInputs inputs_of(const Case& c) {
+  DitInputs in;
+  in.text = c.t.at("text");
+  in.text_tags = c.t.at("tags");
+  in.video = c.t.at("video");
+  in.audio = c.t.at("audio");
+  in.t_video = c.t.at("t_video").item<float>();
+  in.t_audio = c.t.at("t_audio").item<float>();
+  for (size_t i = 0; i < c.references; ++i) {
+    const std::string k = "reference_" + std::to_string(i);
+    in.keyframes.push_back(
+        {noised_keyframe(c.t.at(k + "_clean"), c.t.at(k + "_noise")), KeyframeAnchor::kReference});
+  }
+  return in;
+}
+
+TEST(Ref2va, NoisingAndPackingAreTheReferencesExactly) {
+  const auto model = Transformer::load(golden_dir() + "/transformer_tiny");
+  const auto all = cases();
+  ASSERT_EQ(all.size(), 2u);
+  for (const auto& c : all) {
+    SCOPED_TRACE(c.name);
+    ASSERT_GE(c.references, 1u);
+    const auto in = inputs_of(c);
+    int64_t rows = 0;
+    for (size_t i = 0; i < in.keyframes.size(); ++i) {
+      const auto& z = in.keyframes[i].latent;
+      EXPECT_TRUE(at::equal(z, c.t.at("reference_" + std::to_string(i))));
+      rows += z.size(3) / 2 * z.size(4) / 2;
+    }
+    const auto s = pack(model.config(), in);
+    EXPECT_EQ(s.layout.keyframes, rows);
+    EXPECT_EQ(s.layout.rows(), c.t.at("positions").size(0));
+    const at::Tensor dp = (s.positions - c.t.at("positions")).abs();
+    EXPECT_TRUE(at::equal(s.positions, c.t.at("positions")))
+        << "max |d position| " << dp.max().item<double>() << " at row "
+        << dp.amax(1).argmax().item<int64_t>();
+    EXPECT_TRUE(at::equal(s.tags, c.t.at("token_tags")));
+    EXPECT_TRUE(at::equal(s.timesteps, c.t.at("row_timesteps")));
+  }
+}
+
+TEST(Ref2va, VelocitiesAndOneEulerStepAreTheReferencesAtOneAndTwoRanks) {
+  const auto all = cases();
+  const auto model = Transformer::load(golden_dir() + "/transformer_tiny");
+  for (const auto& c : all) {
+    const auto in = inputs_of(c);
+    const auto v = model.forward(in);
+    const double dv = max_abs_diff(v.video, c.t.at("velocity_video"));
+    const double da = max_abs_diff(v.audio, c.t.at("velocity_audio"));
+    // The reference's step on the grid [1 - t_video, 0]: straight to the clean estimate.
+    const auto next = euler_step(in.video, v.video, in.t_video, 1.0f - in.t_video, 0.0f);
+    const double ds = max_abs_diff(next, c.t.at("step_video"));
+    std::printf("Ref2VA %s: max |dv_video| = %.3g, max |dv_audio| = %.3g, Euler step %.3g\n", c.name.c_str(),
+                dv, da, ds);
+    EXPECT_LE(dv, kTolerance) << c.name;
+    EXPECT_LE(da, kTolerance) << c.name;
+    EXPECT_LE(ds, kTolerance) << c.name;
+  }
+  for (int sp : {1, 2}) {
+    std::vector<std::vector<Velocity>> got(2);
+    auto results = dist::run_threads(2, [&](dist::Group& g) {
+      at::set_num_threads(1);
+      TransformerOptions o;
+      o.sp = sp;
+      const auto m = Transformer::load(golden_dir() + "/transformer_tiny", &g, o);
+      for (const auto& c : all) got[static_cast<size_t>(g.rank())].push_back(m.forward(inputs_of(c)));
+    });
+    for (const auto& r : results) ASSERT_TRUE(r.ok) << "sp " << sp << " rank " << r.rank << ": " << r.error;
+    for (size_t r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < all.size(); ++i) {
+        EXPECT_LE(max_abs_diff(got[r][i].video, all[i].t.at("velocity_video")), kTolerance)
+            << all[i].name << " sp " << sp << " rank " << r;
+        EXPECT_LE(max_abs_diff(got[r][i].audio, all[i].t.at("velocity_audio")), kTolerance)
+            << all[i].name << " sp " << sp << " rank " << r;
+      }
+    }
+  }
+}
+
+TEST(Ref2va, BadReferencesAreRefusedNamingThem) {
+  const auto model = Transformer::load(golden_dir() + "/transformer_tiny");
+  const auto expect_refused = [&](const DitInputs& in, const std::string& needle) {
+    try {
+      model.forward(in);
+      ADD_FAILURE() << "packed: " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto in = inputs_of(cases().front());
+  // A reference off the patch grid.
+  in.keyframes.push_back({at::zeros({1, 24, 1, 5, 4}), KeyframeAnchor::kReference});
+  expect_refused(in, "'keyframe 2' (a reference) has shape [1, 24, 1, 5, 4]");
+  // References and FL2VA keyframes together.
+  in.keyframes.back() = {at::zeros({1, 24, 1, 4, 6}), KeyframeAnchor::kFirst};
+  expect_refused(in, "mix FL2VA keyframes with Ref2VA references");
+}
+
+}  // namespace
+}  // namespace h3::dit
