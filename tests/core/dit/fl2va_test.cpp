@@ -90,25 +90,11 @@ TEST(Fl2va, VelocitiesOfTheGeneratedRowsAreTheReferencesAtOneAndTwoRanks) {
     EXPECT_LE(da, kTolerance) << c.name;
   }
   // TP 2 (2 heads, one each) and SP 2 (the rows split, keyframes included).
-  for (int sp : {1, 2}) {
-    std::vector<std::vector<Velocity>> got(2);
-    auto results = dist::run_threads(2, [&](dist::Group& g) {
-      at::set_num_threads(1);
-      TransformerOptions o;
-      o.sp = sp;
-      const auto m = Transformer::load(golden_dir() + "/transformer_tiny", &g, o);
-      for (const auto& c : all) got[static_cast<size_t>(g.rank())].push_back(m.forward(inputs_of(c)));
-    });
-    for (const auto& r : results) ASSERT_TRUE(r.ok) << "sp " << sp << " rank " << r.rank << ": " << r.error;
-    for (size_t r = 0; r < 2; ++r) {
-      for (size_t i = 0; i < all.size(); ++i) {
-        EXPECT_LE(max_abs_diff(got[r][i].video, all[i].t.at("velocity_video")), kTolerance)
-            << all[i].name << " sp " << sp << " rank " << r;
-        EXPECT_LE(max_abs_diff(got[r][i].audio, all[i].t.at("velocity_audio")), kTolerance)
-            << all[i].name << " sp " << sp << " rank " << r;
-      }
-    }
+  std::vector<testing::VelocityCase> two_ranks;
+  for (const auto& c : all) {
+    two_ranks.push_back({c.name, inputs_of(c), c.t.at("velocity_video"), c.t.at("velocity_audio")});
   }
+  testing::expect_velocities_at_two_ranks(two_ranks, kTolerance);
 }
 
 TEST(Fl2va, OneDenoiseStepIsTheReferences) {

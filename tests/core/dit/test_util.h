@@ -2,14 +2,18 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "dist/world.h"
 #include "dit/consistency_sampler.h"
 #include "dit/packed_sequence.h"
+#include "dit/transformer.h"
 #include "io/safetensors.h"
 
 namespace h3::dit::testing {
@@ -55,6 +59,38 @@ inline std::vector<at::Tensor> causal_outputs(const Transformer& model, const Ca
 
 inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+// A condition-block case (FL2VA keyframes, Ref2VA references): its inputs and the reference's
+// velocities of the generated rows.
+struct VelocityCase {
+  std::string name;
+  DitInputs inputs;
+  at::Tensor video, audio;
+};
+
+// The tiny golden transformer at TP 2 (one head each) and at SP 2 (the rows split, condition rows
+// included) on two thread ranks: every rank's velocities within `tolerance` of the reference's.
+inline void expect_velocities_at_two_ranks(const std::vector<VelocityCase>& cases, double tolerance) {
+  for (int sp : {1, 2}) {
+    std::vector<std::vector<Velocity>> got(2);
+    auto results = dist::run_threads(2, [&](dist::Group& g) {
+      at::set_num_threads(1);
+      TransformerOptions o;
+      o.sp = sp;
+      const auto m = Transformer::load(golden_dir() + "/transformer_tiny", &g, o);
+      for (const auto& c : cases) got[static_cast<size_t>(g.rank())].push_back(m.forward(c.inputs));
+    });
+    for (const auto& r : results) ASSERT_TRUE(r.ok) << "sp " << sp << " rank " << r.rank << ": " << r.error;
+    for (size_t r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < cases.size(); ++i) {
+        EXPECT_LE(max_abs_diff(got[r][i].video, cases[i].video), tolerance)
+            << cases[i].name << " sp " << sp << " rank " << r;
+        EXPECT_LE(max_abs_diff(got[r][i].audio, cases[i].audio), tolerance)
+            << cases[i].name << " sp " << sp << " rank " << r;
+      }
+    }
+  }
 }
 
 }  // namespace h3::dit::testing
