@@ -148,7 +148,7 @@ std::vector<std::pair<int, int>> legal_layouts(const dit::DitConfig& c, int rank
 }  // namespace
 
 int64_t LayoutFit::total() const {
-  return weights + tables + latents + kv_cache + std::max(activations + attention, decode);
+  return weights + tables + latents + kv_cache + conditioning + std::max(activations + attention, decode);
 }
 
 std::string LayoutFit::name() const {
@@ -221,7 +221,10 @@ std::vector<LayoutFit> plan_layouts(const ModelInfo& m, const ClipPlan& p, const
     one.activation_bytes = static_cast<int>(e);
     const MemoryEstimate est = estimate_request_memory(m, p, one);
     f.latents = est.state_bytes;
-    if (o.include_decode) f.decode = est.decode_bytes;
+    if (o.include_decode) {
+      f.decode = est.decode_bytes;
+      f.conditioning = est.conditioning_bytes;
+    }
     out.push_back(f);
   }
   return out;

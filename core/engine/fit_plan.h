@@ -45,10 +45,15 @@ struct LayoutFit {
   int64_t attention = 0;       // q/k/v of every row for this rank's heads, and the score block
   int64_t kv_cache = 0;        // causal: keys and values of the retained records, this rank's heads
   int64_t decode = 0;          // the video decode of one clip (0 when not counted)
-  int64_t device_memory = 0;   // what it was compared with
+  // FL2VA (keyframes in the plan; with a model folder): the VAE encoder's and the vision tower's
+  // weights, whole on every rank, and the larger of their activations on one keyframe, held for
+  // the whole request (an upper bound: MemoryEstimate::conditioning_bytes).
+  int64_t conditioning = 0;
+  int64_t device_memory = 0;  // what it was compared with
   // The DiT forward and the decode take turns: a device's caching allocator gives the decode the
   // blocks the forward freed, so the larger of the two counts. Weights, tables, latents and the
-  // KV cache stay through both (the causal sampler decodes each chunk with its cache resident).
+  // KV cache stay through both (the causal sampler decodes each chunk with its cache resident),
+  // and so does FL2VA's conditioning.
   int64_t total() const;
   bool fits() const { return total() <= device_memory; }
   std::string name() const;  // "TP4×SP2"

@@ -74,15 +74,15 @@ void print_request(const ClipPlan& p, const PlanOptions& o) {
 }
 
 void print_layouts(const std::vector<LayoutFit>& layouts) {
-  std::printf("%-9s %9s %6s %8s %7s %8s %8s %8s %8s %8s %8s  %s\n", "layout", "rows/rank", "heads", "weights",
-              "tables", "latents", "activ.", "attn", "KV", "decode", "total", "fits");
+  std::printf("%-9s %9s %6s %8s %7s %8s %8s %8s %8s %8s %8s %8s  %s\n", "layout", "rows/rank", "heads",
+              "weights", "tables", "latents", "activ.", "attn", "KV", "decode", "keyfr.", "total", "fits");
   for (const auto& f : layouts) {
     // The name has one two-byte character (×): pad by bytes accordingly.
-    std::printf("%-10s %9lld %6lld %8s %7s %8s %8s %8s %8s %8s %8s  %s\n", f.name().c_str(),
+    std::printf("%-10s %9lld %6lld %8s %7s %8s %8s %8s %8s %8s %8s %8s  %s\n", f.name().c_str(),
                 (long long)f.rows_per_rank, (long long)f.heads_per_rank, gib(f.weights).c_str(),
                 gib(f.tables).c_str(), gib(f.latents).c_str(), gib(f.activations).c_str(),
                 gib(f.attention).c_str(), gib(f.kv_cache).c_str(), gib(f.decode).c_str(),
-                gib(f.total()).c_str(), f.fits() ? "yes" : "no");
+                gib(f.conditioning).c_str(), gib(f.total()).c_str(), f.fits() ? "yes" : "no");
   }
 }
 
@@ -101,6 +101,7 @@ int run(Args& args) {
   req.sampler = args.string_or("sampler", "euler");
   req.sink = args.int_or("sink", kDefaultSink, -kAny, kAny);
   req.window = args.int_or("window", kDefaultWindow, -kAny, kAny);
+  const int64_t keyframes = args.int_or("keyframes", 0, 0, 2);
   PlanOptions o;
   o.dtype_bytes = dtype_bytes(args.string_or("dtype", "bf16"));
   o.adaln_tables = on_off("adaln-tables", args.string_or("adaln-tables", "off"));
@@ -121,7 +122,14 @@ int run(Args& args) {
   o.device_memory = parse_device_memory(memory_text);
 
   const ModelInfo m = model_dir ? read_model(*model_dir) : model_of_config(dit::DitConfig::load(*config));
-  const ClipPlan p = make_plan(m, req);
+  ClipPlan p = make_plan(m, req);
+  // FL2VA: a first frame (and a last one), on the plan's canvas.
+  if (keyframes > 0 && p.sampler == "causal") {
+    throw UsageError{
+        "--keyframes: keyframes condition the euler sampler only (the causal sampler has no keyframe path)"};
+  }
+  if (keyframes >= 1) p.keyframe_anchors.push_back("first");
+  if (keyframes == 2) p.keyframe_anchors.push_back("last");
   const auto layouts = model_dir ? plan_layouts(m, p, o) : plan_layouts(m.dit, p, o);
 
   const dit::DitConfig& c = m.dit;
@@ -153,7 +161,7 @@ H3_REGISTER_COMMAND(
     "plan", "which TP x SP layouts of N ranks fit a request in each device's memory",
     "usage: h3 plan (--model DIR | --config CONFIG.json) --ranks N --device-memory GIB\n"
     "               [--width W] [--height H] [--frames F] [--steps N] [--sampler euler|causal]\n"
-    "               [--sink N] [--window N] [--dtype bf16|fp32] [--adaln-tables on|off]\n"
+    "               [--sink N] [--window N] [--dtype bf16|fp32] [--adaln-tables on|off] [--keyframes K]\n"
     "\n"
     "For every legal layout of N ranks (tp x sp = N; tp divides the heads, the FFN and the\n"
     "AdaLN width; sp divides the heads of each TP rank), what one rank's device holds at the\n"
@@ -172,6 +180,9 @@ H3_REGISTER_COMMAND(
     "  --steps N              grid points (euler; default the model's, 50) or forwards per\n"
     "                         chunk (causal; default 4)\n"
     "  --sampler S            euler (default) or causal\n"
+    "  --keyframes K          FL2VA: 1 (a first frame) or 2 (first and last); with --model, the column\n"
+    "                         keyfr. counts the VAE encoder's and the vision tower's weights, whole on\n"
+    "                         every rank, and their larger activation on a keyframe (default 0)\n"
     "  --sink N, --window N   causal: KV-cache records pinned and recent chunks kept (2, 2)\n"
     "  --dtype D              bf16 (default; the release on GPUs) or fp32\n"
     "  --adaln-tables on|off  AdaLN tables in place of the AdaLN projections (default off)",

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "dit/sampler.h"
+#include "engine/fit_plan.h"
 #include "engine/memory_guard.h"
 #include "engine/model.h"
 #include "engine_test_util.h"
@@ -168,6 +169,32 @@ TEST(Fl2vaPlan, TheMemoryEstimateCountsTheEncoderAndTheTowerOnEveryRankHere) {
   EXPECT_EQ(estimate_request_memory(m, p, two).conditioning_bytes, 2 * one.conditioning_bytes);
   EXPECT_EQ(one.peak(),
             one.state_bytes + one.dit_bytes + one.decode_bytes + one.conditioning_bytes + one.margin_bytes);
+}
+
+TEST(Fl2vaPlan, TheFitPlannerHoldsTheConditioningOnEveryLayout) {
+  const ModelInfo m = read_model(model_dir());
+  GenerationRequest r = request();
+  r.width = 224;
+  r.height = 160;
+  PlanOptions o;
+  o.ranks = 2;
+  o.device_memory = int64_t{1} << 40;
+  const auto t2va = plan_layouts(m, make_plan(m, r), o);
+  r.first_frame = picture(320, 240, 1);
+  const ClipPlan p = make_plan(m, r);
+  const auto fl2va = plan_layouts(m, p, o);
+  ASSERT_EQ(fl2va.size(), t2va.size());
+  ASSERT_EQ(fl2va.size(), 2u);  // the tiny model's 2 heads: TP2 x SP1, TP1 x SP2
+  for (size_t i = 0; i < fl2va.size(); ++i) {
+    SCOPED_TRACE(fl2va[i].name());
+    EXPECT_EQ(t2va[i].conditioning, 0);
+    MemoryShape one;
+    one.tp = fl2va[i].tp;
+    one.activation_bytes = o.dtype_bytes;
+    EXPECT_EQ(fl2va[i].conditioning, estimate_request_memory(m, p, one).conditioning_bytes);
+    EXPECT_GT(fl2va[i].conditioning, 0);
+    EXPECT_EQ(fl2va[i].total(), t2va[i].total() + fl2va[i].conditioning);
+  }
 }
 
 TEST(Fl2vaPlan, TheNativePartitionsTasksAreRead) {
