@@ -12,14 +12,6 @@
 namespace h3::engine_detail {
 namespace {
 
-// The first keyframe is the geometry anchor and is stretched onto the canvas; a follower is
-// scaled to cover it and centre-cropped (image/keyframes.h).
-at::Tensor onto_canvas(const Picture& pic, bool anchor, int64_t width, int64_t height) {
-  const image::Rgb8 in{pic.width, pic.height, pic.rgb};
-  image::Rgb8 out = anchor ? image::stretch_onto(in, width, height) : image::cover_onto(in, width, height);
-  return at::from_blob(out.rgb.data(), {height, width, 3}, at::kByte).clone();
-}
-
 void ensure_vae_encoder(const StageContext& c) {
   dist::LocalFailure f;
   if (!c.parts.vae_encoder) {
@@ -59,9 +51,13 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
   if (c.root()) {
     try {
       if (!own) throw Error(ErrorKind::kInternal, "rank 0 holds no request to take the keyframes from");
-      for (size_t i = 0; i < anchors.size(); ++i) {
-        const Picture& pic = anchors[i] == "first" ? own->first_frame : own->last_frame;
-        k.pixels.push_back(onto_canvas(pic, i == 0, w, h));
+      std::vector<image::Rgb8> given;
+      for (const std::string& a : anchors) {
+        const Picture& pic = a == "first" ? own->first_frame : own->last_frame;
+        given.push_back({pic.width, pic.height, pic.rgb});
+      }
+      for (image::Rgb8& p : image::onto_canvas(given, w, h)) {
+        k.pixels.push_back(at::from_blob(p.rgb.data(), {h, w, 3}, at::kByte).clone());
       }
     } catch (...) {
       f.capture();

@@ -49,6 +49,15 @@ Rgb8 stretch_onto(const Rgb8& picture, int64_t width, int64_t height) {
   return resize_lanczos(picture, width, height);
 }
 
+std::vector<Rgb8> onto_canvas(const std::vector<Rgb8>& keyframes, int64_t width, int64_t height) {
+  std::vector<Rgb8> out;
+  for (size_t i = 0; i < keyframes.size(); ++i) {
+    out.push_back(i == 0 ? stretch_onto(keyframes[i], width, height)
+                         : cover_onto(keyframes[i], width, height));
+  }
+  return out;
+}
+
 Rgb8 cover_onto(const Rgb8& picture, int64_t width, int64_t height) {
   if (picture.width == width && picture.height == height) return picture;
   const double scale = std::max(static_cast<double>(width) / static_cast<double>(picture.width),

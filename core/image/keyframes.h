@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "image/resample.h"
 
@@ -27,5 +28,8 @@ Rgb8 stretch_onto(const Rgb8& picture, int64_t width, int64_t height);
 // A follower: scaled (rounded, halves to even) so that it covers width x height, then the centre
 // crop of that size (left = (scaled width - width) / 2, floored; top likewise).
 Rgb8 cover_onto(const Rgb8& picture, int64_t width, int64_t height);
+// A request's keyframes in packed order onto a width x height canvas: the first stretched, the
+// others covered (what the engine and `h3 encode-prompt` both show the model).
+std::vector<Rgb8> onto_canvas(const std::vector<Rgb8>& keyframes, int64_t width, int64_t height);
 
 }  // namespace h3::image

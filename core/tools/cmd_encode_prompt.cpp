@@ -6,14 +6,21 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "engine/limits.h"
+#include "engine/model.h"
+#include "image/keyframes.h"
 #include "io/safetensors.h"
+#include "pictures/picture_file.h"
 #include "text/prompt_encoder.h"
+#include "text/vision_prompt.h"
+#include "text/vision_tower.h"
 #include "tools/command.h"
 
 namespace h3::tools {
@@ -27,6 +34,41 @@ std::string read_prompt_file(const std::string& path) {
   return s.str();  // the raw bytes: nothing trimmed, control characters kept
 }
 
+// FL2VA's presentation, as the engine builds it for the same request: the pictures decoded by
+// GStreamer, put onto the canvas the request's plan gives, seen by the vision tower.
+text::Conditioning encode_with_keyframes(const std::string& model, int64_t layer,
+                                         const text::EncoderOptions& eo, const std::string& prompt,
+                                         const std::optional<std::string>& first,
+                                         const std::optional<std::string>& last, int64_t width,
+                                         int64_t height, int64_t* k) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.width = width;
+  r.height = height;
+  if (first) r.first_frame = pictures::read_picture(*first, "--first-frame");
+  if (last) r.last_frame = pictures::read_picture(*last, "--last-frame");
+  const ModelInfo m = read_model(model);
+  const ClipPlan p = make_plan(m, r);  // the canvas, and the pictures checked
+  std::vector<image::Rgb8> given;
+  for (const std::string& a : p.keyframe_anchors) {
+    const Picture& pic = a == "first" ? r.first_frame : r.last_frame;
+    given.push_back({pic.width, pic.height, pic.rgb});
+  }
+  const auto pe = text::PromptEncoder::load(model, layer, nullptr, eo);
+  const auto tower = text::VisionTower::load(text::text_encoder_dir_of(model), nullptr, pe.options());
+  std::vector<text::VisionFeatures> features;
+  std::vector<std::array<int64_t, 3>> grids;
+  for (image::Rgb8& pic : image::onto_canvas(given, p.canvas_width, p.canvas_height)) {
+    const auto pixels = at::from_blob(pic.rgb.data(), {p.canvas_height, p.canvas_width, 3}, at::kByte);
+    const text::VisionInputs in = tower.preprocess(pixels);
+    features.push_back(tower.forward(in));
+    grids.push_back(in.grid_thw);
+  }
+  *k = pe.encoder().layer();
+  return text::encode_with_images(
+      pe.encoder(), text::present_images(pe.tokenizer(), prompt, tower.config(), grids), features);
+}
+
 int run(Args& a) {
   const std::string model = a.string("model");
   const auto prompt_arg = a.opt_string("prompt");
@@ -36,6 +78,9 @@ int run(Args& a) {
   const int64_t layer = a.int_or("layer", 0, 1, 1 << 20);
   const int ranks = static_cast<int>(a.int_or("ranks", 1, 1, 64));
   const std::string device = a.string_or("device", "cpu");
+  const auto first_frame = a.opt_string("first-frame");
+  const auto last_frame = a.opt_string("last-frame");
+  const int64_t width = a.int_or("width", 0, 0, kMaxSide), height = a.int_or("height", 0, 0, kMaxSide);
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
   if (prompt_arg.has_value() == prompt_file.has_value())
@@ -44,6 +89,10 @@ int run(Args& a) {
   if (device != "cpu" && device != "cuda") throw UsageError{"--device must be cpu or cuda"};
   const std::string prompt = prompt_arg ? *prompt_arg : read_prompt_file(*prompt_file);
   const std::string origin = prompt_file ? "prompt file " + *prompt_file : "--prompt";
+  const bool pictures = first_frame || last_frame;
+  if (pictures && (ids_only || ranks != 1)) {
+    throw UsageError{"--first-frame / --last-frame: encode with --ranks 1 and --out FILE"};
+  }
 
   if (ids_only) {
     const auto ids = text::Tokenizer::load(text::tokenizer_dir_of(model)).encode(prompt, origin);
@@ -58,7 +107,9 @@ int run(Args& a) {
   const auto start = std::chrono::steady_clock::now();
   text::Conditioning c;
   int64_t k = 0;
-  if (ranks == 1) {
+  if (pictures) {
+    c = encode_with_keyframes(model, layer, eo, prompt, first_frame, last_frame, width, height, &k);
+  } else if (ranks == 1) {
     const auto pe = text::PromptEncoder::load(model, layer, nullptr, eo);
     k = pe.encoder().layer();
     c = pe.encoder().encode(pe.tokenizer().encode(prompt, origin));
@@ -93,6 +144,7 @@ H3_REGISTER_COMMAND(
     "encode-prompt", "a prompt through the model's tokenizer and Qwen3-VL text encoder",
     "usage: h3 encode-prompt --model DIR (--prompt TEXT | --prompt-file FILE)\n"
     "                        (--out FILE | --ids-only) [--layer K] [--ranks N] [--device cpu|cuda]\n"
+    "                        [--first-frame PICTURE] [--last-frame PICTURE] [--width W --height H]\n"
     "\n"
     "Tokenizes the prompt verbatim with DIR/tokenizer (no chat template, no special tokens\n"
     "added) and runs DIR/text_encoder's first K decoder layers: the DiT's conditioning,\n"
@@ -109,7 +161,11 @@ H3_REGISTER_COMMAND(
     "  --layer K           conditioning layer (default: text_encoder_layer of DIR/model_index.json,\n"
     "                      else 50, the release's); must be below the encoder's layer count\n"
     "  --ranks N           tensor-parallel ranks, as threads of this process (default 1)\n"
-    "  --device D          cpu (default) or cuda (bf16 weights; with --ranks, NCCL)",
+    "  --device D          cpu (default) or cuda (bf16 weights; with --ranks, NCCL)\n"
+    "  --first-frame PICTURE --last-frame PICTURE  FL2VA: the presentation with the keyframes, as\n"
+    "                      `h3 generate` with the same pictures and size shows it (the canvas of the\n"
+    "                      request's plan; DIR must then be a whole model folder with a vision tower);\n"
+    "                      tags are 0 for the vision blocks. --ranks 1 only",
     run);
 
 }  // namespace

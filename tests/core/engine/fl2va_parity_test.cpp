@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "../cli_run.h"
 #include "../text/golden_encoder.h"
 #include "engine_test_util.h"
 #include "image/keyframes.h"
@@ -124,6 +125,42 @@ TEST_P(Fl2vaParity, TheRequestsFinalLatentsAreThePipelines) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Fl2vaParity, ::testing::Values("first", "first_last"));
+
+// `h3 encode-prompt --first-frame --last-frame` writes the presentation the engine builds itself:
+// a request with those embeddings and pictures gives the prompt's clip bit for bit.
+TEST(Fl2vaEncodePrompt, EmbeddingsOfThePresentationGiveThePromptsClip) {
+  const test::TempDir dir("encode-fl2va");
+  const std::string embeds = dir / "embeds.safetensors";
+  const test::CliRun run = test::run_h3("encode-prompt --model '" + vector_model() + "' --prompt '" +
+                                        kPrompt + "' --first-frame '" + data("first.png") +
+                                        "' --last-frame '" + data("last.png") + "' --out '" + embeds + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto t = test::read_tensors(embeds);
+  // The tags of the vision blocks are 0: this is the presentation, not the prompt alone.
+  EXPECT_GT(t.at("tags").eq(0).sum().item<int64_t>(), 0);
+  GenerationRequest r;
+  r.prompt = kPrompt;
+  r.num_frames = 22;
+  r.steps = 3;
+  r.seed = 7;
+  r.first_frame = pictures::read_picture(data("first.png"), "first-frame");
+  r.last_frame = pictures::read_picture(data("last.png"), "last-frame");
+  EngineOptions o;
+  o.model_dir = vector_model();
+  const auto engine = Engine::open(o);
+  const test::Clip prompted = test::generate_clip(*engine, r);
+  r.prompt.clear();
+  r.embeds_path = embeds;
+  const test::Clip embedded = test::generate_clip(*engine, r);
+  EXPECT_TRUE(at::equal(prompted.video, embedded.video));
+  EXPECT_TRUE(at::equal(prompted.frames, embedded.frames));
+  // Only with --ranks 1 and --out.
+  const test::CliRun refused =
+      test::run_h3("encode-prompt --model '" + vector_model() + "' --prompt x --first-frame '" +
+                   data("first.png") + "' --ids-only");
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.output.find("--ranks 1 and --out FILE"), std::string::npos) << refused.output;
+}
 
 }  // namespace
 }  // namespace h3
