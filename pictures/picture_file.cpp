@@ -160,11 +160,13 @@ Picture read_picture(const std::string& location, const std::string& what, doubl
                                           " (are GStreamer's base plugins installed?)");
   }
   g_clear_error(&err);
+  // Declared before the pipeline: the converter's probe may write to it until the pipeline is
+  // stopped, which its owner does on every way out.
+  Announced announced;
   Pipeline pipeline(raw);
   GstElement* src = gst_bin_get_by_name(GST_BIN(raw), "src");
   g_object_set(src, "uri", uri.c_str(), nullptr);
   gst_object_unref(src);
-  Announced announced;
   GstElement* conv = gst_bin_get_by_name(GST_BIN(raw), "conv");
   GstPad* conv_sink = gst_element_get_static_pad(conv, "sink");
   gst_pad_add_probe(conv_sink, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_caps, &announced, nullptr);

@@ -86,18 +86,14 @@ int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemorySh
   const int64_t encoder_act =
       12 * tile * tile * (v.encoder_channels.empty() ? 128 : v.encoder_channels[0]) * kF32;
   int64_t tower_params = 0, tower_act = 0;
-  if (!m.text_encoder_dir.empty()) {
-    try {
-      const text::VisionConfig t = text::VisionConfig::load(m.text_encoder_dir);
-      for (const auto& q : text::vision_parameters(t)) tower_params += q.numel();
-      const text::ImageProcessorConfig proc;
-      const auto hw = text::smart_resize(p.canvas_height, p.canvas_width, t.patch_size * t.spatial_merge_size,
-                                         proc.min_pixels, proc.max_pixels);
-      const int64_t patches = (hw[0] / t.patch_size) * (hw[1] / t.patch_size);
-      tower_act = 2 * patches * patches * t.num_heads * kF32 + 16 * patches * t.hidden_size * kF32;
-    } catch (const std::exception&) {
-      // No tower (embeddings instead): the encoder alone.
-    }
+  if (m.vision) {  // without one (embeddings instead of a prompt): the encoder alone
+    const text::VisionConfig& t = *m.vision;
+    for (const auto& q : text::vision_parameters(t)) tower_params += q.numel();
+    const text::ImageProcessorConfig proc;
+    const auto hw = text::smart_resize(p.canvas_height, p.canvas_width, t.patch_size * t.spatial_merge_size,
+                                       proc.min_pixels, proc.max_pixels);
+    const int64_t patches = (hw[0] / t.patch_size) * (hw[1] / t.patch_size);
+    tower_act = 2 * patches * patches * t.num_heads * kF32 + 16 * patches * t.hidden_size * kF32;
   }
   return s.ranks_here *
          ((encoder_params * kF32 + tower_params * s.activation_bytes) + std::max(encoder_act, tower_act));

@@ -124,6 +124,13 @@ ModelInfo read_model(const std::string& dir) {
     m.text_encoder_dir = te.string();
     m.byte_encoder = text::ByteEncoder::declared_in(m.text_encoder_dir);
     m.prompt_encoder = text::has_prompt_encoder(dir);
+    if (m.prompt_encoder) {
+      try {
+        m.vision = text::VisionConfig::load(m.text_encoder_dir);
+      } catch (const Error& e) {
+        m.vision_missing = e.what();  // a T2VA model: FL2VA says so when asked for
+      }
+    }
   }
   const fs::path audio_vae = root / "audio_vae";
   if (fs::is_directory(audio_vae)) {
@@ -390,12 +397,7 @@ std::string fl2va_missing(const ModelInfo& m, bool embeddings) {
              "it "
              "beside the prompt; give precomputed embeddings of that presentation instead";
     }
-    const json c = read_json(fs::path(m.text_encoder_dir) / "config.json");
-    if (!c.is_object() || !c.contains("vision_config")) {
-      return m.text_encoder_dir +
-             "/config.json has no vision_config: the text encoder has no vision tower to see the keyframes "
-             "with";
-    }
+    if (!m.vision) return m.vision_missing + ": FL2VA's vision tower sees the keyframes beside the prompt";
   }
   return {};
 }

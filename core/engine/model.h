@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "dit/config.h"
 #include "engine/request.h"
+#include "text/vision_config.h"
 #include "vae/config.h"
 
 namespace h3 {
@@ -37,6 +39,11 @@ struct ModelInfo {
   // as the native FL2VA/ and Ref2VA/ folders say: "t2va", "fl2va", "ref2va"); empty where the
   // index does not say (the diffusers layout, the tiny models).
   std::vector<std::string> tasks;
+  // The text encoder's vision tower (text_encoder/config.json's vision_config), read once with the
+  // configs; absent: `vision_missing` says why (no Qwen3-VL encoder, no vision_config, or one that
+  // cannot describe a tower).
+  std::optional<text::VisionConfig> vision;
+  std::string vision_missing;
 };
 
 // Reads and cross-checks the configs. Throws h3::Error: kNotFound (no folder, no

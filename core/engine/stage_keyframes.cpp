@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <string>
-#include <utility>
 
 #include "common/error.h"
 #include "dist/agree.h"

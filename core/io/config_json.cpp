@@ -62,6 +62,15 @@ void read_double(const json& j, const char* key, const std::string& origin, doub
   out = it->get<double>();
 }
 
+int64_t positive_int(const json& j, const char* key, const std::string& where) {
+  int64_t v = 0;
+  const auto it = j.find(key);
+  if (it == j.end() || !as_int(*it, v) || v < 1) {
+    throw Error(ErrorKind::kFormat, where + key + " must be a positive integer");
+  }
+  return v;
+}
+
 void read_ints(const json& j, const char* key, const std::string& origin, std::vector<int64_t>& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return;

@@ -23,6 +23,9 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& ori
 // an error. Integers may be written as integral floats (1.0).
 void read_int(const nlohmann::json& j, const char* key, const std::string& origin, int64_t& out);
 void read_double(const nlohmann::json& j, const char* key, const std::string& origin, double& out);
+// A required integer >= 1 (integral floats accepted); kFormat "<where><key> must be a positive
+// integer", `where` naming the file and section ("text_encoder/config.json: text_config.").
+int64_t positive_int(const nlohmann::json& j, const char* key, const std::string& where);
 // Optional array of integers.
 void read_ints(const nlohmann::json& j, const char* key, const std::string& origin,
                std::vector<int64_t>& out);

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <vector>
+
 #include "common/error.h"
 #include "common/shape.h"
 
@@ -27,6 +29,22 @@ at::Tensor owned_copy(const at::Tensor& v, const at::TensorOptions& options) {
   at::Tensor out = at::empty(v.sizes(), options);
   out.copy_(v);
   return out;
+}
+
+at::Tensor rank_part(const at::Tensor& v, const std::string& name, const std::vector<int64_t>& shape,
+                     io::Split split, int64_t parts, int rank, int size) {
+  switch (split) {
+    case io::Split::kReplicated: return v;
+    case io::Split::kColumn: {
+      const int64_t part = shape[0] / parts, local = part / size;
+      std::vector<at::Tensor> pieces;
+      for (int64_t j = 0; j < parts; ++j) pieces.push_back(v.narrow(0, j * part + rank * local, local));
+      return parts == 1 ? pieces[0] : at::cat(pieces, 0);
+    }
+    case io::Split::kRow: return v.narrow(1, rank * shape[1] / size, shape[1] / size);
+    case io::Split::kFusedColumn: break;
+  }
+  throw Error(ErrorKind::kInternal, name + ": a two-part fused tensor in a text_encoder/ checkpoint");
 }
 
 }  // namespace h3::text

@@ -6,19 +6,13 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "io/config_json.h"
 
 namespace h3::text {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-int64_t positive(const json& j, const char* key, const std::string& origin) {
-  if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1) {
-    throw Error(ErrorKind::kFormat, origin + ": text_config." + key + " must be a positive integer");
-  }
-  return j[key].get<int64_t>();
-}
 
 double positive_number(const json& j, const char* key, double fallback, const std::string& origin) {
   if (!j.contains(key)) return fallback;
@@ -76,14 +70,16 @@ EncoderConfig EncoderConfig::parse(const std::string& text, const std::string& o
   const json& t = root.contains("text_config") ? root["text_config"] : root;
   if (!t.is_object()) throw Error(ErrorKind::kFormat, origin + ": text_config must be an object");
   EncoderConfig c;
-  c.hidden_size = positive(t, "hidden_size", origin);
-  c.num_layers = positive(t, "num_hidden_layers", origin);
-  c.num_heads = positive(t, "num_attention_heads", origin);
-  c.num_kv_heads =
-      t.contains("num_key_value_heads") ? positive(t, "num_key_value_heads", origin) : c.num_heads;
-  c.head_dim = t.contains("head_dim") ? positive(t, "head_dim", origin) : c.hidden_size / c.num_heads;
-  c.intermediate_size = positive(t, "intermediate_size", origin);
-  c.vocab_size = positive(t, "vocab_size", origin);
+  c.hidden_size = io::positive_int(t, "hidden_size", origin + ": text_config.");
+  c.num_layers = io::positive_int(t, "num_hidden_layers", origin + ": text_config.");
+  c.num_heads = io::positive_int(t, "num_attention_heads", origin + ": text_config.");
+  c.num_kv_heads = t.contains("num_key_value_heads")
+                       ? io::positive_int(t, "num_key_value_heads", origin + ": text_config.")
+                       : c.num_heads;
+  c.head_dim = t.contains("head_dim") ? io::positive_int(t, "head_dim", origin + ": text_config.")
+                                      : c.hidden_size / c.num_heads;
+  c.intermediate_size = io::positive_int(t, "intermediate_size", origin + ": text_config.");
+  c.vocab_size = io::positive_int(t, "vocab_size", origin + ": text_config.");
   c.rms_norm_eps = positive_number(t, "rms_norm_eps", c.rms_norm_eps, origin);
   c.rope_theta = positive_number(t, "rope_theta", c.rope_theta, origin);
   if (t.contains("attention_bias") && t["attention_bias"].is_boolean() && t["attention_bias"].get<bool>()) {

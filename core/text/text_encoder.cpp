@@ -26,14 +26,8 @@ namespace {
 // shape against the config.
 at::Tensor read(const io::Checkpoint& ck, const EncoderParameter& p, int rank, int size,
                 const EncoderOptions& o, at::ScalarType dtype) {
-  at::Tensor v = checked_view(ck, p.name, p.shape, "the text encoder");
-  switch (p.split) {
-    case io::Split::kReplicated: break;
-    case io::Split::kColumn: v = v.narrow(0, rank * p.shape[0] / size, p.shape[0] / size); break;
-    case io::Split::kRow: v = v.narrow(1, rank * p.shape[1] / size, p.shape[1] / size); break;
-    case io::Split::kFusedColumn:
-      throw Error(ErrorKind::kInternal, p.name + ": the text encoder declares no fused tensor");
-  }
+  const at::Tensor v = rank_part(checked_view(ck, p.name, p.shape, "the text encoder"), p.name, p.shape,
+                                 p.split, 1, rank, size);
   return owned_copy(v, at::TensorOptions().dtype(dtype).device(o.device));
 }
 

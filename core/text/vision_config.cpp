@@ -7,19 +7,13 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "io/config_json.h"
 
 namespace h3::text {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-int64_t positive(const json& j, const char* key, const std::string& origin) {
-  if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1) {
-    throw Error(ErrorKind::kFormat, origin + ": vision_config." + key + " must be a positive integer");
-  }
-  return j[key].get<int64_t>();
-}
 
 int64_t token_id(const json& root, const char* key, int64_t fallback, const std::string& origin) {
   if (!root.contains(key)) return fallback;
@@ -82,16 +76,17 @@ VisionConfig VisionConfig::parse(const std::string& text, const std::string& ori
   }
   const json& v = root["vision_config"];
   VisionConfig c;
-  c.depth = positive(v, "depth", origin);
-  c.hidden_size = positive(v, "hidden_size", origin);
-  c.num_heads = positive(v, "num_heads", origin);
-  c.intermediate_size = positive(v, "intermediate_size", origin);
-  c.in_channels = v.contains("in_channels") ? positive(v, "in_channels", origin) : 3;
-  c.patch_size = positive(v, "patch_size", origin);
-  c.temporal_patch_size = positive(v, "temporal_patch_size", origin);
-  c.spatial_merge_size = positive(v, "spatial_merge_size", origin);
-  c.out_hidden_size = positive(v, "out_hidden_size", origin);
-  c.num_position_embeddings = positive(v, "num_position_embeddings", origin);
+  c.depth = io::positive_int(v, "depth", origin + ": vision_config.");
+  c.hidden_size = io::positive_int(v, "hidden_size", origin + ": vision_config.");
+  c.num_heads = io::positive_int(v, "num_heads", origin + ": vision_config.");
+  c.intermediate_size = io::positive_int(v, "intermediate_size", origin + ": vision_config.");
+  c.in_channels =
+      v.contains("in_channels") ? io::positive_int(v, "in_channels", origin + ": vision_config.") : 3;
+  c.patch_size = io::positive_int(v, "patch_size", origin + ": vision_config.");
+  c.temporal_patch_size = io::positive_int(v, "temporal_patch_size", origin + ": vision_config.");
+  c.spatial_merge_size = io::positive_int(v, "spatial_merge_size", origin + ": vision_config.");
+  c.out_hidden_size = io::positive_int(v, "out_hidden_size", origin + ": vision_config.");
+  c.num_position_embeddings = io::positive_int(v, "num_position_embeddings", origin + ": vision_config.");
   if (v.contains("deepstack_visual_indexes")) {
     if (!v["deepstack_visual_indexes"].is_array())
       throw Error(ErrorKind::kFormat, origin + ": vision_config.deepstack_visual_indexes must be a list");

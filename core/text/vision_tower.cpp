@@ -25,20 +25,8 @@ namespace {
 // shape against the config.
 at::Tensor read(const io::Checkpoint& ck, const VisionParameter& p, int rank, int size,
                 const EncoderOptions& o, at::ScalarType dtype) {
-  at::Tensor v = checked_view(ck, p.name, p.shape, "the vision tower");
-  switch (p.split) {
-    case io::Split::kReplicated: break;
-    case io::Split::kColumn: {
-      const int64_t part = p.shape[0] / p.parts, local = part / size;
-      std::vector<at::Tensor> pieces;
-      for (int64_t j = 0; j < p.parts; ++j) pieces.push_back(v.narrow(0, j * part + rank * local, local));
-      v = p.parts == 1 ? pieces[0] : at::cat(pieces, 0);
-      break;
-    }
-    case io::Split::kRow: v = v.narrow(1, rank * p.shape[1] / size, p.shape[1] / size); break;
-    case io::Split::kFusedColumn:
-      throw Error(ErrorKind::kInternal, p.name + ": the vision tower declares no two-part fused tensor");
-  }
+  const at::Tensor v = rank_part(checked_view(ck, p.name, p.shape, "the vision tower"), p.name, p.shape,
+                                 p.split, p.parts, rank, size);
   return owned_copy(v, at::TensorOptions().dtype(dtype).device(o.device));
 }
 

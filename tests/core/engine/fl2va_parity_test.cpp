@@ -45,6 +45,19 @@ at::Tensor as_tensor(const image::Rgb8& p) {
   return at::from_blob(const_cast<uint8_t*>(p.rgb.data()), {p.height, p.width, 3}, at::kByte).clone();
 }
 
+// The vectors' request (cases.json): the prompt, 22 frames, 3 grid points, seed 7, the first
+// picture and, with `last`, the last one, decoded by GStreamer.
+GenerationRequest pipeline_request(bool last) {
+  GenerationRequest r;
+  r.prompt = kPrompt;
+  r.num_frames = 22;
+  r.steps = 3;
+  r.seed = 7;
+  r.first_frame = pictures::read_picture(data("first.png"), "first-frame");
+  if (last) r.last_frame = pictures::read_picture(data("last.png"), "last-frame");
+  return r;
+}
+
 class Fl2vaParity : public ::testing::TestWithParam<std::string> {
  protected:
   std::map<std::string, at::Tensor> t_ = test::read_tensors(data("case_" + GetParam() + ".safetensors"));
@@ -96,13 +109,7 @@ TEST_P(Fl2vaParity, TheKeyframesLatentsAreThePipelines) {
 }
 
 TEST_P(Fl2vaParity, TheRequestsFinalLatentsAreThePipelines) {
-  GenerationRequest r;
-  r.prompt = kPrompt;
-  r.num_frames = 22;
-  r.steps = 3;
-  r.seed = 7;
-  r.first_frame = pictures::read_picture(data("first.png"), "first-frame");
-  if (last()) r.last_frame = pictures::read_picture(data("last.png"), "last-frame");
+  const GenerationRequest r = pipeline_request(last());
   // The reference's audio latents are [2, 32, A]; the engine's rows [2A, 32], channel-major.
   const at::Tensor ref_audio = t_.at("audio_latents").permute({0, 2, 1}).reshape({-1, 32});
   for (int ranks : {1, 2}) {
@@ -138,13 +145,7 @@ TEST(Fl2vaEncodePrompt, EmbeddingsOfThePresentationGiveThePromptsClip) {
   const auto t = test::read_tensors(embeds);
   // The tags of the vision blocks are 0: this is the presentation, not the prompt alone.
   EXPECT_GT(t.at("tags").eq(0).sum().item<int64_t>(), 0);
-  GenerationRequest r;
-  r.prompt = kPrompt;
-  r.num_frames = 22;
-  r.steps = 3;
-  r.seed = 7;
-  r.first_frame = pictures::read_picture(data("first.png"), "first-frame");
-  r.last_frame = pictures::read_picture(data("last.png"), "last-frame");
+  GenerationRequest r = pipeline_request(true);
   EngineOptions o;
   o.model_dir = vector_model();
   const auto engine = Engine::open(o);
