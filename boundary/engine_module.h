@@ -26,7 +26,7 @@
 
 namespace h3gst {
 
-constexpr int kEngineModuleAbi = 9;  // 9: GenerationRequest carries FL2VA pictures
+constexpr int kEngineModuleAbi = 10;  // 10: Ref2VA references, EngineOptions::ref2va
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 

@@ -92,11 +92,13 @@ bool Lifecycle::start(bool audio) {
     read_pictures(s, request.clip);
   } catch (const h3::Error& e) {
     if (e.kind() == h3::ErrorKind::kNotFound) {
-      GST_ELEMENT_ERROR(element_, RESOURCE, NOT_FOUND, ("%s", e.what()), ("first-frame / last-frame"));
+      GST_ELEMENT_ERROR(element_, RESOURCE, NOT_FOUND, ("%s", e.what()),
+                        ("first-frame / last-frame / references"));
     } else {
-      GST_ELEMENT_ERROR(element_, RESOURCE, OPEN_READ, ("%s", e.what()), ("first-frame / last-frame"));
+      GST_ELEMENT_ERROR(element_, RESOURCE, OPEN_READ, ("%s", e.what()),
+                        ("first-frame / last-frame / references"));
     }
-    post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, "a keyframe cannot be used");
+    post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, "a picture cannot be used");
     return false;
   }
   request.clip.audio = audio;

@@ -83,6 +83,20 @@ void install_request_properties(GObjectClass* klass) {
          "and centre-cropped, or, alone, the canvas follows it; unset: none"}}) {
     g_object_class_install_property(klass, id, g_param_spec_string(name, nick, blurb, nullptr, kReady));
   }
+  // An array of strings, which gst-launch sets as references="<a.png,b.jpg>" (GStreamer 1.22
+  // cannot deserialise a GStrv property).
+  g_object_class_install_property(
+      klass, PROP_REFERENCES,
+      gst_param_spec_array(
+          "references", "References",
+          "Ref2VA: image references (subjects, styles, scenes), at most 9, in the order the model reads "
+          "them, each a file or URI as first-frame; gst-launch: references=\"<a.png,b.jpg>\". Each is "
+          "encoded at its own size; the canvas stays width x height or the model's. Opens the model's "
+          "Ref2VA DiT (transformer_ref/); sampler=euler. Video and audio references are not built; "
+          "empty: none",
+          g_param_spec_string("reference", "Reference", "An image reference: a file or URI", nullptr,
+                              static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS)),
+          kReady));
   g_object_class_install_property(
       klass, PROP_SINK,
       g_param_spec_int("sink", "KV-cache sink",
@@ -283,6 +297,15 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_PROMPT_TIMELINE: s->prompt_timeline = string_or_empty(value); break;
     case PROP_FIRST_FRAME: s->first_frame = string_or_empty(value); break;
     case PROP_LAST_FRAME: s->last_frame = string_or_empty(value); break;
+    case PROP_REFERENCES: {
+      s->references.clear();
+      for (guint i = 0; i < gst_value_array_get_size(value); ++i) {
+        const GValue* v = gst_value_array_get_value(value, i);
+        if (G_VALUE_HOLDS_STRING(v) && g_value_get_string(v))
+          s->references.emplace_back(g_value_get_string(v));
+      }
+      break;
+    }
     default: return false;
   }
   return true;
@@ -321,6 +344,15 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_PROMPT_TIMELINE: set_string_or_null(value, s.prompt_timeline); break;
     case PROP_FIRST_FRAME: set_string_or_null(value, s.first_frame); break;
     case PROP_LAST_FRAME: set_string_or_null(value, s.last_frame); break;
+    case PROP_REFERENCES: {
+      for (const std::string& r : s.references) {
+        GValue v = G_VALUE_INIT;
+        g_value_init(&v, G_TYPE_STRING);
+        g_value_set_string(&v, r.c_str());
+        gst_value_array_append_and_take_value(value, &v);
+      }
+      break;
+    }
     default: return false;
   }
   return true;
@@ -356,6 +388,10 @@ h3::GenerationRequest to_request(const Settings& s) {
 void read_pictures(const Settings& s, h3::GenerationRequest& r) {
   if (!s.first_frame.empty()) r.first_frame = h3::pictures::read_picture(s.first_frame, "first-frame");
   if (!s.last_frame.empty()) r.last_frame = h3::pictures::read_picture(s.last_frame, "last-frame");
+  for (size_t i = 0; i < s.references.size(); ++i) {
+    r.references.push_back(
+        h3::pictures::read_picture(s.references[i], "references: reference " + std::to_string(i + 1)));
+  }
 }
 
 h3::EngineOptions to_engine_options(const Settings& s) {
@@ -367,6 +403,7 @@ h3::EngineOptions to_engine_options(const Settings& s) {
   o.device = s.device;
   o.timeout = std::chrono::seconds(s.timeout_s);
   o.free_text_encoder = s.free_text_encoder;
+  o.ref2va = !s.references.empty();  // references are Ref2VA's, whose DiT is transformer_ref/
   o.adaln_tables = s.adaln_tables;
   o.compute_dtype = s.compute_dtype;
   o.rendezvous = s.rendezvous;

@@ -6,6 +6,7 @@
 #include <glib-object.h>
 
 #include <string>
+#include <vector>
 
 #include "engine/limits.h"
 #include "engine/options.h"
@@ -55,6 +56,8 @@ struct Settings {
   gint sink = static_cast<gint>(h3::kDefaultSink), window = static_cast<gint>(h3::kDefaultWindow);
   // FL2VA keyframes: a file or URI each (docs/element.md); empty: none.
   std::string first_frame, last_frame;
+  // Ref2VA image references, in the order the model reads them: a file or URI each; empty: none.
+  std::vector<std::string> references;
 };
 
 enum Property {
@@ -90,6 +93,7 @@ enum Property {
   PROP_PROMPT_TIMELINE,
   PROP_FIRST_FRAME,
   PROP_LAST_FRAME,
+  PROP_REFERENCES,
 };
 
 void install_properties(GObjectClass* klass);
@@ -104,7 +108,8 @@ const char* explicit_zero(const Settings& s);
 // cannot be read or parsed.
 h3::GenerationRequest to_request(const Settings& s);
 h3::EngineOptions to_engine_options(const Settings& s);
-// Decodes first-frame and last-frame (when set) into `r` with GStreamer (pictures/picture_file.h).
+// Decodes first-frame, last-frame and references (when set) into `r` with GStreamer
+// (pictures/picture_file.h).
 // Throws h3::Error naming the property and the file: kNotFound, or kInvalidArgument for a file that
 // holds no picture GStreamer can decode or one too small or too large.
 void read_pictures(const Settings& s, h3::GenerationRequest& r);

@@ -68,15 +68,16 @@ at::Tensor euler_step(const at::Tensor& x, const at::Tensor& velocity, float t, 
 
 Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef audio_shape) {
   std::vector<at::Tensor> none;
-  return draw_noise(seed, video_shape, audio_shape, 0, {}, none);
+  return draw_noise(seed, video_shape, audio_shape, {}, none);
 }
 
-Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef audio_shape, int64_t keyframes,
-                   at::IntArrayRef keyframe_shape, std::vector<at::Tensor>& keyframe_noise) {
+Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef audio_shape,
+                   const std::vector<std::vector<int64_t>>& keyframe_shapes,
+                   std::vector<at::Tensor>& keyframe_noise) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   keyframe_noise.clear();
-  for (int64_t i = 0; i < keyframes; ++i) {
-    keyframe_noise.push_back(at::randn(keyframe_shape, gen, at::TensorOptions().dtype(at::kFloat)));
+  for (const auto& shape : keyframe_shapes) {
+    keyframe_noise.push_back(at::randn(shape, gen, at::TensorOptions().dtype(at::kFloat)));
   }
   Latents n;
   n.video = at::randn(video_shape, gen, at::TensorOptions().dtype(at::kFloat));

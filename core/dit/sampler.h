@@ -41,11 +41,13 @@ struct Latents {
 // video latents, then the audio latents (the same numbers as torch.Generator("cpu").manual_seed
 // followed by two torch.randn calls).
 Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef audio_shape);
-// FL2VA: the same generator draws first one noise of `keyframe_shape` per keyframe (into
-// `keyframe_noise`, in packed order), then the video and the audio: the order the reference
-// pipelines consume a request's generator in, so that a seed gives their clip.
-Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef audio_shape, int64_t keyframes,
-                   at::IntArrayRef keyframe_shape, std::vector<at::Tensor>& keyframe_noise);
+// FL2VA and Ref2VA: the same generator draws first one noise per condition block, of its shape
+// (into `keyframe_noise`, in packed order: keyframes, or references at their own sizes), then the
+// video and the audio: the order the reference pipelines consume a request's generator in, so
+// that a seed gives their clip.
+Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef audio_shape,
+                   const std::vector<std::vector<int64_t>>& keyframe_shapes,
+                   std::vector<at::Tensor>& keyframe_noise);
 
 struct DenoiseRequest {
   at::Tensor text;       // [L, text_dim]

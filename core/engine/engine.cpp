@@ -164,7 +164,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->compute_dtype = engine_detail::resolve_compute_dtype(opts.compute_dtype, opts.device);
-  impl->model = read_model(opts.model_dir);
+  impl->model = read_model(opts.model_dir, opts.ref2va);
   dit::check_layout(impl->model.dit, world_size, opts.sp);
   engine_detail::RankSetup setup;
   setup.device = opts.device;

@@ -58,6 +58,7 @@ struct WorkerOptions {
   int cuda_device = 0;         // device == "cuda": this process's GPU
   std::string compute_dtype;   // "fp32" or "bf16"; empty: the device's default (must be rank 0's)
   int sp = 1;                  // the DiT's Ulysses degree (must be rank 0's)
+  bool ref2va = false;         // Ref2VA's DiT (EngineOptions::ref2va; must be rank 0's)
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // joining, and every collective
 };
 

@@ -36,7 +36,7 @@ void check_fit(const EngineOptions& opts, const GenerationRequest& req) {
                                 : opts.device == "cuda" ? gpu_memory()
                                                         : 0;
   if (device_memory <= 0) return;
-  const ModelInfo m = read_model(opts.model_dir);
+  const ModelInfo m = read_model(opts.model_dir, opts.ref2va);
   const ClipPlan p = make_plan(m, req);
   PlanOptions o;
   o.ranks = opts.rendezvous.empty() ? opts.ranks : opts.world_size;

@@ -42,7 +42,8 @@ std::vector<Forward> widest_forwards(const dit::DitConfig& c, const ClipPlan& p)
     dit::ChunkSpan whole;  // the whole clip as one span: ChunkSpan::rows is the packing's count
     whole.video_end = p.latent_frames;
     whole.audio_end = p.audio_latents;
-    return {Forward{kTextRowsReserve + whole.rows(grid_h, grid_w), 0}};
+    // The condition blocks and the pictures' vision blocks are rows of every forward too.
+    return {Forward{kTextRowsReserve + p.vision_rows + p.condition_rows + whole.rows(grid_h, grid_w), 0}};
   }
   // An endless stream's chunks are full ones; their audio repeats every three chunks (85/3).
   const std::vector<dit::ChunkSpan> chunks =

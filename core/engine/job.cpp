@@ -7,11 +7,12 @@
 namespace h3 {
 
 // Field by field, by name: every rank reads what rank 0 wrote, whatever order or build.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlannedReference, width, height)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClipPlan, width, height, num_frames, canvas_width, canvas_height,
                                    latent_frames, total_chunks, steps, fps_n, fps_d, generated_frames,
                                    evaluations, audio_latents, audio_samples, audio_rate, sampler,
                                    causal_chunks, cache_records, video_shift, audio_shift, warnings, endless,
-                                   keyframe_anchors)
+                                   keyframe_anchors, references, condition_rows, vision_rows)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TimedPrompt, seconds, prompt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GenerationRequest, prompt, embeds_path, width, height, num_frames, steps,
                                    seed, audio, sampler, sink, window, video_shift, audio_shift, lora,

@@ -12,9 +12,12 @@ namespace h3 {
 constexpr int64_t kMinSide = 16, kMaxSide = 4096;  // width, height in pixels
 constexpr int64_t kMinFrames = 1, kMaxFrames = 1024;
 constexpr int64_t kMinSteps = 2, kMaxSteps = 1000;  // grid points N (N-1 evaluations)
-// An FL2VA keyframe as decoded, before the engine puts it onto the canvas: each side at least one
-// patch of the vision tower, at most 8192 x 8192 pixels (192 MiB of RGB).
+// An FL2VA keyframe or a Ref2VA reference as decoded, before the engine resizes it: each side at
+// least one patch of the vision tower, at most 8192 x 8192 pixels (192 MiB of RGB).
 constexpr int64_t kMinPictureSide = 16, kMaxPicturePixels = int64_t(8192) * 8192;
+// Ref2VA: the image references one request may carry, as released (diffusers' setup step: 9 images
+// of at most 12 references of any kind; video and audio references are not built here).
+constexpr int64_t kMaxReferenceImages = 9;
 
 // The chunk-causal sampler (docs/causal.md): forwards per chunk, pinned KV-cache records (the
 // text first), recent chunks kept (-1: none evicted), and RAVEN's defaults.

@@ -68,13 +68,22 @@ int64_t decode_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s
          clip_frames * clip_px * channels;
 }
 
-// FL2VA's parts for `p`'s keyframes on the canvas. Activations calibrated on the release's
-// sizes at 1344 x 768 (docs/performance.md, "Image conditioning": +349 MiB for the encoder's
-// tiles, the tower's about 2.2 GB beside its weights): the encoder holds about 12 maps of a tile
-// at its first level's width; the tower, per frame of patches, two copies of the attention scores
-// and 16 rows of its width per patch.
+// FL2VA's and Ref2VA's parts for `p`'s pictures: keyframes on the canvas, references at their
+// own sizes, one at a time (the largest counts). Activations calibrated on the release's sizes at
+// 1344 x 768 (docs/performance.md, "Image conditioning": +349 MiB for the encoder's tiles, the
+// tower's about 2.2 GB beside its weights): the encoder holds about 12 maps of a tile at its first
+// level's width; the tower, per frame of patches, two copies of the attention scores and 16 rows
+// of its width per patch.
 int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s) {
-  if (p.keyframe_anchors.empty()) return 0;
+  if (p.keyframe_anchors.empty() && p.references.empty()) return 0;
+  // The largest picture: the canvas for keyframes, else the largest reference.
+  int64_t pic_w = p.canvas_width, pic_h = p.canvas_height;
+  if (p.keyframe_anchors.empty()) {
+    pic_w = pic_h = 0;
+    for (const PlannedReference& r : p.references) {
+      if (r.width * r.height > pic_w * pic_h) pic_w = r.width, pic_h = r.height;
+    }
+  }
   const vae::VaeConfig& v = m.vae;
   int64_t encoder_params = 0;
   for (const auto& t : vae::encoder_tensors(v)) {
@@ -82,7 +91,7 @@ int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemorySh
     for (int64_t d : t.shape) n *= d;
     encoder_params += n;
   }
-  const int64_t tile = std::min<int64_t>(v.tile_size, std::max(p.canvas_width, p.canvas_height));
+  const int64_t tile = std::min<int64_t>(v.tile_size, std::max(pic_w, pic_h));
   const int64_t encoder_act =
       12 * tile * tile * (v.encoder_channels.empty() ? 128 : v.encoder_channels[0]) * kF32;
   int64_t tower_params = 0, tower_act = 0;
@@ -90,8 +99,8 @@ int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemorySh
     const text::VisionConfig& t = *m.vision;
     for (const auto& q : text::vision_parameters(t)) tower_params += q.numel();
     const text::ImageProcessorConfig proc;
-    const auto hw = text::smart_resize(p.canvas_height, p.canvas_width, t.patch_size * t.spatial_merge_size,
-                                       proc.min_pixels, proc.max_pixels);
+    const auto hw = text::smart_resize(pic_h, pic_w, t.patch_size * t.spatial_merge_size, proc.min_pixels,
+                                       proc.max_pixels);
     const int64_t patches = (hw[0] / t.patch_size) * (hw[1] / t.patch_size);
     tower_act = 2 * patches * patches * t.num_heads * kF32 + 16 * patches * t.hidden_size * kF32;
   }
@@ -198,7 +207,8 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
                                   c.num_layers * cache_rows * 2 * (c.inner_dim() / tp) * s.activation_bytes +
                                   chunk_rows * (cache_rows + chunk_rows) * (c.num_heads / tp) * kF32);
   } else {
-    e.dit_rows = kTextRowsReserve + audio_rows + video_rows;
+    // The condition blocks and the pictures' vision blocks are rows of every forward too.
+    e.dit_rows = kTextRowsReserve + p.vision_rows + p.condition_rows + audio_rows + video_rows;
     e.dit_bytes = s.ranks_here * dit_bytes_per_rank(c, e.dit_rows, s);
   }
   e.decode_bytes = decode_bytes(m, p, s);
@@ -284,7 +294,7 @@ void check_request_memory(const ModelInfo& m, const GenerationRequest& req, cons
                                        " rows: " + format_bytes(e.dit_bytes)
           : largest == e.decode_bytes
               ? "the video decode of one clip: " + format_bytes(e.decode_bytes)
-              : "the keyframes' VAE encoder and vision tower: " + format_bytes(e.conditioning_bytes))
+              : "the pictures' VAE encoder and vision tower: " + format_bytes(e.conditioning_bytes))
       << ", for " << s.ranks_here << (s.ranks_here == 1 ? " rank" : " ranks") << " in this process), but "
       << format_bytes(limit)
       << (given ? " is the max-memory limit" : " is available (MemAvailable, or the cgroup's memory.max)")

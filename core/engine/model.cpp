@@ -47,6 +47,23 @@ double read_shift(const fs::path& dir, double fallback) {
   return j["shift"].get<double>();
 }
 
+// model_index.json's "_minimax_h3" "tasks" (the native partitions'); empty where it has none.
+std::vector<std::string> read_tasks(const json& idx, const fs::path& index) {
+  std::vector<std::string> tasks;
+  if (!idx.contains("_minimax_h3")) return tasks;
+  const json& r = idx["_minimax_h3"];
+  if (!r.is_object() || (r.contains("tasks") && !r["tasks"].is_array())) {
+    throw Error(ErrorKind::kFormat,
+                index.string() + ": \"_minimax_h3\" must be an object whose \"tasks\" is a list");
+  }
+  for (const json& t : r.value("tasks", json::array())) {
+    if (!t.is_string())
+      throw Error(ErrorKind::kFormat, index.string() + ": \"_minimax_h3\".\"tasks\" must hold strings");
+    tasks.push_back(t.get<std::string>());
+  }
+  return tasks;
+}
+
 int64_t default_field(const json& d, const char* key, int64_t fallback, const fs::path& origin) {
   if (!d.contains(key)) return fallback;
   if (!d[key].is_number_integer() || d[key].get<int64_t>() < 1) {
@@ -65,7 +82,7 @@ void check_range(const char* field, int64_t v, int64_t lo, int64_t hi, const std
 
 }  // namespace
 
-ModelInfo read_model(const std::string& dir) {
+ModelInfo read_model(const std::string& dir, bool ref2va) {
   const fs::path root(dir);
   if (dir.empty()) throw Error(ErrorKind::kNotFound, "no model folder given");
   if (!fs::is_directory(root)) {
@@ -91,8 +108,24 @@ ModelInfo read_model(const std::string& dir) {
   m.vae_dir =
       (root / (!fs::is_directory(root / "vae") && fs::is_directory(root / "video_vae") ? "video_vae" : "vae"))
           .string();
-  if (!fs::is_regular_file(root / "transformer" / "config.json")) {
-    throw Error(ErrorKind::kNotFound, (root / "transformer" / "config.json").string() +
+  // The partition's tasks first: they say whether transformer/ is Ref2VA's (a native Ref2VA/).
+  m.tasks = read_tasks(idx, index);
+  const bool native_ref2va = std::find(m.tasks.begin(), m.tasks.end(), "ref2va") != m.tasks.end();
+  if (ref2va && !native_ref2va) {
+    // The diffusers layout keeps Ref2VA's DiT beside FL2VA's, as transformer_ref/.
+    if (!idx.contains("transformer_ref") || !fs::is_regular_file(root / "transformer_ref" / "config.json")) {
+      throw Error(ErrorKind::kNotFound,
+                  dir +
+                      " has no Ref2VA DiT, which reference-conditioned requests need: the diffusers layout "
+                      "keeps it in transformer_ref/ (listed in model_index.json), a native Ref2VA/ partition "
+                      "lists \"ref2va\" in model_index.json's \"_minimax_h3\" tasks");
+    }
+    m.transformer_dir = (root / "transformer_ref").string();
+    m.tasks = {"ref2va"};
+  }
+  m.ref2va = ref2va || native_ref2va;
+  if (!fs::is_regular_file(fs::path(m.transformer_dir) / "config.json")) {
+    throw Error(ErrorKind::kNotFound, (fs::path(m.transformer_dir) / "config.json").string() +
                                           ": missing (the DiT's config; the release "
                                           "layout keeps it in transformer/)");
   }
@@ -146,18 +179,6 @@ ModelInfo read_model(const std::string& dir) {
   m.video_shift = read_shift(root / "scheduler", dit::kVideoShift);
   m.audio_shift = read_shift(root / "audio_scheduler", dit::kAudioShift);
 
-  if (idx.contains("_minimax_h3")) {
-    const json& r = idx["_minimax_h3"];
-    if (!r.is_object() || (r.contains("tasks") && !r["tasks"].is_array())) {
-      throw Error(ErrorKind::kFormat,
-                  index.string() + ": \"_minimax_h3\" must be an object whose \"tasks\" is a list");
-    }
-    for (const json& t : r.value("tasks", json::array())) {
-      if (!t.is_string())
-        throw Error(ErrorKind::kFormat, index.string() + ": \"_minimax_h3\".\"tasks\" must hold strings");
-      m.tasks.push_back(t.get<std::string>());
-    }
-  }
   if (idx.contains("gst_h3")) {
     const json& d = idx["gst_h3"];
     if (!d.is_object()) throw Error(ErrorKind::kFormat, index.string() + ": \"gst_h3\" must be an object");
@@ -165,6 +186,8 @@ ModelInfo read_model(const std::string& dir) {
     m.defaults.height = default_field(d, "default_height", m.defaults.height, index);
     m.defaults.num_frames = default_field(d, "default_frames", m.defaults.num_frames, index);
     m.defaults.steps = default_field(d, "default_steps", m.defaults.steps, index);
+    m.defaults.reference_short_edge =
+        default_field(d, "reference_short_edge", m.defaults.reference_short_edge, index);
   }
   return m;
 }
@@ -179,8 +202,8 @@ void require_audio_vae(const ModelInfo& m) {
 
 namespace {
 
-void check_picture(const Picture& pic, const char* property) {
-  const std::string name = std::string(property) + " '" + pic.source + "'";
+void check_picture(const Picture& pic, const std::string& property) {
+  const std::string name = property + " '" + pic.source + "'";
   const std::string size = std::to_string(pic.width) + "x" + std::to_string(pic.height);
   // The size first: a caller's decoder names it before it allocates the pixels (pictures/).
   if (pic.width < kMinPictureSide || pic.height < kMinPictureSide) {
@@ -228,11 +251,68 @@ void plan_keyframes(const ModelInfo& m, const GenerationRequest& req, ClipPlan& 
   p.width = hw[1];
 }
 
+void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan& p) {
+  if (req.references.empty()) return;
+  if (!req.first_frame.empty() || !req.last_frame.empty()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "references (Ref2VA) and first-frame / last-frame (FL2VA) are different tasks of different "
+                "checkpoints: give one or the other");
+  }
+  const int64_t n = static_cast<int64_t>(req.references.size());
+  if (n > kMaxReferenceImages) {
+    throw Error(ErrorKind::kInvalidArgument, std::to_string(n) +
+                                                 " image references: the released model reads "
+                                                 "at most " +
+                                                 std::to_string(kMaxReferenceImages) +
+                                                 " (references); leave some out");
+  }
+  if ((req.width == 0) != (req.height == 0)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "give width and height together, or neither: with references the canvas is then the "
+                "model's default (references never set it)");
+  }
+  const int64_t edge = m.defaults.reference_short_edge, multiple = dit::kCanvasMultiple;
+  for (int64_t i = 0; i < n; ++i) {
+    const Picture& pic = req.references[static_cast<size_t>(i)];
+    const std::string name = "reference " + std::to_string(i + 1);
+    check_picture(pic, name);
+    if (pic.width > 4 * pic.height || pic.height > 4 * pic.width) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  name + " '" + pic.source + "' is " + std::to_string(pic.width) + "x" +
+                      std::to_string(pic.height) +
+                      ": the released model takes aspect ratios from 1:4 to 4:1; crop it");
+    }
+    // The reference pipelines' rule, in their float arithmetic: scale = edge / short side, each
+    // side round(side * scale / 32) * 32 (Python's round: halves to even), at least 32.
+    const double scale = static_cast<double>(edge) / static_cast<double>(std::min(pic.width, pic.height));
+    auto side = [&](int64_t v) {
+      const auto r = static_cast<int64_t>(std::nearbyint(static_cast<double>(v) * scale / multiple));
+      return std::max(multiple, r * multiple);
+    };
+    p.references.push_back({side(pic.width), side(pic.height)});
+  }
+}
+
+namespace {
+
+// The text rows a picture of width x height adds to the prompt's presentation: its vision block
+// (the tower's merged patches after Qwen3-VL's resize, and its start and end tokens) and its
+// "<Picture i>: " label (at most 8 tokens: the release's tokenizer gives 6).
+int64_t vision_block_rows(const text::VisionConfig& v, int64_t width, int64_t height) {
+  const text::ImageProcessorConfig proc;
+  const int64_t factor = v.patch_size * v.spatial_merge_size;
+  const auto hw = text::smart_resize(height, width, factor, proc.min_pixels, proc.max_pixels);
+  return (hw[0] / factor) * (hw[1] / factor) + 2 + 8;
+}
+
+}  // namespace
+
 ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   ClipPlan p{};
   p.width = req.width != 0 ? req.width : m.defaults.width;
   p.height = req.height != 0 ? req.height : m.defaults.height;
   plan_keyframes(m, req, p);
+  plan_references(m, req, p);
   p.num_frames = req.num_frames != 0 ? req.num_frames : m.defaults.num_frames;
   p.sampler = req.sampler.empty() ? "euler" : req.sampler;
   if (p.sampler != "euler" && p.sampler != "causal") {
@@ -309,6 +389,11 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
         ErrorKind::kNotFound,
         "lora '" + req.lora + "' does not exist: give a PEFT adapter_model.safetensors or its folder");
   }
+  if (causal && !p.references.empty()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "references condition the euler sampler only: the causal sampler has no reference path "
+                "(RAVEN-Streaming is text to video); use sampler=euler, or leave the references out");
+  }
   if (causal && !p.keyframe_anchors.empty()) {
     throw Error(
         ErrorKind::kInvalidArgument,
@@ -326,6 +411,16 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   };
   p.canvas_width = up32(p.width);
   p.canvas_height = up32(p.height);
+  // The condition blocks' DiT rows (2x2 latent patches) and their vision blocks' text rows.
+  const int64_t patch_px = dit::kVaeSpatialRatio * 2;
+  for (size_t i = 0; i < p.keyframe_anchors.size(); ++i) {
+    p.condition_rows += (p.canvas_width / patch_px) * (p.canvas_height / patch_px);
+    if (m.vision) p.vision_rows += vision_block_rows(*m.vision, p.canvas_width, p.canvas_height);
+  }
+  for (const PlannedReference& r : p.references) {
+    p.condition_rows += (r.width / patch_px) * (r.height / patch_px);
+    if (m.vision) p.vision_rows += vision_block_rows(*m.vision, r.width, r.height);
+  }
   // The model makes 17n+5 frames; the VAE's temporal plan needs at least one whole chunk
   // (7 latents -> 22 frames), so shorter requests are generated at 22 and trimmed. An endless
   // stream is planned as the longest one (its plan's latents), and never trimmed.
@@ -368,38 +463,76 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
 
 namespace h3 {
 
-std::string fl2va_missing(const ModelInfo& m, bool embeddings) {
-  const std::string index = (fs::path(m.dir) / "model_index.json").string();
-  if (!m.tasks.empty() && std::find(m.tasks.begin(), m.tasks.end(), "fl2va") == m.tasks.end()) {
-    std::string list;
-    for (const auto& t : m.tasks) list += (list.empty() ? "" : ", ") + t;
-    return index + " lists the tasks [" + list +
-           "]: this checkpoint has no keyframe condition path (the release's FL2VA/ partition and its "
-           "diffusers "
-           "transformer/ have one)";
-  }
+namespace {
+
+std::string task_list(const ModelInfo& m) {
+  std::string list;
+  for (const auto& t : m.tasks) list += (list.empty() ? "" : ", ") + t;
+  return "[" + list + "]";
+}
+
+// What FL2VA and Ref2VA both need beside their DiT: the VAE's encoder for the pictures' latents
+// and, unless the presentation comes as embeddings, the vision tower that sees them.
+std::string encoders_missing(const ModelInfo& m, bool embeddings, const std::string& task,
+                             const std::string& pictures) {
   try {
     const vae::VaeSource src = vae::find_vae(m.vae_dir);
     const io::Weights w = io::Weights::open(
         src.weights_path, {io::ModelKind::kVideoVae, src.config.num_heads, src.config.head_dim});
     if (!w.contains("encoder.conv_in.weight")) {
-      return w.path() +
-             ": the video VAE checkpoint holds no encoder (encoder.conv_in.weight), which FL2VA needs "
-             "to turn the keyframes into latents (the release's vae/ and FL2VA/video_vae/ hold one)";
+      return w.path() + ": the video VAE checkpoint holds no encoder (encoder.conv_in.weight), which " +
+             task + " needs to turn the " + pictures +
+             " into latents (the release's vae/, FL2VA/video_vae/ and Ref2VA/video_vae/ hold one)";
     }
   } catch (const Error& e) {
     return e.what();
   }
   if (!embeddings) {
     if (!m.prompt_encoder) {
-      return m.dir +
-             " has no Qwen3-VL text encoder (text_encoder/ and tokenizer/): FL2VA presents the keyframes to "
-             "it "
-             "beside the prompt; give precomputed embeddings of that presentation instead";
+      return m.dir + " has no Qwen3-VL text encoder (text_encoder/ and tokenizer/): " + task +
+             " presents the " + pictures +
+             " to it beside the prompt; give precomputed embeddings of that presentation instead";
     }
-    if (!m.vision) return m.vision_missing + ": FL2VA's vision tower sees the keyframes beside the prompt";
+    if (!m.vision)
+      return m.vision_missing + ": " + task + "'s vision tower sees the " + pictures + " beside the prompt";
   }
   return {};
+}
+
+}  // namespace
+
+std::string fl2va_missing(const ModelInfo& m, bool embeddings) {
+  const std::string index = (fs::path(m.dir) / "model_index.json").string();
+  if (!m.tasks.empty() && std::find(m.tasks.begin(), m.tasks.end(), "fl2va") == m.tasks.end()) {
+    return index + " lists the tasks " + task_list(m) +
+           ": this checkpoint has no keyframe condition path (the release's FL2VA/ partition and its "
+           "diffusers transformer/ have one)";
+  }
+  return encoders_missing(m, embeddings, "FL2VA", "keyframes");
+}
+
+std::string ref2va_missing(const ModelInfo& m, bool embeddings) {
+  if (!m.ref2va) {
+    return m.transformer_dir +
+           " is not Ref2VA's DiT: references need the engine opened with ref2va, which reads the diffusers "
+           "layout's transformer_ref/ (h3 generate --reference and the elements' references do so "
+           "themselves), or a native Ref2VA/ partition";
+  }
+  return encoders_missing(m, embeddings, "Ref2VA", "references");
+}
+
+std::string task_missing(const ModelInfo& m, const GenerationRequest& req) {
+  const bool embeddings = !req.embeds_path.empty();
+  if (!req.references.empty()) return ref2va_missing(m, embeddings);
+  const bool keyframes = !req.first_frame.empty() || !req.last_frame.empty();
+  const char* task = keyframes ? "fl2va" : "t2va";
+  if (m.ref2va && std::find(m.tasks.begin(), m.tasks.end(), task) == m.tasks.end()) {
+    return m.transformer_dir + " is Ref2VA's DiT (tasks " + task_list(m) +
+           "), which serves requests with references only: give references, or open the engine without "
+           "ref2va for " +
+           (keyframes ? "first-frame / last-frame (FL2VA)" : "a prompt alone (T2VA)");
+  }
+  return keyframes ? fl2va_missing(m, embeddings) : std::string();
 }
 
 }  // namespace h3

@@ -19,6 +19,9 @@ namespace h3 {
 struct ModelDefaults {
   // §11 of docs/h3-model.md for the release: 16:9 canvas 1344x768, 124 frames, 50 grid points.
   int64_t width = 1344, height = 768, num_frames = 124, steps = 50;
+  // Ref2VA: the short edge an image reference is encoded at, whatever the canvas (the release:
+  // 2048, diffusers' `reference_image_short_edge`).
+  int64_t reference_short_edge = 2048;
 };
 
 struct ModelInfo {
@@ -44,17 +47,30 @@ struct ModelInfo {
   // cannot describe a tower).
   std::optional<text::VisionConfig> vision;
   std::string vision_missing;
+  // transformer_dir holds Ref2VA's DiT (read_model's `ref2va`, or a native partition listing
+  // "ref2va"): it serves requests with references, and only those (the release's two DiTs share
+  // their shapes but were trained for different tasks).
+  bool ref2va = false;
 };
 
-// Reads and cross-checks the configs. Throws h3::Error: kNotFound (no folder, no
-// model_index.json, no transformer/ or vae/ config), kFormat (unreadable JSON), kMismatch
-// (transformer and VAE disagree), each naming the file and what to fix.
-ModelInfo read_model(const std::string& dir);
+// Reads and cross-checks the configs. `ref2va`: read Ref2VA's DiT, the diffusers layout's
+// transformer_ref/ (a native Ref2VA/ partition's transformer/ is read either way). Throws
+// h3::Error: kNotFound (no folder, no model_index.json, no transformer/ or vae/ config, no Ref2VA
+// DiT), kFormat (unreadable JSON), kMismatch (transformer and VAE disagree), each naming the file
+// and what to fix.
+ModelInfo read_model(const std::string& dir, bool ref2va = false);
 
 // Why `m` cannot condition on keyframes (FL2VA), or empty when it can: its partition lists no
 // "fl2va" task, its VAE checkpoint holds no encoder, or (unless the prompt comes as precomputed
 // embeddings, `embeddings`) its text encoder has no vision tower. Reads safetensors headers only.
 std::string fl2va_missing(const ModelInfo& m, bool embeddings);
+// Why `m` cannot condition on references (Ref2VA), or empty when it can: its DiT is not Ref2VA's,
+// its VAE checkpoint holds no encoder, or (without `embeddings`) it has no vision tower.
+std::string ref2va_missing(const ModelInfo& m, bool embeddings);
+// Why `m`'s DiT does not serve `req`'s task (T2VA, FL2VA or Ref2VA), or empty: Ref2VA's DiT serves
+// only requests with references, FL2VA's only those without; a partition serves the tasks its
+// index lists. Then, for FL2VA and Ref2VA, what fl2va_missing / ref2va_missing say.
+std::string task_missing(const ModelInfo& m, const GenerationRequest& req);
 
 // Throws h3::Error(kNotFound) naming <dir>/audio_vae when the model cannot make a soundtrack.
 void require_audio_vae(const ModelInfo& m);
@@ -63,6 +79,13 @@ void require_audio_vae(const ModelInfo& m);
 // source), records their anchors in `p` and, when the request gives no size, sets p.width and
 // p.height to the canvas of the first picture's aspect ratio. Nothing for a T2VA request.
 void plan_keyframes(const ModelInfo& m, const GenerationRequest& req, ClipPlan& p);
+
+// Ref2VA: checks the request's references (kInvalidArgument naming "reference N" and the source:
+// size, aspect ratio within 1:4..4:1, at most kMaxReferenceImages, not beside keyframes) and
+// records the size each is encoded at in `p`: a short edge of m.defaults.reference_short_edge,
+// each side rounded (halves to even) to a multiple of 32, as the reference pipelines do. The
+// canvas is the request's (width and height together) or the model's default.
+void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan& p);
 
 // Resolves 0 fields to the model's defaults and validates the request's numbers.
 ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req);

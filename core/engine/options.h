@@ -26,6 +26,10 @@ struct EngineOptions {
   // the cost of a reload per prompt. Only a model with its own text encoder is affected; the
   // vision tower FL2VA loads is dropped with it.
   bool free_text_encoder = false;
+  // Read Ref2VA's DiT (the diffusers layout's transformer_ref/) instead of transformer/: such an
+  // engine serves requests with references (GenerationRequest::references), and only those; one
+  // without serves T2VA and FL2VA. A native Ref2VA/ partition is Ref2VA's either way (its tasks).
+  bool ref2va = false;
   // What the DiT's residual stream and block weights and the text encoder compute in: "fp32" or
   // "bf16"; empty: the device's default (fp32 on cpu, bf16 on cuda as released). The VAE and the
   // audio VAE stay fp32. bf16 halves the DiT's weight memory; it is fast only on a CPU with
@@ -57,9 +61,9 @@ struct EngineOptions {
   bool operator==(const EngineOptions& o) const {
     return model_dir == o.model_dir && ranks == o.ranks && tp == o.tp && sp == o.sp && device == o.device &&
            timeout == o.timeout && free_text_encoder == o.free_text_encoder &&
-           compute_dtype == o.compute_dtype && adaln_tables == o.adaln_tables && max_memory == o.max_memory &&
-           device_memory == o.device_memory && rendezvous == o.rendezvous && world_size == o.world_size &&
-           token_file == o.token_file;
+           compute_dtype == o.compute_dtype && ref2va == o.ref2va && adaln_tables == o.adaln_tables &&
+           max_memory == o.max_memory && device_memory == o.device_memory && rendezvous == o.rendezvous &&
+           world_size == o.world_size && token_file == o.token_file;
   }
   bool operator!=(const EngineOptions& o) const { return !(*this == o); }
 };

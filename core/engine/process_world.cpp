@@ -71,7 +71,7 @@ void run_worker(const WorkerOptions& o) {
     throw Error(ErrorKind::kInvalidArgument, "device = \"" + o.device + "\": must be cpu or cuda:K");
   }
   if (o.timeout.count() <= 0) throw Error(ErrorKind::kInvalidArgument, "timeout must be positive");
-  const ModelInfo model = read_model(o.model_dir);
+  const ModelInfo model = read_model(o.model_dir, o.ref2va);
   dit::check_layout(model.dit, o.world_size, o.sp);
   engine_detail::RankSetup setup;
   setup.device = o.device;

@@ -59,6 +59,18 @@ struct GenerationRequest {
   // width and height are given, the canvas follows the aspect ratio of the first one given
   // (ClipPlan::keyframe_anchors). Rank 0 alone holds the pixels: they never travel in a Job.
   Picture first_frame, last_frame;
+  // Ref2VA (reference-conditioned generation, the Euler sampler, an engine opened with the Ref2VA
+  // DiT: EngineOptions::ref2va): image references, in the order the model reads them (the order
+  // labels them "<Picture i>" in the prompt's presentation and gives each its time slot, so
+  // another order is another request). Each is encoded at its own size (a short edge of
+  // ModelDefaults::reference_short_edge); they never set the canvas. At most kMaxReferenceImages.
+  // Video and audio references are not built. Rank 0 alone holds the pixels.
+  std::vector<Picture> references;
+};
+
+// A Ref2VA reference as planned: the size it is encoded at.
+struct PlannedReference {
+  int64_t width = 0, height = 0;
 };
 
 // What a request will produce, computed before any work (validated; throws h3::Error
@@ -94,6 +106,12 @@ struct ClipPlan {
   std::vector<std::string> warnings;
   // FL2VA: the keyframes in packed order, "first" and/or "last"; empty: T2VA.
   std::vector<std::string> keyframe_anchors;
+  // Ref2VA: each image reference's encoded size, in packed order; empty: not Ref2VA.
+  std::vector<PlannedReference> references;
+  // The DiT rows the condition blocks add (keyframes, references: one per 2x2 latent patch) and
+  // the text rows the pictures add to the prompt's presentation (their vision blocks; 0 where the
+  // model has no vision tower): both part of every forward, counted by the memory estimates.
+  int64_t condition_rows = 0, vision_rows = 0;
 };
 
 }  // namespace h3

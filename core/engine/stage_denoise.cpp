@@ -12,23 +12,25 @@
 namespace h3::engine_detail {
 namespace {
 
-// One CPU generator seeded with the request's seed, drawn on rank 0: the keyframes' noise (FL2VA),
-// then the video, then the audio.
+// One CPU generator seeded with the request's seed, drawn on rank 0: the condition blocks' noise
+// (FL2VA's keyframes, Ref2VA's references; each of its latent's shape), then the video, then the
+// audio.
 dit::Latents shared_noise(const StageContext& c, uint64_t seed, std::vector<at::Tensor>& keyframe_noise,
-                          int64_t keyframes) {
+                          const std::vector<at::Tensor>& keyframes) {
   const ClipPlan& p = c.plan;
   const int64_t h = p.canvas_height / dit::kVaeSpatialRatio, w = p.canvas_width / dit::kVaeSpatialRatio;
   const std::vector<int64_t> vshape{1, c.model.dit.in_channels, p.latent_frames, h, w};
   const std::vector<int64_t> ashape{2 * p.audio_latents, c.model.dit.audio_in_channels};
-  const std::vector<int64_t> kshape{1, c.model.dit.in_channels, 1, h, w};
+  std::vector<std::vector<int64_t>> kshapes;
+  for (const at::Tensor& k : keyframes) kshapes.push_back(k.sizes().vec());
   dit::Latents noise;
   if (c.root()) {
-    noise = dit::draw_noise(seed, vshape, ashape, keyframes, kshape, keyframe_noise);
+    noise = dit::draw_noise(seed, vshape, ashape, kshapes, keyframe_noise);
   } else {
     noise.video = at::empty(vshape, at::kFloat);
     noise.audio = at::empty(ashape, at::kFloat);
-    keyframe_noise.assign(static_cast<size_t>(keyframes), at::Tensor());
-    for (auto& n : keyframe_noise) n = at::empty(kshape, at::kFloat);
+    keyframe_noise.clear();
+    for (const auto& shape : kshapes) keyframe_noise.push_back(at::empty(shape, at::kFloat));
   }
   for (auto& n : keyframe_noise) c.group.broadcast(n, 0);
   c.group.broadcast(noise.video, 0);
@@ -115,7 +117,7 @@ dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Co
   dr.text = cond.embeds;
   dr.text_tags = cond.tags;
   std::vector<at::Tensor> keyframe_noise;
-  dr.noise = shared_noise(c, job.request.seed, keyframe_noise, static_cast<int64_t>(keyframes.size()));
+  dr.noise = shared_noise(c, job.request.seed, keyframe_noise, keyframes);
   for (size_t i = 0; i < keyframes.size(); ++i) {
     dr.keyframes.push_back({dit::noised_keyframe(keyframes[i], keyframe_noise[i]), anchors[i]});
   }

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
 #include <string>
 
 #include "common/error.h"
@@ -44,27 +45,43 @@ void ensure_vision_tower(const StageContext& c) {
 KeyframePictures keyframe_pictures_stage(const StageContext& c, const GenerationRequest* own) {
   KeyframePictures k;
   const std::vector<std::string>& anchors = c.plan.keyframe_anchors;
-  if (anchors.empty()) return k;
-  const int64_t w = c.plan.canvas_width, h = c.plan.canvas_height;
+  const std::vector<PlannedReference>& references = c.plan.references;
+  if (anchors.empty() && references.empty()) return k;
+  // Each picture's size as every rank knows it from the plan: the canvas, or a reference's own.
+  std::vector<std::array<int64_t, 2>> sizes;  // (height, width)
+  for (size_t i = 0; i < anchors.size(); ++i) sizes.push_back({c.plan.canvas_height, c.plan.canvas_width});
+  for (const PlannedReference& r : references) sizes.push_back({r.height, r.width});
   dist::LocalFailure f;
   if (c.root()) {
     try {
-      if (!own) throw Error(ErrorKind::kInternal, "rank 0 holds no request to take the keyframes from");
-      std::vector<image::Rgb8> given;
-      for (const std::string& a : anchors) {
-        const Picture& pic = a == "first" ? own->first_frame : own->last_frame;
-        given.push_back({pic.width, pic.height, pic.rgb});
+      if (!own) throw Error(ErrorKind::kInternal, "rank 0 holds no request to take the pictures from");
+      auto rgb8 = [](const Picture& pic) { return image::Rgb8{pic.width, pic.height, pic.rgb}; };
+      std::vector<image::Rgb8> placed;
+      if (!anchors.empty()) {
+        std::vector<image::Rgb8> given;
+        for (const std::string& a : anchors)
+          given.push_back(rgb8(a == "first" ? own->first_frame : own->last_frame));
+        placed = image::onto_canvas(given, c.plan.canvas_width, c.plan.canvas_height);
+      } else {
+        if (own->references.size() != references.size()) {
+          throw Error(ErrorKind::kInternal, "rank 0's request and its plan disagree on the references");
+        }
+        // Stretched to the size the plan chose for it (its own aspect ratio, rounded to 32 px).
+        for (size_t i = 0; i < references.size(); ++i) {
+          placed.push_back(
+              image::stretch_onto(rgb8(own->references[i]), references[i].width, references[i].height));
+        }
       }
-      for (image::Rgb8& p : image::onto_canvas(given, w, h)) {
-        k.pixels.push_back(at::from_blob(p.rgb.data(), {h, w, 3}, at::kByte).clone());
+      for (image::Rgb8& p : placed) {
+        k.pixels.push_back(at::from_blob(p.rgb.data(), {p.height, p.width, 3}, at::kByte).clone());
       }
     } catch (...) {
       f.capture();
     }
   }
   dist::agree_or_throw(c.group, f);
-  for (size_t i = 0; i < anchors.size(); ++i) {
-    at::Tensor t = c.root() ? k.pixels[i] : at::empty({h, w, 3}, at::kByte);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    at::Tensor t = c.root() ? k.pixels[i] : at::empty({sizes[i][0], sizes[i][1], 3}, at::kByte);
     t = t.to(c.group.device());
     c.group.broadcast(t, 0);
     if (c.root()) continue;
@@ -73,6 +90,7 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
   for (const std::string& a : anchors) {
     k.anchors.push_back(a == "first" ? dit::KeyframeAnchor::kFirst : dit::KeyframeAnchor::kLast);
   }
+  k.anchors.insert(k.anchors.end(), references.size(), dit::KeyframeAnchor::kReference);
   return k;
 }
 

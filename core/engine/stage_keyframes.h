@@ -1,8 +1,9 @@
-// The FL2VA stages (docs/conditioning.md): rank 0 puts the request's pictures onto the canvas and
-// every rank receives the pixels; the video VAE's encoder turns them into the keyframes'
-// conditioning latents (its tiles spread over the ranks); the vision tower (tensor-parallel, like
-// the text encoder) into the features the prompt's presentation carries. The encoder and the
-// tower are read on every rank by the first request with keyframes and kept.
+// The FL2VA and Ref2VA stages (docs/conditioning.md): rank 0 puts the request's pictures onto the
+// canvas (keyframes) or resizes them to their planned sizes (references) and every rank receives
+// the pixels; the video VAE's encoder turns them into the condition blocks' latents (its tiles
+// spread over the ranks); the vision tower (tensor-parallel, like the text encoder) into the
+// features the prompt's presentation carries. The encoder and the tower are read on every rank by
+// the first request with pictures and kept.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -16,16 +17,19 @@
 namespace h3::engine_detail {
 
 struct KeyframePictures {
-  std::vector<at::Tensor> pixels;  // uint8 [canvas height, canvas width, 3] each, packed order
+  // uint8 [height, width, 3] each, packed order: keyframes on the canvas, references at their own
+  // planned sizes.
+  std::vector<at::Tensor> pixels;
   std::vector<dit::KeyframeAnchor> anchors;
   bool empty() const { return pixels.empty(); }
 };
 
-// Every rank: the plan's keyframes on the canvas (empty for T2VA). `own` is rank 0's request as
-// its caller gave it, with the pictures (a Job carries none); null on the other ranks.
+// Every rank: the plan's keyframes on the canvas, or its references at their sizes (empty for
+// T2VA). `own` is rank 0's request as its caller gave it, with the pictures (a Job carries none);
+// null on the other ranks.
 KeyframePictures keyframe_pictures_stage(const StageContext& c, const GenerationRequest* own);
 
-// Every rank: the normalised conditioning latents [1, C, 1, h, w] of each keyframe, fp32 CPU, the
+// Every rank: the normalised conditioning latents [1, C, 1, h, w] of each picture, fp32 CPU, the
 // same on every rank (the release's recipe: posterior sample under seed 42, rounded to fp16).
 std::vector<at::Tensor> keyframe_latents_stage(const StageContext& c, const KeyframePictures& k);
 

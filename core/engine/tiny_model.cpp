@@ -60,6 +60,12 @@ std::string model_index_json(const TinySpec& s, uint64_t seed) {
         {"default_frames", s.defaults.num_frames},
         {"default_steps", s.defaults.steps}}},
   };
+  if (s.conditioning) {
+    // Ref2VA's DiT beside FL2VA's, as the diffusers layout keeps it, and the short edge its image
+    // references are encoded at (the release's 2048 scaled to the tiny canvas).
+    j["transformer_ref"] = component_entry("diffusers", "MiniMaxH3Transformer3DModel", "transformer_ref");
+    j["gst_h3"]["reference_short_edge"] = s.defaults.reference_short_edge;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -156,6 +162,7 @@ std::string default_tokenizer_source() {
 TinySpec tiny_conditioning_spec() {
   TinySpec s = tiny_spec();
   s.conditioning = true;
+  s.defaults.reference_short_edge = 96;
   s.vae.encoder_channels = {8, 16, 16, 16, 24, 24};
   s.vae.encoder_norm_groups = 4;
   text::VisionConfig& v = s.vision;
@@ -208,8 +215,12 @@ void write_random_model(const std::string& dir, const TinySpec& s, uint64_t seed
   if (want("scheduler")) write_text(root / "scheduler" / "scheduler_config.json", scheduler_json(12.0));
   if (want("audio_scheduler"))
     write_text(root / "audio_scheduler" / "scheduler_config.json", scheduler_json(3.0));
-  if (want("transformer"))
+  if (want("transformer")) {
     dit::write_random_transformer((root / "transformer").string(), s.dit, sub_seed(seed, 1));
+    // Ref2VA's DiT: the same shapes, other weights (the release's two partitions differ likewise).
+    if (s.conditioning)
+      dit::write_random_transformer((root / "transformer_ref").string(), s.dit, sub_seed(seed, 6));
+  }
   if (want("vae")) {
     write_text(root / "vae" / "config.json", vae_config_json(s.vae));
     auto tensors = vae::random_decoder_tensors(s.vae, sub_seed(seed, 2));

@@ -26,7 +26,8 @@ struct TinySpec {
   text::EncoderConfig encoder;     // its hidden size is written as the DiT's text_dim
   int64_t text_encoder_layer = 2;  // K: the conditioning is hidden_states[K] (model_index.json)
   ModelDefaults defaults;
-  // FL2VA's condition path (make-tiny --conditioning): the encoder tensors in vae/'s checkpoint
+  // The condition paths (make-tiny --conditioning): Ref2VA's DiT in transformer_ref/ (other
+  // random weights) and FL2VA's and Ref2VA's encoders: the encoder tensors in vae/'s checkpoint
   // (the `vae` config's encoder_* sizes) and `vision` in text_encoder/. Off: a T2VA-only model.
   bool conditioning = false;
   text::VisionConfig vision;
@@ -40,7 +41,8 @@ struct TinySpec {
 // 256x160, 48 frames, 8 grid points.
 TinySpec tiny_spec();
 
-// The tiny spec with FL2VA's condition path: a VAE encoder of channels 8, 16, 16, 16, 24, 24
+// The tiny spec with the condition paths: transformer_ref/, image references encoded at a short
+// edge of 96, a VAE encoder of channels 8, 16, 16, 16, 24, 24
 // (GroupNorm of 4 groups) and a vision tower of depth 2, width 32, 4 heads, MLP 64, a 12 x 12
 // position table, deepstack after blocks 0 and 1, out width the text encoder's.
 TinySpec tiny_conditioning_spec();

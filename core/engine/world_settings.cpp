@@ -72,6 +72,7 @@ std::string world_settings(const ModelInfo& m, int world_size, const std::string
   o["backend"] = device == "cuda" ? "nccl" : "gloo";
   o["compute-dtype"] = compute_dtype;
   o["sp-size (sequence-parallel split)"] = std::to_string(sp);
+  o["DiT (transformer/ or Ref2VA's transformer_ref/)"] = fs::path(m.transformer_dir).filename().string();
   o["h3 version"] = H3_VERSION;
   return o.dump();
 }

@@ -38,19 +38,31 @@ Args::Args(std::string command, std::vector<std::string> argv) : command_(std::m
         g.value = argv[++i];
       }
     }
-    for (const auto& prev : given_) {
-      if (prev.name == g.name) throw UsageError{"option --" + g.name + " given twice"};
-    }
+    // A repeated option is refused where it is read as one value (find), kept for strings().
     given_.push_back(std::move(g));
   }
 }
 
 const Args::Given* Args::find(const std::string& name) {
   read_.insert(name);
+  const Given* found = nullptr;
   for (const auto& g : given_) {
-    if (g.name == name) return &g;
+    if (g.name != name) continue;
+    if (found) throw UsageError{"option --" + name + " given twice"};
+    found = &g;
   }
-  return nullptr;
+  return found;
+}
+
+std::vector<std::string> Args::strings(const std::string& name) {
+  read_.insert(name);
+  std::vector<std::string> values;
+  for (const auto& g : given_) {
+    if (g.name != name) continue;
+    if (!g.value) throw UsageError{"option --" + name + " needs a value"};
+    values.push_back(*g.value);
+  }
+  return values;
 }
 
 std::optional<std::string> Args::opt_string(const std::string& name) {

@@ -27,6 +27,8 @@ class Args {
   int64_t int_required(const std::string& name, int64_t min, int64_t max);
   double double_or(const std::string& name, double fallback);
   bool flag(const std::string& name);
+  // Every value of an option that may be given several times, in order (empty: not given).
+  std::vector<std::string> strings(const std::string& name);
   const std::vector<std::string>& positional() const { return positional_; }
 
   // Throws UsageError for options given but never read.

@@ -90,11 +90,17 @@ int run(Args& a) {
   const bool quiet = a.flag("quiet");
   const auto first_frame = a.opt_string("first-frame");
   const auto last_frame = a.opt_string("last-frame");
+  const std::vector<std::string> references = a.strings("reference");
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
   if (eo.model_dir.empty()) eo.model_dir = default_model_dir();
   if (first_frame) req.first_frame = pictures::read_picture(*first_frame, "--first-frame");
   if (last_frame) req.last_frame = pictures::read_picture(*last_frame, "--last-frame");
+  for (size_t i = 0; i < references.size(); ++i) {
+    req.references.push_back(pictures::read_picture(references[i], "--reference " + std::to_string(i + 1)));
+  }
+  // References are Ref2VA's, whose DiT is transformer_ref/.
+  eo.ref2va = !req.references.empty();
 
   ProgressPrinter printer;
   const ProgressFn progress = quiet ? ProgressFn() : printer.fn();
@@ -165,7 +171,7 @@ H3_REGISTER_COMMAND(
     "generate", "a prompt or prompt embeddings in, a YUV4MPEG2 clip out (streamed chunk by chunk)",
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] [--sp N] --out FILE.y4m\n"
-    "                   [--first-frame PICTURE] [--last-frame PICTURE]\n"
+    "                   [--first-frame PICTURE] [--last-frame PICTURE] [--reference PICTURE ...]\n"
     "                   [--sampler euler|causal] [--lora FILE] [--sink N] [--window N]\n"
     "                   [--video-shift S] [--audio-shift S] [--prompt-timeline FILE]\n"
     "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
@@ -188,6 +194,11 @@ H3_REGISTER_COMMAND(
     "                       aspect ratio at the model's size; the first is stretched onto it, the last\n"
     "                       scaled to cover it and centre-cropped. Needs a model with FL2VA's condition\n"
     "                       path (a VAE encoder, a vision tower) and the euler sampler\n"
+    "  --reference PICTURE  Ref2VA: an image reference (a subject, style or scene), as a file or URI;\n"
+    "                       give it up to 9 times, in the order the model reads them. Each is encoded\n"
+    "                       at its own size (short edge 2048 in the release); the canvas stays the\n"
+    "                       request's. Reads Ref2VA's DiT (transformer_ref/) instead of transformer/;\n"
+    "                       the euler sampler. Video and audio references are not built\n"
     "  --frames F           exact output frame count (1..1024; generated as 17n+5 and trimmed)\n"
     "  --steps N            euler: grid points of the sampling schedule (>= 2; N - 1 denoiser\n"
     "                       evaluations); causal: forwards per 17-frame chunk (default 4)\n"

@@ -23,6 +23,7 @@ int run(Args& a) {
   const std::string device = a.string_or("device", "cpu");
   o.compute_dtype = a.string_or("compute-dtype", "");
   o.sp = static_cast<int>(a.int_or("sp", 1, 1, kMaxRanks));
+  o.ref2va = a.flag("ref2va");
   o.model_dir = a.string_or("model", "");
   o.timeout = std::chrono::seconds(a.int_or("timeout", kDefaultTimeout.count(), 1, 86400));
   a.finish();
@@ -53,8 +54,8 @@ int run(Args& a) {
 H3_REGISTER_COMMAND(
     "worker", "a rank in another process or on another host, serving rank 0's requests",
     "usage: h3 worker --rendezvous HOST:PORT --world-size N --rank R --token-file FILE\n"
-    "                 [--device cpu|cuda:K] [--compute-dtype fp32|bf16] [--sp S] [--model DIR] [--timeout "
-    "S]\n"
+    "                 [--device cpu|cuda:K] [--compute-dtype fp32|bf16] [--sp S] [--ref2va] [--model DIR]\n"
+    "                 [--timeout S]\n"
     "\n"
     "  --rendezvous HOST:PORT  where rank 0 (`h3 generate --rendezvous`, or the element's\n"
     "                          `rendezvous` property) serves the rendezvous store\n"
@@ -66,6 +67,8 @@ H3_REGISTER_COMMAND(
     "                          when it joins); default: the device's (fp32 on cpu, bf16 on cuda)\n"
     "  --sp S                  the DiT's Ulysses degree: rank 0's --sp (checked when it joins;\n"
     "                          default 1)\n"
+    "  --ref2va                Ref2VA's DiT (transformer_ref/): when rank 0 serves references\n"
+    "                          (checked when it joins)\n"
     "  --model DIR             the same model as rank 0's (checked when it joins)\n"
     "  --timeout S             how long to wait for rank 0, and the bound on every collective\n"
     "                          (default 120)\n"

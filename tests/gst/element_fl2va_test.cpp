@@ -1,7 +1,8 @@
-// h3videosrc's first-frame and last-frame (FL2VA, docs/element.md): pictures decoded by GStreamer
-// from a file or a URI, the canvas following the first one's aspect ratio, and the errors of a
-// missing file, of a file with no picture and of a model without the condition path — each naming
-// the property and the file.
+// h3videosrc's pictures (docs/element.md): first-frame and last-frame (FL2VA) and references
+// (Ref2VA), decoded by GStreamer from a file or a URI; FL2VA's canvas following the first one's
+// aspect ratio, Ref2VA's staying the model's; and the errors of a missing file, of a file with no
+// picture, of a model without the condition path and of mixing the two tasks — each naming the
+// property and the file.
 #include <glib/gstdio.h>
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
@@ -177,6 +178,67 @@ TEST_F(H3VideoSrcFl2va, TheCausalSamplerIsRefusedWithKeyframes) {
   const h3test::RunResult r = run("model=" + g_model + " sampler=causal first-frame=" + g_dir + "/first.png");
   ASSERT_TRUE(r.error);
   EXPECT_NE(r.message.find("euler sampler only"), std::string::npos) << r.message;
+}
+
+// references="<...>" as gst-launch writes it: a file and a URI, read back in order; the clip is made
+// on the model's canvas (references never set it) by its Ref2VA DiT.
+TEST_F(H3VideoSrcFl2va, ReferencesAreAnArrayOfFilesOrUrisAndTheCanvasStaysTheModels) {
+  const std::string l = "h3videosrc name=src num-frames=22 steps=3 model=" + g_model + " references=\"<" +
+                        g_dir + "/first.png,file://" + g_dir +
+                        "/last.jpg>\" ! appsink name=sink sync=false max-buffers=0";
+  GstElement* p = gst_parse_launch(l.c_str(), nullptr);
+  ASSERT_NE(p, nullptr);
+  GstElement* src = h3test::by_name(p, "src");
+  GValue refs = G_VALUE_INIT;
+  g_value_init(&refs, GST_TYPE_ARRAY);
+  g_object_get_property(G_OBJECT(src), "references", &refs);
+  ASSERT_EQ(gst_value_array_get_size(&refs), 2u);
+  EXPECT_STREQ(g_value_get_string(gst_value_array_get_value(&refs, 0)), (g_dir + "/first.png").c_str());
+  EXPECT_STREQ(g_value_get_string(gst_value_array_get_value(&refs, 1)),
+               ("file://" + g_dir + "/last.jpg").c_str());
+  g_value_unset(&refs);
+  gst_object_unref(src);
+  GstElement* sink = h3test::by_name(p, "sink");
+  ASSERT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  int frames = 0, width = 0, height = 0;
+  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 120 * GST_SECOND)) {
+    const GstStructure* st = gst_caps_get_structure(gst_sample_get_caps(s), 0);
+    gst_structure_get_int(st, "width", &width);
+    gst_structure_get_int(st, "height", &height);
+    ++frames;
+    gst_sample_unref(s);
+  }
+  EXPECT_TRUE(gst_app_sink_is_eos(GST_APP_SINK(sink)));
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+  EXPECT_EQ(frames, 22);
+  EXPECT_EQ(width, 256);  // the tiny model's default canvas
+  EXPECT_EQ(height, 160);
+}
+
+TEST_F(H3VideoSrcFl2va, AMissingReferenceIsResourceNotFoundNamingItsPlace) {
+  const h3test::RunResult r =
+      run("model=" + g_model + " references=\"<" + g_dir + "/first.png," + g_dir + "/absent.png>\"");
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_NOT_FOUND);
+  EXPECT_NE(r.message.find("references: reference 2 '" + g_dir + "/absent.png': no such file"),
+            std::string::npos)
+      << r.message;
+}
+
+TEST_F(H3VideoSrcFl2va, ReferencesAreRefusedBesideKeyframesAndOnAModelWithoutRef2vasDit) {
+  const h3test::RunResult both = run("model=" + g_model + " first-frame=" + g_dir +
+                                     "/first.png references=\"<" + g_dir + "/last.jpg>\"");
+  ASSERT_TRUE(both.error);
+  EXPECT_NE(both.message.find("are different tasks of different checkpoints"), std::string::npos)
+      << both.message;
+  // The tests' tiny model (H3_MODEL_DIR) has no transformer_ref/.
+  const h3test::RunResult t2va = run("references=\"<" + g_dir + "/first.png>\"");
+  ASSERT_TRUE(t2va.error);
+  EXPECT_FALSE(t2va.timed_out);
+  EXPECT_NE(t2va.message.find("has no Ref2VA DiT"), std::string::npos) << t2va.message;
 }
 
 }  // namespace

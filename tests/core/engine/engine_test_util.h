@@ -1,6 +1,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -8,7 +9,9 @@
 #include <vector>
 
 #include "../text/test_util.h"
+#include "common/error.h"
 #include "engine/engine.h"
+#include "engine/model.h"
 #include "engine/tiny_model.h"
 
 namespace h3::test {
@@ -69,6 +72,33 @@ inline std::unique_ptr<Engine> open_tiny(int ranks) {
 struct Clip {
   at::Tensor frames, video, audio;
 };
+
+// A seeded picture: a gradient with noise, so that two seeds differ everywhere.
+inline Picture picture(int64_t w, int64_t h, uint64_t seed, const std::string& name = "test.png") {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto x = at::linspace(0, 1, w).view({1, w, 1}).expand({h, w, 3});
+  auto y = at::linspace(0, 1, h).view({h, 1, 1}).expand({h, w, 3});
+  auto noise = at::rand({h, w, 3}, gen);
+  auto t = ((x * 0.4 + y * 0.3 + noise * 0.3) * 255).round().clamp(0, 255).to(at::kByte).contiguous();
+  Picture p;
+  p.source = name;
+  p.width = w;
+  p.height = h;
+  p.rgb.assign(t.data_ptr<uint8_t>(), t.data_ptr<uint8_t>() + t.numel());
+  return p;
+}
+
+// The message of make_plan's refusal of `r` (kInvalidArgument), or a test failure.
+inline std::string refusal(const ModelInfo& m, const GenerationRequest& r) {
+  try {
+    make_plan(m, r);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "the request was planned";
+  return {};
+}
 
 // Runs `r` to its end on `e`, keeping everything.
 inline Clip generate_clip(Engine& e, const GenerationRequest& r) {

@@ -29,20 +29,7 @@ const std::string& model_dir() {
   return test::conditioning_model_dir();
 }
 
-// A seeded picture: a gradient with noise, so that two seeds differ everywhere.
-Picture picture(int64_t w, int64_t h, uint64_t seed, const std::string& name = "test.png") {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto x = at::linspace(0, 1, w).view({1, w, 1}).expand({h, w, 3});
-  auto y = at::linspace(0, 1, h).view({h, 1, 1}).expand({h, w, 3});
-  auto noise = at::rand({h, w, 3}, gen);
-  auto t = ((x * 0.4 + y * 0.3 + noise * 0.3) * 255).round().clamp(0, 255).to(at::kByte).contiguous();
-  Picture p;
-  p.source = name;
-  p.width = w;
-  p.height = h;
-  p.rgb.assign(t.data_ptr<uint8_t>(), t.data_ptr<uint8_t>() + t.numel());
-  return p;
-}
+using test::picture;
 
 GenerationRequest request() {
   GenerationRequest r;
@@ -53,16 +40,7 @@ GenerationRequest request() {
   return r;
 }
 
-std::string refusal(const ModelInfo& m, const GenerationRequest& r) {
-  try {
-    make_plan(m, r);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "the request was planned";
-  return {};
-}
+using test::refusal;
 
 TEST(Fl2vaPlan, TheCanvasFollowsThePicturesAspectAtTheModelsSize) {
   const ModelInfo m = read_model(model_dir());  // defaults 256 x 160: short edge 160, area 40960
@@ -212,7 +190,8 @@ TEST(Fl2vaPlan, TheNativePartitionsTasksAreRead) {
 
 TEST(Fl2vaNoise, EachKeyframesNoiseIsDrawnBeforeTheVideoAndTheAudio) {
   std::vector<at::Tensor> keyframe_noise;
-  const dit::Latents n = dit::draw_noise(11, {1, 24, 7, 4, 6}, {20, 32}, 2, {1, 24, 1, 4, 6}, keyframe_noise);
+  const dit::Latents n =
+      dit::draw_noise(11, {1, 24, 7, 4, 6}, {20, 32}, {{1, 24, 1, 4, 6}, {1, 24, 1, 4, 6}}, keyframe_noise);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
   const auto opts = at::TensorOptions().dtype(at::kFloat);
   ASSERT_EQ(keyframe_noise.size(), 2u);

@@ -1,0 +1,199 @@
+// Ref2VA through the engine (docs/conditioning.md) on the tiny model with the condition paths (`h3
+// make-tiny --conditioning`: transformer_ref/, a VAE encoder, a vision tower): the size each
+// reference is encoded at, the refusals of bad references and of a DiT that does not serve the
+// request's task, the memory estimate's rows, and whole requests — deterministic, changed by the
+// references and by their order, the same at 1 and 2 ranks.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/memory_guard.h"
+#include "engine/model.h"
+#include "engine/world_settings.h"
+#include "engine_test_util.h"
+
+namespace h3 {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Clip;
+using test::picture;
+using test::refusal;
+
+const std::string& model_dir() {
+  return test::conditioning_model_dir();
+}
+
+GenerationRequest request(std::vector<Picture> references) {
+  GenerationRequest r;
+  r.prompt = "a red kite over a green hill";
+  r.num_frames = 22;
+  r.steps = 3;
+  r.seed = 7;
+  r.references = std::move(references);
+  return r;
+}
+
+TEST(Ref2vaPlan, EachReferenceIsEncodedAtItsOwnShortEdgeAndTheCanvasStaysTheRequests) {
+  const ModelInfo m = read_model(model_dir(), /*ref2va=*/true);
+  EXPECT_TRUE(m.ref2va);
+  EXPECT_EQ(fs::path(m.transformer_dir).filename(), "transformer_ref");
+  EXPECT_EQ(m.tasks, (std::vector<std::string>{"ref2va"}));
+  EXPECT_EQ(m.defaults.reference_short_edge, 96);
+  // 96 x 144: 144 / 32 = 4.5 rounds to even (4): 128, not 160, as Python's round does.
+  const ClipPlan p = make_plan(
+      m, request({picture(96, 72, 1), picture(64, 80, 2), picture(50, 120, 3), picture(96, 144, 4)}));
+  EXPECT_EQ(p.width, 256);  // the model's default canvas: references never set it
+  EXPECT_EQ(p.height, 160);
+  ASSERT_EQ(p.references.size(), 4u);
+  const std::vector<std::pair<int64_t, int64_t>> want{{128, 96}, {96, 128}, {96, 224}, {96, 128}};
+  int64_t rows = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(p.references[i].width, want[i].first) << i;
+    EXPECT_EQ(p.references[i].height, want[i].second) << i;
+    rows += (want[i].first / 32) * (want[i].second / 32);
+  }
+  EXPECT_EQ(p.condition_rows, rows);
+  EXPECT_GT(p.vision_rows, 4 * 10);  // a vision block and a label per reference
+  EXPECT_TRUE(p.keyframe_anchors.empty());
+  // A canvas given with both sides is kept.
+  GenerationRequest sized = request({picture(96, 72, 1)});
+  sized.width = 192;
+  sized.height = 192;
+  const ClipPlan q = make_plan(m, sized);
+  EXPECT_EQ(q.canvas_width, 192);
+  EXPECT_EQ(q.canvas_height, 192);
+  EXPECT_EQ(q.references[0].width, 128);
+}
+
+TEST(Ref2vaPlan, BadReferencesAreRefusedNamingThem) {
+  const ModelInfo m = read_model(model_dir(), true);
+  std::vector<Picture> ten;
+  for (int i = 0; i < 10; ++i) ten.push_back(picture(64, 64, static_cast<uint64_t>(i)));
+  EXPECT_NE(refusal(m, request(ten)).find("10 image references: the released model reads at most 9"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal(m, request({picture(64, 64, 1), picture(200, 40, 2, "wide.png")}))
+          .find("reference 2 'wide.png' is 200x40: the released model takes aspect ratios from 1:4 to 4:1"),
+      std::string::npos);
+  EXPECT_NE(refusal(m, request({picture(10, 64, 1, "thin.png")}))
+                .find("reference 1 'thin.png' is 10x64: each side must be at least 16"),
+            std::string::npos);
+  GenerationRequest both = request({picture(64, 64, 1)});
+  both.first_frame = picture(64, 64, 2);
+  EXPECT_NE(
+      refusal(m, both).find("references (Ref2VA) and first-frame / last-frame (FL2VA) are different tasks"),
+      std::string::npos);
+  GenerationRequest one_side = request({picture(64, 64, 1)});
+  one_side.width = 192;
+  EXPECT_NE(refusal(m, one_side).find("give width and height together"), std::string::npos);
+  GenerationRequest causal = request({picture(64, 64, 1)});
+  causal.sampler = "causal";
+  EXPECT_NE(refusal(m, causal).find("references condition the euler sampler only"), std::string::npos);
+}
+
+TEST(Ref2vaPlan, EachDitServesItsOwnTasks) {
+  const ModelInfo ref = read_model(model_dir(), true), fl2va = read_model(model_dir());
+  EXPECT_FALSE(fl2va.ref2va);
+  EXPECT_EQ(fs::path(fl2va.transformer_dir).filename(), "transformer");
+  EXPECT_EQ(task_missing(ref, request({picture(64, 64, 1)})), "");
+  EXPECT_EQ(task_missing(fl2va, request({})), "");
+  EXPECT_NE(task_missing(fl2va, request({picture(64, 64, 1)})).find("is not Ref2VA's DiT"),
+            std::string::npos);
+  EXPECT_NE(task_missing(ref, request({})).find("serves requests with references only"), std::string::npos);
+  GenerationRequest keyframe = request({});
+  keyframe.first_frame = picture(64, 64, 1);
+  EXPECT_NE(task_missing(ref, keyframe).find("first-frame / last-frame (FL2VA)"), std::string::npos);
+  // The tests' T2VA-only tiny model has no Ref2VA DiT at all.
+  try {
+    read_model(default_model_dir(), true);
+    ADD_FAILURE() << "a model without transformer_ref/ was read as Ref2VA's";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("has no Ref2VA DiT"), std::string::npos) << e.what();
+  }
+  // Ranks that would read different DiTs are refused at the door: their settings differ.
+  EXPECT_NE(engine_detail::world_settings(ref, 2, "cpu", "fp32"),
+            engine_detail::world_settings(fl2va, 2, "cpu", "fp32"));
+}
+
+TEST(Ref2vaPlan, TheMemoryEstimateCountsTheReferencesRowsAndEncoders) {
+  const ModelInfo m = read_model(model_dir(), true);
+  GenerationRequest t2va = request({});
+  const ClipPlan plain = make_plan(m, t2va);
+  const ClipPlan p = make_plan(m, request({picture(96, 72, 1), picture(50, 120, 3)}));
+  const MemoryEstimate a = estimate_request_memory(m, plain, MemoryShape{});
+  const MemoryEstimate b = estimate_request_memory(m, p, MemoryShape{});
+  EXPECT_EQ(a.conditioning_bytes, 0);
+  EXPECT_GT(b.conditioning_bytes, 0);
+  EXPECT_EQ(b.dit_rows, a.dit_rows + p.condition_rows + p.vision_rows);
+  EXPECT_GT(b.dit_bytes, a.dit_bytes);
+}
+
+std::unique_ptr<Engine> open(int ranks, bool ref2va = true) {
+  EngineOptions o;
+  o.model_dir = model_dir();
+  o.ranks = ranks;
+  o.ref2va = ref2va;
+  o.timeout = std::chrono::seconds(120);
+  return Engine::open(o);
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+TEST(Ref2vaEngine, TheReferencesConditionTheClipInTheirOrder) {
+  const auto engine = open(1);
+  const Picture a = picture(96, 72, 1), b = picture(64, 80, 2);
+  const Clip ab = test::generate_clip(*engine, request({a, b}));
+  ASSERT_TRUE(ab.frames.defined());
+  EXPECT_EQ(ab.frames.sizes(), (at::IntArrayRef{22, 160, 256, 3}));
+  EXPECT_EQ(ab.video.sizes(), (at::IntArrayRef{1, 24, 7, 10, 16}));  // the generated rows only
+  EXPECT_TRUE(at::equal(test::generate_clip(*engine, request({a, b})).video, ab.video));
+  // Another order is another request; so is one reference fewer.
+  EXPECT_GT(max_diff(test::generate_clip(*engine, request({b, a})).video, ab.video), 1e-3);
+  EXPECT_GT(max_diff(test::generate_clip(*engine, request({a})).video, ab.video), 1e-3);
+  // Ref2VA's DiT serves references only.
+  try {
+    test::generate_clip(*engine, request({}));
+    ADD_FAILURE() << "a T2VA request ran on Ref2VA's DiT";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("a request without references asks for T2VA"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Ref2vaEngine, AnEngineWithFl2vasDitRefusesReferences) {
+  const auto engine = open(1, /*ref2va=*/false);
+  try {
+    test::generate_clip(*engine, request({picture(96, 72, 1)}));
+    ADD_FAILURE() << "references ran on FL2VA's DiT";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("references ask for Ref2VA (reference to video), which this model "
+                                         "cannot do"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Ref2vaEngine, TwoRanksGiveOneRanksClip) {
+  GenerationRequest r = request({picture(96, 72, 1), picture(50, 120, 3)});
+  r.audio = true;
+  const Clip one = test::generate_clip(*open(1), r);
+  const Clip two = test::generate_clip(*open(2), r);
+  ASSERT_TRUE(one.video.defined() && two.video.defined());
+  // The vision tower and the DiT split over the ranks sum in another order: not bit for bit.
+  EXPECT_LT(max_diff(one.video, two.video), 1e-4);
+  EXPECT_LT(max_diff(one.audio, two.audio), 1e-4);
+  EXPECT_LE(max_diff(one.frames.to(at::kInt), two.frames.to(at::kInt)), 1);
+}
+
+}  // namespace
+}  // namespace h3
