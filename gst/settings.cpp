@@ -89,11 +89,12 @@ void install_request_properties(GObjectClass* klass) {
       klass, PROP_REFERENCES,
       gst_param_spec_array(
           "references", "References",
-          "Ref2VA: image references (subjects, styles, scenes), at most 9, in the order the model reads "
-          "them, each a file or URI as first-frame; gst-launch: references=\"<a.png,b.jpg>\". Each is "
-          "encoded at its own size; the canvas stays width x height or the model's. Opens the model's "
-          "Ref2VA DiT (transformer_ref/); sampler=euler. Video and audio references are not built; "
-          "empty: none",
+          "Ref2VA: image references (subjects, styles, scenes; at most 9) and video references (motion, "
+          "camera; at most 3), in the order the model reads them, each a file or URI GStreamer decodes "
+          "(one picture: an image, more: a video); gst-launch: references=\"<a.png,b.mp4>\". An image is "
+          "encoded at its own size, a video at 24 fps on the canvas of its aspect ratio (its soundtrack "
+          "is not read: audio references are not built); the clip's canvas stays width x height or the "
+          "model's. Opens the model's Ref2VA DiT (transformer_ref/); sampler=euler; empty: none",
           g_param_spec_string("reference", "Reference", "An image reference: a file or URI", nullptr,
                               static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS)),
           kReady));
@@ -388,9 +389,13 @@ h3::GenerationRequest to_request(const Settings& s) {
 void read_pictures(const Settings& s, h3::GenerationRequest& r) {
   if (!s.first_frame.empty()) r.first_frame = h3::pictures::read_picture(s.first_frame, "first-frame");
   if (!s.last_frame.empty()) r.last_frame = h3::pictures::read_picture(s.last_frame, "last-frame");
+  // A video reference is read as far as the clip can use it: its generated frames (17n+5 of at
+  // least num-frames), or the longest clip's when num-frames is the model's default.
+  const int64_t frames = s.num_frames > 0 ? s.num_frames : h3::kMaxFrames;
+  const double seconds = static_cast<double>(std::max<int64_t>(frames, 22) + 17) / 24.0;
   for (size_t i = 0; i < s.references.size(); ++i) {
-    r.references.push_back(
-        h3::pictures::read_picture(s.references[i], "references: reference " + std::to_string(i + 1)));
+    r.references.push_back(h3::pictures::read_reference(
+        s.references[i], "references: reference " + std::to_string(i + 1), seconds));
   }
 }
 

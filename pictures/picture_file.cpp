@@ -108,7 +108,9 @@ std::string bus_error(GstBus* bus, const std::string& name, const Announced& a, 
   return {};
 }
 
-Picture copy_rgb(GstSample* sample, const std::string& location, const std::string& name) {
+// Copies a decoded RGB frame into `rgb` (width * 3 bytes a row, whatever GStreamer's stride).
+void copy_rgb(GstSample* sample, const std::string& name, int* width, int* height,
+              std::vector<uint8_t>& rgb) {
   GstVideoInfo info;
   if (!gst_video_info_from_caps(&info, gst_sample_get_caps(sample))) {
     throw Error(ErrorKind::kInvalidArgument, name + ": the decoded picture has no video format");
@@ -119,91 +121,204 @@ Picture copy_rgb(GstSample* sample, const std::string& location, const std::stri
   if (!gst_video_frame_map(&frame, &info, gst_sample_get_buffer(sample), GST_MAP_READ)) {
     throw Error(ErrorKind::kInvalidArgument, name + ": the decoded picture could not be read");
   }
-  Picture p;
-  p.source = location;
-  p.width = w;
-  p.height = h;
-  p.rgb.resize(static_cast<size_t>(w) * h * 3);
+  *width = w;
+  *height = h;
+  rgb.resize(static_cast<size_t>(w) * h * 3);
   const auto* src = static_cast<const uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, 0));
   const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0);
-  for (int y = 0; y < h; ++y) std::copy_n(src + y * stride, w * 3, p.rgb.data() + size_t(y) * w * 3);
+  for (int y = 0; y < h; ++y) std::copy_n(src + y * stride, w * 3, rgb.data() + size_t(y) * w * 3);
   gst_video_frame_unmap(&frame);
-  return p;
+}
+
+struct SampleUnref {
+  void operator()(GstSample* s) const { gst_sample_unref(s); }
+};
+using Sample = std::unique_ptr<GstSample, SampleUnref>;
+
+// uridecodebin ! videoconvert ! RGB within the side limits ! appsink, playing. Only raw video is
+// exposed (a video's audio is never decoded, only noticed); the converter's input is watched for
+// the announced size, and the caps refuse a picture too small or too large before the converter
+// allocates anything for it.
+class Decoder {
+ public:
+  Decoder(const std::string& location, const std::string& name) : name_(name) {
+    if (location.empty()) throw Error(ErrorKind::kInvalidArgument, name + ": no file or URI given");
+    GError* err = nullptr;
+    if (!gst_init_check(nullptr, nullptr, &err)) {
+      const std::string why = err ? err->message : "unknown error";
+      g_clear_error(&err);
+      throw Error(ErrorKind::kInternal, "GStreamer could not be initialised to read " + name + ": " + why);
+    }
+    const std::string uri = to_uri(location, name);
+    const std::string desc =
+        "uridecodebin name=src caps=video/x-raw expose-all-streams=false ! videoconvert name=conv ! "
+        "video/x-raw,format=RGB,width=[" +
+        std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) + "],height=[" +
+        std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) +
+        "] ! appsink name=sink sync=false max-buffers=1";
+    GstElement* raw = gst_parse_launch(desc.c_str(), &err);
+    if (!raw) {
+      const std::string why = err ? err->message : "unknown error";
+      g_clear_error(&err);
+      throw Error(ErrorKind::kInternal, "could not build the pipeline that reads " + name + ": " + why +
+                                            " (are GStreamer's base plugins installed?)");
+    }
+    g_clear_error(&err);
+    pipeline_.reset(raw);
+    GstElement* src = gst_bin_get_by_name(GST_BIN(raw), "src");
+    g_object_set(src, "uri", uri.c_str(), nullptr);
+    g_signal_connect(src, "autoplug-continue", G_CALLBACK(on_autoplug), &audio_);
+    gst_object_unref(src);
+    GstElement* conv = gst_bin_get_by_name(GST_BIN(raw), "conv");
+    GstPad* conv_sink = gst_element_get_static_pad(conv, "sink");
+    gst_pad_add_probe(conv_sink, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_caps, &announced_, nullptr);
+    gst_object_unref(conv_sink);
+    gst_object_unref(conv);
+    sink_.reset(gst_bin_get_by_name(GST_BIN(raw), "sink"));
+    bus_.reset(gst_element_get_bus(raw));
+    if (gst_element_set_state(raw, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+      bool eos = false;
+      std::string failure = bus_error(bus_.get(), name, announced_, &eos);
+      if (failure.empty()) failure = name + ": could not be opened";
+      throw Error(ErrorKind::kInvalidArgument, failure);
+    }
+  }
+
+  // The next decoded frame, or null at the end of the stream. Throws for a decoding error or
+  // when nothing arrives within `timeout_s`.
+  Sample next(double timeout_s) {
+    GstAppSink* sink = GST_APP_SINK(sink_.get());
+    const gint64 deadline = g_get_monotonic_time() + static_cast<gint64>(timeout_s * G_USEC_PER_SEC);
+    for (;;) {
+      if (GstSample* s = gst_app_sink_try_pull_sample(sink, 50 * GST_MSECOND)) return Sample(s);
+      const std::string failure = bus_error(bus_.get(), name_, announced_, &eos_);
+      if (!failure.empty()) throw Error(ErrorKind::kInvalidArgument, failure);
+      if (eos_ || gst_app_sink_is_eos(sink)) return nullptr;
+      if (g_get_monotonic_time() > deadline) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    name_ + ": no picture within " + std::to_string(static_cast<int>(timeout_s)) + " s");
+      }
+    }
+  }
+
+  bool has_audio() const { return audio_; }
+
+ private:
+  // Every stream the decoder meets on its way passes here: an audio one is noted, then left.
+  static gboolean on_autoplug(GstElement*, GstPad*, GstCaps* caps, gpointer data) {
+    const GstStructure* s = caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
+    if (s && g_str_has_prefix(gst_structure_get_name(s), "audio/"))
+      *static_cast<std::atomic<bool>*>(data) = true;
+    return TRUE;
+  }
+
+  std::string name_;
+  // Declared before the pipeline: the probe and the signal may write to them until the pipeline
+  // is stopped, which its owner does on every way out.
+  Announced announced_;
+  std::atomic<bool> audio_{false};
+  bool eos_ = false;
+  Ref<GstBus> bus_;
+  Ref<GstElement> sink_;
+  Pipeline pipeline_;
+};
+
+// The frame rate a sample's caps announce; 0 for none (a still picture, a variable rate).
+double caps_fps(GstSample* sample, int64_t* n, int64_t* d) {
+  const GstStructure* s = gst_caps_get_structure(gst_sample_get_caps(sample), 0);
+  int fn = 0, fd = 1;
+  if (!gst_structure_get_fraction(s, "framerate", &fn, &fd) || fn <= 0 || fd <= 0) return 0;
+  *n = fn;
+  *d = fd;
+  return static_cast<double>(fn) / static_cast<double>(fd);
 }
 
 }  // namespace
 
 Picture read_picture(const std::string& location, const std::string& what, double timeout_s) {
   const std::string name = what + " '" + location + "'";
-  if (location.empty()) throw Error(ErrorKind::kInvalidArgument, what + ": no file or URI given");
-  GError* err = nullptr;
-  if (!gst_init_check(nullptr, nullptr, &err)) {
-    const std::string why = err ? err->message : "unknown error";
-    g_clear_error(&err);
-    throw Error(ErrorKind::kInternal, "GStreamer could not be initialised to read " + name + ": " + why);
+  Decoder decoder(location, name);
+  const Sample sample = decoder.next(timeout_s);
+  if (!sample)
+    throw Error(ErrorKind::kInvalidArgument,
+                name + ": holds no picture (nothing GStreamer decoded from it is video)");
+  Picture p;
+  p.source = location;
+  int w = 0, h = 0;
+  copy_rgb(sample.get(), name, &w, &h, p.rgb);
+  p.width = w;
+  p.height = h;
+  return p;
+}
+
+Reference read_reference(const std::string& location, const std::string& what, double max_seconds,
+                         double timeout_s) {
+  const std::string name = what + " '" + location + "'";
+  Decoder decoder(location, name);
+  Sample first = decoder.next(timeout_s);
+  if (!first)
+    throw Error(ErrorKind::kInvalidArgument,
+                name + ": holds no picture (nothing GStreamer decoded from it is video)");
+  Reference r;
+  int w = 0, h = 0;
+  std::vector<uint8_t> rgb;
+  copy_rgb(first.get(), name, &w, &h, rgb);
+  int64_t fps_n = 0, fps_d = 1;
+  double fps = caps_fps(first.get(), &fps_n, &fps_d);
+  const GstClockTime pts0 = GST_BUFFER_PTS(gst_sample_get_buffer(first.get()));
+  first.reset();
+  Sample next = decoder.next(timeout_s);
+  if (!next) {  // one picture: an image (or a video of one frame, which is read as one)
+    r.image.source = location;
+    r.image.width = w;
+    r.image.height = h;
+    r.image.rgb = std::move(rgb);
+    return r;
   }
-  const std::string uri = to_uri(location, name);
-  // Only raw video is exposed (a video's audio is never decoded); the converter's input is
-  // watched for the announced size, and the caps below refuse a picture too small or too large
-  // before the converter allocates anything for it.
-  const std::string desc =
-      "uridecodebin name=src caps=video/x-raw expose-all-streams=false ! videoconvert name=conv ! "
-      "video/x-raw,format=RGB,width=[" +
-      std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) + "],height=[" +
-      std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) +
-      "] ! appsink name=sink sync=false max-buffers=1";
-  GstElement* raw = gst_parse_launch(desc.c_str(), &err);
-  if (!raw) {
-    const std::string why = err ? err->message : "unknown error";
-    g_clear_error(&err);
-    throw Error(ErrorKind::kInternal, "could not build the pipeline that reads " + name + ": " + why +
-                                          " (are GStreamer's base plugins installed?)");
-  }
-  g_clear_error(&err);
-  // Declared before the pipeline: the converter's probe may write to it until the pipeline is
-  // stopped, which its owner does on every way out.
-  Announced announced;
-  Pipeline pipeline(raw);
-  GstElement* src = gst_bin_get_by_name(GST_BIN(raw), "src");
-  g_object_set(src, "uri", uri.c_str(), nullptr);
-  gst_object_unref(src);
-  GstElement* conv = gst_bin_get_by_name(GST_BIN(raw), "conv");
-  GstPad* conv_sink = gst_element_get_static_pad(conv, "sink");
-  gst_pad_add_probe(conv_sink, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_caps, &announced, nullptr);
-  gst_object_unref(conv_sink);
-  gst_object_unref(conv);
-  Ref<GstElement> sink_el(gst_bin_get_by_name(GST_BIN(raw), "sink"));
-  GstAppSink* sink = GST_APP_SINK(sink_el.get());
-  Ref<GstBus> bus(gst_element_get_bus(raw));
-  std::string failure;
-  GstSample* sample = nullptr;
-  bool eos = false;
-  if (gst_element_set_state(raw, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
-    failure = bus_error(bus.get(), name, announced, &eos);
-    if (failure.empty()) failure = name + ": could not be opened";
-  } else {
-    const gint64 deadline = g_get_monotonic_time() + static_cast<gint64>(timeout_s * G_USEC_PER_SEC);
-    while (!sample && failure.empty()) {
-      sample = gst_app_sink_try_pull_sample(sink, 50 * GST_MSECOND);
-      if (sample) break;
-      failure = bus_error(bus.get(), name, announced, &eos);
-      if (!failure.empty()) break;
-      if (eos || gst_app_sink_is_eos(sink)) {
-        failure = name + ": holds no picture (nothing GStreamer decoded from it is video)";
-      } else if (g_get_monotonic_time() > deadline) {
-        failure = name + ": no picture within " + std::to_string(static_cast<int>(timeout_s)) + " s";
-      }
+  Video& v = r.video;
+  v.source = location;
+  v.width = w;
+  v.height = h;
+  v.frames.push_back(std::move(rgb));
+  GstClockTime last_pts = pts0;
+  const int64_t frame_bytes = int64_t(w) * h * 3;
+  for (; next; next = decoder.next(timeout_s)) {
+    int fw = 0, fh = 0;
+    std::vector<uint8_t> f;
+    copy_rgb(next.get(), name, &fw, &fh, f);
+    if (fw != w || fh != h) {
+      throw Error(ErrorKind::kInvalidArgument, name + ": its frames change size (" + std::to_string(w) + "x" +
+                                                   std::to_string(h) + ", then " + std::to_string(fw) + "x" +
+                                                   std::to_string(fh) + "); give a video of one size");
     }
+    last_pts = GST_BUFFER_PTS(gst_sample_get_buffer(next.get()));
+    v.frames.push_back(std::move(f));
+    const int64_t n = static_cast<int64_t>(v.frames.size());
+    if (n * frame_bytes > kMaxReferenceVideoBytes) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  name + ": more than " + std::to_string(kMaxReferenceVideoBytes >> 30) +
+                      " GiB of RGB frames (" + std::to_string(n) + " frames of " + std::to_string(w) + "x" +
+                      std::to_string(h) + ") within the clip's duration; give a shorter or smaller video");
+    }
+    // Frames past the clip's duration are never read by the model.
+    if (fps > 0 && static_cast<double>(n) / fps >= max_seconds) break;
   }
-  if (!sample) throw Error(ErrorKind::kInvalidArgument, failure);
-  try {
-    Picture p = copy_rgb(sample, location, name);
-    gst_sample_unref(sample);
-    return p;
-  } catch (...) {
-    gst_sample_unref(sample);
-    throw;
+  if (fps <= 0) {
+    // No announced rate (a variable one): the average over the frames' timestamps.
+    const int64_t n = static_cast<int64_t>(v.frames.size());
+    if (!GST_CLOCK_TIME_IS_VALID(pts0) || !GST_CLOCK_TIME_IS_VALID(last_pts) || last_pts <= pts0) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  name +
+                      ": a video without a frame rate or timestamps GStreamer can read; give one with a "
+                      "constant frame rate");
+    }
+    fps_n = (n - 1) * static_cast<int64_t>(GST_SECOND);
+    fps_d = static_cast<int64_t>(last_pts - pts0);
   }
+  v.fps_n = fps_n;
+  v.fps_d = fps_d;
+  v.has_audio = decoder.has_audio();
+  return r;
 }
 
 }  // namespace h3::pictures

@@ -1,7 +1,7 @@
-// Pictures for FL2VA keyframes, decoded by GStreamer itself: a file or any URI it can read, in any
-// format it has a decoder for (PNG, JPEG, WebP, ..., or a video, whose first frame is taken), to
-// 8-bit RGB. Shared by the elements' first-frame / last-frame properties and `h3 generate
-// --first-frame / --last-frame`. Torch-free; the engine puts the picture onto the canvas itself.
+// Pictures for FL2VA keyframes and Ref2VA references, decoded by GStreamer itself: a file or any
+// URI it can read, in any format it has a decoder for (PNG, JPEG, WebP, ..., or a video), to 8-bit
+// RGB. Shared by the elements' first-frame / last-frame / references properties and `h3 generate
+// --first-frame / --last-frame / --reference`. Torch-free; the engine resizes the pictures itself.
 #pragma once
 
 #include <string>
@@ -16,5 +16,13 @@ namespace h3::pictures {
 // flag) and the location: kNotFound (no such file), kInvalidArgument (unreadable, not something
 // GStreamer can decode, no picture in it within `timeout_s`, too small or too large).
 Picture read_picture(const std::string& location, const std::string& what, double timeout_s = 60.0);
+
+// A Ref2VA reference: an image, or (when GStreamer decodes more than one frame from it) a video,
+// its frames until `max_seconds` (the clip's duration: later ones are never read) at the rate its
+// caps announce (else the average of its timestamps), and whether it has a soundtrack. The same
+// limits and errors as read_picture per frame; also kInvalidArgument for frames that change size
+// and for more than kMaxReferenceVideoBytes of frames.
+Reference read_reference(const std::string& location, const std::string& what, double max_seconds,
+                         double timeout_s = 60.0);
 
 }  // namespace h3::pictures

@@ -83,21 +83,18 @@ std::vector<double> spatial_grid(int64_t n, int64_t grid_h, int64_t grid_w) {
   return g;
 }
 
-at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t, int64_t grid_h,
-                            int64_t grid_w) {
-  const int64_t rows = text_rows + 2 * audio_latents + t * grid_h * grid_w;
-  auto pos = at::zeros({rows, 3}, at::kDouble);
+at::Tensor media_positions(double origin, int64_t audio_latents, int64_t t, int64_t grid_h, int64_t grid_w,
+                           double* span) {
+  auto pos = at::zeros({2 * audio_latents + t * grid_h * grid_w, 3}, at::kDouble);
   double* p = pos.data_ptr<double>();
   const auto gh = spatial_grid(grid_h, grid_h, grid_w);
   const auto gw = spatial_grid(grid_w, grid_h, grid_w);
-  const double base = static_cast<double>(text_rows);
   int64_t r = 0;
-  for (int64_t i = 0; i < text_rows; ++i, ++r) p[r * 3] = static_cast<double>(i);
   // Audio runs on a 40 Hz clock (one latent per unit), pinned to the grid's left / right edge.
   for (int64_t ch = 0; ch < 2; ++ch) {
     const double w = ch == 0 ? gw.front() : gw.back();
     for (int64_t a = 0; a < audio_latents; ++a, ++r) {
-      p[r * 3] = base + static_cast<double>(a);
+      p[r * 3] = origin + static_cast<double>(a);
       p[r * 3 + 2] = w;
     }
   }
@@ -108,7 +105,7 @@ at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t,
   static const double kSpan[5] = {1, 4, 4, 4, 4};
   double elapsed = 0.0;
   for (int64_t k = 0; k < t; ++k) {
-    const double ft = base + elapsed;
+    const double ft = origin + elapsed;
     for (int64_t i = 0; i < grid_h; ++i) {
       for (int64_t j = 0; j < grid_w; ++j, ++r) {
         p[r * 3] = ft;
@@ -118,7 +115,15 @@ at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t,
     }
     elapsed += 5.0 / 3.0 * kSpan[k % 5];
   }
+  if (span) *span = elapsed;  // summed in order, as the reference sums a video reference's span
   return pos;
+}
+
+at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t, int64_t grid_h,
+                            int64_t grid_w) {
+  auto text = at::zeros({text_rows, 3}, at::kDouble);
+  text.select(1, 0).copy_(at::arange(text_rows, at::kDouble));
+  return at::cat({text, media_positions(static_cast<double>(text_rows), audio_latents, t, grid_h, grid_w)});
 }
 
 at::Tensor noised_keyframe(const at::Tensor& clean, const at::Tensor& noise) {
@@ -213,12 +218,13 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
     const std::string name = "DiT input 'keyframe " + std::to_string(i) + "'";
     if (reference) {
       if (!k.defined() || !at::isFloatingType(k.scalar_type()) || k.dim() != 5 || k.size(0) != 1 ||
-          k.size(1) != c.in_channels || k.size(2) != 1 || k.size(3) < ph || k.size(4) < pw ||
-          k.size(3) % ph != 0 || k.size(4) % pw != 0) {
+          k.size(1) != c.in_channels || (k.size(2) != 1 && !is_valid_latent_frames(k.size(2))) ||
+          k.size(3) < ph || k.size(4) < pw || k.size(3) % ph != 0 || k.size(4) % pw != 0) {
         bad(name + " (a reference) has shape " +
-            (k.defined() ? shape_string(k.sizes()) : std::string("(none)")) + ": give one latent frame [1, " +
-            std::to_string(c.in_channels) +
-            ", 1, h, w] with h and w multiples of the patch (floating point)");
+            (k.defined() ? shape_string(k.sizes()) : std::string("(none)")) +
+            ": give an image's latent frame [1, " + std::to_string(c.in_channels) +
+            ", 1, h, w] or a video's 5n+2 [1, " + std::to_string(c.in_channels) +
+            ", T, h, w], h and w multiples of the patch (floating point)");
       }
       continue;
     }
@@ -237,15 +243,26 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
   const int64_t a = in.audio.size(0) / 2, gh = h / ph, gw = w / pw;
   std::vector<at::Tensor> keyframe_rows, keyframe_pos;
   int64_t k = 0;
+  // The shared clock of the references: from the end of the text, an image takes one slot, a
+  // video its latent frames' span; the generated audio and video start where they leave it.
+  double clock = static_cast<double>(l);
   for (size_t i = 0; i < in.keyframes.size(); ++i) {
     const Keyframe& kf = in.keyframes[i];
     keyframe_rows.push_back(patchify_video(kf.latent.to(at::kFloat), ph, pw));
     k += keyframe_rows.back().size(0);
-    // A reference takes one time slot after the text, on its own grid.
-    keyframe_pos.push_back(kf.anchor == KeyframeAnchor::kReference
-                               ? frame_positions(static_cast<double>(l + static_cast<int64_t>(i)),
-                                                 kf.latent.size(3) / ph, kf.latent.size(4) / pw)
-                               : keyframe_positions(kf.anchor, l, t, gh, gw));
+    if (kf.anchor != KeyframeAnchor::kReference) {
+      keyframe_pos.push_back(keyframe_positions(kf.anchor, l, t, gh, gw));
+      continue;
+    }
+    const int64_t frames = kf.latent.size(2), rh = kf.latent.size(3) / ph, rw = kf.latent.size(4) / pw;
+    if (frames == 1) {
+      keyframe_pos.push_back(frame_positions(clock, rh, rw));
+      clock += 1.0;
+    } else {
+      double span = 0.0;
+      keyframe_pos.push_back(media_positions(clock, 0, frames, rh, rw, &span));
+      clock += span;
+    }
   }
   s.layout = {l, k, 2 * a, t * gh * gw, t, h, w};
   s.text = in.text;
@@ -255,10 +272,9 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
   const auto media = packed_positions(l, a, t, gh, gw);
   if (k > 0) {
     keyframe_pos.insert(keyframe_pos.begin(), media.narrow(0, 0, l));
-    // The generated audio and video start after the references' time slots (FL2VA: at L).
-    const auto shifted = references > 0 ? packed_positions(l + references, a, t, gh, gw) : media;
-    const int64_t origin = l + references;
-    keyframe_pos.push_back(shifted.narrow(0, origin, shifted.size(0) - origin));
+    // The generated audio and video start after the references (FL2VA: at L).
+    keyframe_pos.push_back(references > 0 ? media_positions(clock, a, t, gh, gw)
+                                          : media.narrow(0, l, media.size(0) - l));
     s.positions = at::cat(keyframe_pos);
   } else {
     s.positions = media;

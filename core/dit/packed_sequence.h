@@ -25,13 +25,15 @@ constexpr float kKeyframeTimestep = 0.999f;
 
 // Where a condition block sits. FL2VA's keyframes, on the video's latent canvas: at the first
 // latent frame's time (L), or at the last one's (L + the generated frames' span - 5/3). A Ref2VA
-// image reference, at its own latent size: at its own time slot after the text, L + i for the
-// i-th reference, and the generated audio and video then start after every reference (L + n).
+// reference, at its own latent size, on a clock that starts at L: an image (one latent frame)
+// takes one slot, a video (5n+2 latent frames, spaced as the generated ones) its frames' span;
+// the generated audio and video then start where the references leave the clock.
 enum class KeyframeAnchor { kFirst, kLast, kReference };
 
 struct Keyframe {
   // [1, in_channels, 1, h, w], noised as the reference does (the caller's job); h and w the
-  // video's for kFirst / kLast, the reference's own (multiples of the patch) for kReference.
+  // video's for kFirst / kLast, the reference's own (multiples of the patch) for kReference,
+  // whose video references have T = 5n+2 latent frames.
   at::Tensor latent;
   KeyframeAnchor anchor = KeyframeAnchor::kFirst;
 };
@@ -93,6 +95,12 @@ at::Tensor packed_positions(int64_t text_rows, int64_t audio_latents, int64_t t,
 // sums it), the video's spatial grid.
 at::Tensor keyframe_positions(KeyframeAnchor anchor, int64_t text_rows, int64_t t, int64_t grid_h,
                               int64_t grid_w);
+
+// The positions of 2 * audio_latents audio rows and t latent frames of grid_h x grid_w patches
+// from `origin` (packed_positions less the text); `span`, when given, receives the frames' time
+// span summed in order (what a Ref2VA video reference advances the clock by).
+at::Tensor media_positions(double origin, int64_t audio_latents, int64_t t, int64_t grid_h, int64_t grid_w,
+                           double* span = nullptr);
 
 // The positions of a block of one latent frame of grid_h x grid_w patches at `time`, with its own
 // area-normalised spatial grid (a Ref2VA reference's).

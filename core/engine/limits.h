@@ -17,7 +17,10 @@ constexpr int64_t kMinSteps = 2, kMaxSteps = 1000;  // grid points N (N-1 evalua
 constexpr int64_t kMinPictureSide = 16, kMaxPicturePixels = int64_t(8192) * 8192;
 // Ref2VA: the image references one request may carry, as released (diffusers' setup step: 9 images
 // of at most 12 references of any kind; video and audio references are not built here).
-constexpr int64_t kMaxReferenceImages = 9;
+constexpr int64_t kMaxReferenceImages = 9, kMaxReferenceVideos = 3;
+// A video reference as decoded: its frames within the clip's longest duration, at most 2 GiB of
+// RGB (diffusers decodes the whole file); at 24 fps at least one VAE clip's 22 frames.
+constexpr int64_t kMaxReferenceVideoBytes = int64_t(2) << 30, kMinReferenceVideoFrames = 22;
 
 // The chunk-causal sampler (docs/causal.md): forwards per chunk, pinned KV-cache records (the
 // text first), recent chunks kept (-1: none evicted), and RAVEN's defaults.

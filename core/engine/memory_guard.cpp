@@ -76,12 +76,14 @@ int64_t decode_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s
 // of its width per patch.
 int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s) {
   if (p.keyframe_anchors.empty() && p.references.empty()) return 0;
-  // The largest picture: the canvas for keyframes, else the largest reference.
-  int64_t pic_w = p.canvas_width, pic_h = p.canvas_height;
+  // The largest picture: the canvas for keyframes, else the largest reference; a video's
+  // encoder holds a clip of frames at a time.
+  int64_t pic_w = p.canvas_width, pic_h = p.canvas_height, frames = 1;
   if (p.keyframe_anchors.empty()) {
     pic_w = pic_h = 0;
     for (const PlannedReference& r : p.references) {
       if (r.width * r.height > pic_w * pic_h) pic_w = r.width, pic_h = r.height;
+      if (r.kind == "video") frames = m.vae.clip_length;
     }
   }
   const vae::VaeConfig& v = m.vae;
@@ -93,7 +95,7 @@ int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemorySh
   }
   const int64_t tile = std::min<int64_t>(v.tile_size, std::max(pic_w, pic_h));
   const int64_t encoder_act =
-      12 * tile * tile * (v.encoder_channels.empty() ? 128 : v.encoder_channels[0]) * kF32;
+      12 * tile * tile * frames * (v.encoder_channels.empty() ? 128 : v.encoder_channels[0]) * kF32;
   int64_t tower_params = 0, tower_act = 0;
   if (m.vision) {  // without one (embeddings instead of a prompt): the encoder alone
     const text::VisionConfig& t = *m.vision;

@@ -12,6 +12,7 @@
 #include "dit/chunk_layout.h"
 #include "dit/frames.h"
 #include "dit/sampler.h"
+#include "engine/reference_frames.h"
 #include "image/keyframes.h"
 #include "io/weights.h"
 #include "text/byte_encoder.h"
@@ -258,13 +259,14 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
                 "references (Ref2VA) and first-frame / last-frame (FL2VA) are different tasks of different "
                 "checkpoints: give one or the other");
   }
-  const int64_t n = static_cast<int64_t>(req.references.size());
-  if (n > kMaxReferenceImages) {
-    throw Error(ErrorKind::kInvalidArgument, std::to_string(n) +
-                                                 " image references: the released model reads "
-                                                 "at most " +
-                                                 std::to_string(kMaxReferenceImages) +
-                                                 " (references); leave some out");
+  int64_t images = 0, videos = 0;
+  for (const Reference& r : req.references) (r.is_video() ? videos : images) += 1;
+  if (images > kMaxReferenceImages || videos > kMaxReferenceVideos) {
+    throw Error(ErrorKind::kInvalidArgument, std::to_string(images) + " image and " + std::to_string(videos) +
+                                                 " video references: the released model reads at most " +
+                                                 std::to_string(kMaxReferenceImages) + " images and " +
+                                                 std::to_string(kMaxReferenceVideos) +
+                                                 " videos (references); leave some out");
   }
   if ((req.width == 0) != (req.height == 0)) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -272,26 +274,83 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
                 "model's default (references never set it)");
   }
   const int64_t edge = m.defaults.reference_short_edge, multiple = dit::kCanvasMultiple;
-  for (int64_t i = 0; i < n; ++i) {
-    const Picture& pic = req.references[static_cast<size_t>(i)];
-    const std::string name = "reference " + std::to_string(i + 1);
-    check_picture(pic, name);
-    if (pic.width > 4 * pic.height || pic.height > 4 * pic.width) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  name + " '" + pic.source + "' is " + std::to_string(pic.width) + "x" +
-                      std::to_string(pic.height) +
-                      ": the released model takes aspect ratios from 1:4 to 4:1; crop it");
+  for (size_t i = 0; i < req.references.size(); ++i) {
+    const Reference& ref = req.references[i];
+    const std::string label = "reference " + std::to_string(i + 1);
+    const std::string name = label + " '" + ref.source() + "'";
+    PlannedReference planned;
+    if (!ref.is_video()) {
+      const Picture& pic = ref.image;
+      check_picture(pic, label);
+      if (pic.width > 4 * pic.height || pic.height > 4 * pic.width) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    name + " is " + std::to_string(pic.width) + "x" + std::to_string(pic.height) +
+                        ": the released model takes aspect ratios from 1:4 to 4:1; crop it");
+      }
+      // The reference pipelines' rule, in their float arithmetic: scale = edge / short side, each
+      // side round(side * scale / 32) * 32 (Python's round: halves to even), at least 32.
+      const double scale = static_cast<double>(edge) / static_cast<double>(std::min(pic.width, pic.height));
+      auto side = [&](int64_t v) {
+        const auto r = static_cast<int64_t>(std::nearbyint(static_cast<double>(v) * scale / multiple));
+        return std::max(multiple, r * multiple);
+      };
+      planned.width = side(pic.width);
+      planned.height = side(pic.height);
+      p.references.push_back(planned);
+      continue;
     }
-    // The reference pipelines' rule, in their float arithmetic: scale = edge / short side, each
-    // side round(side * scale / 32) * 32 (Python's round: halves to even), at least 32.
-    const double scale = static_cast<double>(edge) / static_cast<double>(std::min(pic.width, pic.height));
-    auto side = [&](int64_t v) {
-      const auto r = static_cast<int64_t>(std::nearbyint(static_cast<double>(v) * scale / multiple));
-      return std::max(multiple, r * multiple);
-    };
-    p.references.push_back({side(pic.width), side(pic.height)});
+    const Video& v = ref.video;
+    check_picture({v.source, v.width, v.height, v.frames.front()}, label);
+    for (const auto& f : v.frames) {
+      if (f.size() != static_cast<size_t>(v.width * v.height * 3)) {
+        throw Error(ErrorKind::kInvalidArgument, name + ": a frame of " + std::to_string(f.size()) +
+                                                     " bytes is not 8-bit RGB of " + std::to_string(v.width) +
+                                                     "x" + std::to_string(v.height));
+      }
+    }
+    if (v.fps_n <= 0 || v.fps_d <= 0) {
+      throw Error(ErrorKind::kInvalidArgument, name + ": a video needs a positive frame rate, got " +
+                                                   std::to_string(v.fps_n) + "/" + std::to_string(v.fps_d));
+    }
+    // Onto 24 fps, cut to the clip's generated frames, on the canvas of its own aspect ratio (the
+    // rule the clip's own canvas follows).
+    const double fps = static_cast<double>(v.fps_n) / static_cast<double>(v.fps_d);
+    int64_t frames = 0;
+    for (int64_t n : frame_repeats(static_cast<int64_t>(v.frames.size()), fps)) frames += n;
+    planned.kind = "video";
+    planned.frames = std::min(frames, p.generated_frames);
+    if (planned.frames < kMinReferenceVideoFrames) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  name + " gives " + std::to_string(planned.frames) + " frames at 24 fps (" +
+                      std::to_string(v.frames.size()) + " at " + std::to_string(fps) +
+                      " fps): a video reference "
+                      "needs at least " +
+                      std::to_string(kMinReferenceVideoFrames) + " (one VAE clip, 0.92 s)");
+    }
+    const auto hw =
+        image::resolve_canvas(v.width, v.height, multiple, std::min(m.defaults.width, m.defaults.height),
+                              m.defaults.width * m.defaults.height, name);
+    planned.height = hw[0];
+    planned.width = hw[1];
+    planned.encoded_frames = encoded_frames(planned.frames);
+    planned.latent_frames = dit::latent_geometry(planned.encoded_frames, planned.width, planned.height).t;
+    if (v.has_audio) {
+      p.warnings.push_back(name +
+                           " has a soundtrack, which is not conditioned on: the audio VAE's encoder is "
+                           "not built (its frames are)");
+    }
+    p.references.push_back(planned);
   }
 }
+
+namespace {
+
+// How many frames a video reference's conditioner reads of `frames` at 24 fps.
+int64_t video_sampled_frames(int64_t frames) {
+  return static_cast<int64_t>(conditioner_frames(frames).size());
+}
+
+}  // namespace
 
 namespace {
 
@@ -312,7 +371,6 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   p.width = req.width != 0 ? req.width : m.defaults.width;
   p.height = req.height != 0 ? req.height : m.defaults.height;
   plan_keyframes(m, req, p);
-  plan_references(m, req, p);
   p.num_frames = req.num_frames != 0 ? req.num_frames : m.defaults.num_frames;
   p.sampler = req.sampler.empty() ? "euler" : req.sampler;
   if (p.sampler != "euler" && p.sampler != "causal") {
@@ -389,7 +447,7 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
         ErrorKind::kNotFound,
         "lora '" + req.lora + "' does not exist: give a PEFT adapter_model.safetensors or its folder");
   }
-  if (causal && !p.references.empty()) {
+  if (causal && !req.references.empty()) {
     throw Error(ErrorKind::kInvalidArgument,
                 "references condition the euler sampler only: the causal sampler has no reference path "
                 "(RAVEN-Streaming is text to video); use sampler=euler, or leave the references out");
@@ -411,16 +469,6 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   };
   p.canvas_width = up32(p.width);
   p.canvas_height = up32(p.height);
-  // The condition blocks' DiT rows (2x2 latent patches) and their vision blocks' text rows.
-  const int64_t patch_px = dit::kVaeSpatialRatio * 2;
-  for (size_t i = 0; i < p.keyframe_anchors.size(); ++i) {
-    p.condition_rows += (p.canvas_width / patch_px) * (p.canvas_height / patch_px);
-    if (m.vision) p.vision_rows += vision_block_rows(*m.vision, p.canvas_width, p.canvas_height);
-  }
-  for (const PlannedReference& r : p.references) {
-    p.condition_rows += (r.width / patch_px) * (r.height / patch_px);
-    if (m.vision) p.vision_rows += vision_block_rows(*m.vision, r.width, r.height);
-  }
   // The model makes 17n+5 frames; the VAE's temporal plan needs at least one whole chunk
   // (7 latents -> 22 frames), so shorter requests are generated at 22 and trimmed. An endless
   // stream is planned as the longest one (its plan's latents), and never trimmed.
@@ -428,6 +476,19 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
       p.endless ? 17 * kMaxEndlessChunks + 5 : std::max<int64_t>(dit::snap_pixel_frames(p.num_frames), 22);
   const dit::LatentGeometry geo = dit::latent_geometry(p.generated_frames, p.canvas_width, p.canvas_height);
   p.latent_frames = geo.t;
+  plan_references(m, req, p);  // a video reference is cut to the generated frames
+  // The condition blocks' DiT rows (2x2 latent patches) and their vision blocks' text rows.
+  const int64_t patch_px = dit::kVaeSpatialRatio * 2;
+  for (size_t i = 0; i < p.keyframe_anchors.size(); ++i) {
+    p.condition_rows += (p.canvas_width / patch_px) * (p.canvas_height / patch_px);
+    if (m.vision) p.vision_rows += vision_block_rows(*m.vision, p.canvas_width, p.canvas_height);
+  }
+  for (const PlannedReference& r : p.references) {
+    p.condition_rows += r.latent_frames * (r.width / patch_px) * (r.height / patch_px);
+    // A video's conditioner reads 2 frames a second, a vision block per pair.
+    const int64_t blocks = r.kind == "video" ? (video_sampled_frames(r.frames) + 1) / 2 : 1;
+    if (m.vision) p.vision_rows += blocks * vision_block_rows(*m.vision, r.width, r.height);
+  }
   p.audio_latents = geo.audio;
   p.audio_rate = m.audio_rate;
   p.audio_samples = p.endless ? -1

@@ -18,6 +18,27 @@ struct Picture {
   bool empty() const { return rgb.empty(); }
 };
 
+// A video as the caller decoded it (a Ref2VA video reference): frames of 8-bit RGB, `height` rows
+// of width * 3 bytes each, at fps_n / fps_d frames a second. The engine resamples them onto 24 fps
+// and onto its canvas itself (docs/conditioning.md).
+struct Video {
+  std::string source;  // the file or URI it came from, named in messages
+  int64_t width = 0, height = 0;
+  int64_t fps_n = 0, fps_d = 1;
+  std::vector<std::vector<uint8_t>> frames;
+  // The file had a soundtrack: not conditioned on (the audio VAE's encoder is not built).
+  bool has_audio = false;
+  bool empty() const { return frames.empty(); }
+};
+
+// A Ref2VA reference: an image, or a video.
+struct Reference {
+  Picture image;  // an image reference
+  Video video;    // a video reference (frames present)
+  bool is_video() const { return !video.empty(); }
+  const std::string& source() const { return is_video() ? video.source : image.source; }
+};
+
 // A prompt that takes over at `seconds` into the clip (a causal request's timeline).
 struct TimedPrompt {
   double seconds = 0;
@@ -60,17 +81,22 @@ struct GenerationRequest {
   // (ClipPlan::keyframe_anchors). Rank 0 alone holds the pixels: they never travel in a Job.
   Picture first_frame, last_frame;
   // Ref2VA (reference-conditioned generation, the Euler sampler, an engine opened with the Ref2VA
-  // DiT: EngineOptions::ref2va): image references, in the order the model reads them (the order
-  // labels them "<Picture i>" in the prompt's presentation and gives each its time slot, so
-  // another order is another request). Each is encoded at its own size (a short edge of
-  // ModelDefaults::reference_short_edge); they never set the canvas. At most kMaxReferenceImages.
-  // Video and audio references are not built. Rank 0 alone holds the pixels.
-  std::vector<Picture> references;
+  // DiT: EngineOptions::ref2va): image and video references, in the order the model reads them
+  // (the order labels them "<Picture i>" / "<Video k>" in the prompt's presentation and lays them
+  // out on the clock, so another order is another request). An image is encoded at its own size
+  // (a short edge of ModelDefaults::reference_short_edge), a video on the canvas of its own aspect
+  // ratio at 24 fps; neither sets the clip's canvas. At most kMaxReferenceImages images and
+  // kMaxReferenceVideos videos. Audio references are not built. Rank 0 alone holds the pixels.
+  std::vector<Reference> references;
 };
 
-// A Ref2VA reference as planned: the size it is encoded at.
+// A Ref2VA reference as planned (docs/conditioning.md): the size it is encoded at and, for a
+// video, its frames after the resampling onto 24 fps and the truncation to the clip's length
+// (`frames`), the 17n+5 of them the VAE encodes (`encoded_frames`) and their latent frames.
 struct PlannedReference {
+  std::string kind = "image";  // "image" or "video"
   int64_t width = 0, height = 0;
+  int64_t frames = 1, encoded_frames = 1, latent_frames = 1;
 };
 
 // What a request will produce, computed before any work (validated; throws h3::Error

@@ -45,7 +45,8 @@ void ensure_text_encoder(const StageContext& c) {
   dist::agree_or_throw(c.group, f);
 }
 
-// FL2VA: "<Picture i>: " and the vision block of each keyframe, then the prompt. Every rank has
+// FL2VA: "<Picture i>: " and the vision block of each keyframe, then the prompt; Ref2VA: the
+// references' labels and blocks (text/vision_prompt.h), then the prompt. Every rank has
 // the job's prompt and the same grids, so each builds the same ids itself; a bad prompt fails
 // every rank alike.
 text::Conditioning encode_presentation(const StageContext& c, const text::PromptEncoder& encoder,
@@ -53,7 +54,11 @@ text::Conditioning encode_presentation(const StageContext& c, const text::Prompt
   dist::LocalFailure f;
   text::VisionPrompt presented;
   try {
-    presented = text::present_images(encoder.tokenizer(), prompt, c.parts.vision->config(), k.grids);
+    // FL2VA's keyframes are pictures; Ref2VA's references pictures and videos, labelled per kind.
+    presented =
+        c.plan.references.empty()
+            ? text::present_images(encoder.tokenizer(), prompt, c.parts.vision->config(), k.grids)
+            : text::present_references(encoder.tokenizer(), prompt, c.parts.vision->config(), k.references);
   } catch (...) {
     f.capture();
   }

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "dist/agree.h"
+#include "engine/reference_frames.h"
 #include "image/keyframes.h"
 
 namespace h3::engine_detail {
@@ -40,6 +41,23 @@ void ensure_vision_tower(const StageContext& c) {
   dist::agree_or_throw(c.group, f);
 }
 
+// A video reference on the model's clock and canvas (rank 0): each frame repeated onto 24 fps, cut
+// to the planned frames, each kept frame stretched to the planned size; [frames, h, w, 3].
+at::Tensor normalized_video(const Video& v, const PlannedReference& r) {
+  const std::vector<int64_t> repeats = frame_repeats(
+      static_cast<int64_t>(v.frames.size()), static_cast<double>(v.fps_n) / static_cast<double>(v.fps_d));
+  at::Tensor out = at::empty({r.frames, r.height, r.width, 3}, at::kByte);
+  int64_t next = 0;
+  for (size_t i = 0; i < v.frames.size() && next < r.frames; ++i) {
+    if (repeats[i] == 0) continue;  // dropped by the resampling: never resized
+    const image::Rgb8 frame = image::stretch_onto({v.width, v.height, v.frames[i]}, r.width, r.height);
+    const at::Tensor t =
+        at::from_blob(const_cast<uint8_t*>(frame.rgb.data()), {r.height, r.width, 3}, at::kByte);
+    for (int64_t n = 0; n < repeats[i] && next < r.frames; ++n) out[next++].copy_(t);
+  }
+  return out;
+}
+
 }  // namespace
 
 KeyframePictures keyframe_pictures_stage(const StageContext& c, const GenerationRequest* own) {
@@ -47,41 +65,50 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
   const std::vector<std::string>& anchors = c.plan.keyframe_anchors;
   const std::vector<PlannedReference>& references = c.plan.references;
   if (anchors.empty() && references.empty()) return k;
-  // Each picture's size as every rank knows it from the plan: the canvas, or a reference's own.
-  std::vector<std::array<int64_t, 2>> sizes;  // (height, width)
-  for (size_t i = 0; i < anchors.size(); ++i) sizes.push_back({c.plan.canvas_height, c.plan.canvas_width});
-  for (const PlannedReference& r : references) sizes.push_back({r.height, r.width});
+  // Each picture's shape as every rank knows it from the plan: the canvas, or a reference's own
+  // (a video's with its frames first).
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < anchors.size(); ++i)
+    shapes.push_back({c.plan.canvas_height, c.plan.canvas_width, 3});
+  for (const PlannedReference& r : references) {
+    shapes.push_back(r.kind == "video" ? std::vector<int64_t>{r.frames, r.height, r.width, 3}
+                                       : std::vector<int64_t>{r.height, r.width, 3});
+  }
   dist::LocalFailure f;
   if (c.root()) {
     try {
       if (!own) throw Error(ErrorKind::kInternal, "rank 0 holds no request to take the pictures from");
       auto rgb8 = [](const Picture& pic) { return image::Rgb8{pic.width, pic.height, pic.rgb}; };
-      std::vector<image::Rgb8> placed;
+      auto tensor = [](image::Rgb8& p) {
+        return at::from_blob(p.rgb.data(), {p.height, p.width, 3}, at::kByte).clone();
+      };
       if (!anchors.empty()) {
         std::vector<image::Rgb8> given;
         for (const std::string& a : anchors)
           given.push_back(rgb8(a == "first" ? own->first_frame : own->last_frame));
-        placed = image::onto_canvas(given, c.plan.canvas_width, c.plan.canvas_height);
-      } else {
-        if (own->references.size() != references.size()) {
-          throw Error(ErrorKind::kInternal, "rank 0's request and its plan disagree on the references");
+        for (image::Rgb8& p : image::onto_canvas(given, c.plan.canvas_width, c.plan.canvas_height))
+          k.pixels.push_back(tensor(p));
+      }
+      if (own->references.size() != references.size()) {
+        throw Error(ErrorKind::kInternal, "rank 0's request and its plan disagree on the references");
+      }
+      for (size_t i = 0; i < references.size(); ++i) {
+        const Reference& ref = own->references[i];
+        if (ref.is_video()) {
+          k.pixels.push_back(normalized_video(ref.video, references[i]));
+          continue;
         }
         // Stretched to the size the plan chose for it (its own aspect ratio, rounded to 32 px).
-        for (size_t i = 0; i < references.size(); ++i) {
-          placed.push_back(
-              image::stretch_onto(rgb8(own->references[i]), references[i].width, references[i].height));
-        }
-      }
-      for (image::Rgb8& p : placed) {
-        k.pixels.push_back(at::from_blob(p.rgb.data(), {p.height, p.width, 3}, at::kByte).clone());
+        image::Rgb8 p = image::stretch_onto(rgb8(ref.image), references[i].width, references[i].height);
+        k.pixels.push_back(tensor(p));
       }
     } catch (...) {
       f.capture();
     }
   }
   dist::agree_or_throw(c.group, f);
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    at::Tensor t = c.root() ? k.pixels[i] : at::empty({sizes[i][0], sizes[i][1], 3}, at::kByte);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    at::Tensor t = c.root() ? k.pixels[i] : at::empty(shapes[i], at::kByte);
     t = t.to(c.group.device());
     c.group.broadcast(t, 0);
     if (c.root()) continue;
@@ -99,10 +126,14 @@ std::vector<at::Tensor> keyframe_latents_stage(const StageContext& c, const Keyf
   if (k.empty()) return out;
   ensure_vae_encoder(c);
   for (const at::Tensor& pixels : k.pixels) {
-    // [H, W, 3] -> [3, H, W]: the encoder's image layout; the release's fixed sample seed.
-    out.push_back(c.parts.vae_encoder->encode_image(pixels.permute({2, 0, 1}), c.group)
-                      .to(at::kCPU, at::kFloat)
-                      .contiguous());
+    // The release's fixed sample seed; an image [H, W, 3] -> [3, H, W], a video's 17n+5 frames
+    // [T, H, W, 3] -> [3, T, H, W].
+    const at::Tensor z =
+        pixels.dim() == 3
+            ? c.parts.vae_encoder->encode_image(pixels.permute({2, 0, 1}), c.group)
+            : c.parts.vae_encoder->encode_clip(
+                  pixels.narrow(0, 0, encoded_frames(pixels.size(0))).permute({3, 0, 1, 2}), c.group);
+    out.push_back(z.to(at::kCPU, at::kFloat).contiguous());
   }
   return out;
 }
@@ -114,7 +145,20 @@ KeyframeVision keyframe_vision_stage(const StageContext& c, const KeyframePictur
   std::vector<text::VisionInputs> inputs;
   dist::LocalFailure f;
   try {
-    for (const at::Tensor& pixels : k.pixels) inputs.push_back(c.parts.vision->preprocess(pixels));
+    for (const at::Tensor& pixels : k.pixels) {
+      if (pixels.dim() == 3) {
+        inputs.push_back(c.parts.vision->preprocess(pixels));
+        v.references.push_back({false, inputs.back().grid_thw, {}});
+        continue;
+      }
+      // A video: the frames the conditioner reads at 2 fps, a block per pair.
+      const std::vector<int64_t> read = conditioner_frames(pixels.size(0));
+      const at::Tensor index =
+          at::from_blob(const_cast<int64_t*>(read.data()), {static_cast<int64_t>(read.size())}, at::kLong);
+      inputs.push_back(c.parts.vision->preprocess_video(pixels.index_select(0, index)));
+      v.references.push_back(
+          {true, inputs.back().grid_thw, block_seconds(static_cast<int64_t>(read.size()))});
+    }
   } catch (...) {
     f.capture();
   }

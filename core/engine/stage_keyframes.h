@@ -12,13 +12,14 @@
 
 #include "dit/packed_sequence.h"
 #include "engine/stage.h"
+#include "text/vision_prompt.h"
 #include "text/vision_tower.h"
 
 namespace h3::engine_detail {
 
 struct KeyframePictures {
-  // uint8 [height, width, 3] each, packed order: keyframes on the canvas, references at their own
-  // planned sizes.
+  // uint8 [height, width, 3] each, packed order: keyframes on the canvas, image references at
+  // their planned sizes; a video reference [frames, height, width, 3] on 24 fps.
   std::vector<at::Tensor> pixels;
   std::vector<dit::KeyframeAnchor> anchors;
   bool empty() const { return pixels.empty(); }
@@ -38,6 +39,8 @@ std::vector<at::Tensor> keyframe_latents_stage(const StageContext& c, const Keyf
 struct KeyframeVision {
   std::vector<text::VisionFeatures> features;
   std::vector<std::array<int64_t, 3>> grids;
+  // Ref2VA's presentation of the pictures (one per reference; keyframes' too, unused).
+  std::vector<text::PresentedReference> references;
 };
 KeyframeVision keyframe_vision_stage(const StageContext& c, const KeyframePictures& k);
 

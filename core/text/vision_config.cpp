@@ -105,6 +105,7 @@ VisionConfig VisionConfig::parse(const std::string& text, const std::string& ori
     c.rope_theta = v["rope_parameters"]["rope_theta"].get<double>();
   }
   c.image_token_id = token_id(root, "image_token_id", c.image_token_id, origin);
+  c.video_token_id = token_id(root, "video_token_id", c.video_token_id, origin);
   c.vision_start_token_id = token_id(root, "vision_start_token_id", c.vision_start_token_id, origin);
   c.vision_end_token_id = token_id(root, "vision_end_token_id", c.vision_end_token_id, origin);
   c.validate(origin);
@@ -143,6 +144,42 @@ std::array<int64_t, 2> smart_resize(int64_t height, int64_t width, int64_t facto
     wb = std::max(factor, static_cast<int64_t>(std::floor(w / beta / f)) * factor);
   } else if (hb * wb < min_pixels) {
     const double beta = std::sqrt(static_cast<double>(min_pixels) / (h * w));
+    hb = static_cast<int64_t>(std::ceil(h * beta / f)) * factor;
+    wb = static_cast<int64_t>(std::ceil(w * beta / f)) * factor;
+  }
+  return {hb, wb};
+}
+
+std::array<int64_t, 2> smart_resize_video(int64_t frames, int64_t height, int64_t width, int64_t factor,
+                                          int64_t temporal_factor, int64_t min_pixels, int64_t max_pixels) {
+  if (frames < temporal_factor) {
+    throw Error(ErrorKind::kInvalidArgument, "a video of " + std::to_string(frames) +
+                                                 " frames: Qwen3-VL's video processor needs at least " +
+                                                 std::to_string(temporal_factor));
+  }
+  double h = static_cast<double>(height), w = static_cast<double>(width);
+  const double f = static_cast<double>(factor), t = static_cast<double>(frames);
+  if (height < factor || width < factor) {  // scaled up to a factor a side first (truncated)
+    const double scale = std::max(f / h, f / w);
+    h = std::trunc(h * scale);
+    w = std::trunc(w * scale);
+  }
+  if (std::max(h, w) / std::min(h, w) > 200) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "video of " + std::to_string(height) + " x " + std::to_string(width) +
+                    " pixels: the aspect ratio must be under 200 (Qwen3-VL's video "
+                    "processor); crop it");
+  }
+  int64_t hb = static_cast<int64_t>(std::nearbyint(h / f)) * factor;
+  int64_t wb = static_cast<int64_t>(std::nearbyint(w / f)) * factor;
+  const int64_t tb =
+      static_cast<int64_t>(std::nearbyint(t / static_cast<double>(temporal_factor))) * temporal_factor;
+  if (tb * hb * wb > max_pixels) {
+    const double beta = std::sqrt(t * h * w / static_cast<double>(max_pixels));
+    hb = std::max(factor, static_cast<int64_t>(std::floor(h / beta / f)) * factor);
+    wb = std::max(factor, static_cast<int64_t>(std::floor(w / beta / f)) * factor);
+  } else if (tb * hb * wb < min_pixels) {
+    const double beta = std::sqrt(static_cast<double>(min_pixels) / (t * h * w));
     hb = static_cast<int64_t>(std::ceil(h * beta / f)) * factor;
     wb = static_cast<int64_t>(std::ceil(w * beta / f)) * factor;
   }

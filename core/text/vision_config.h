@@ -28,6 +28,7 @@ struct VisionConfig {
 
   // Special tokens of the presentation (top level of config.json).
   int64_t image_token_id = 151655;
+  int64_t video_token_id = 151656;
   int64_t vision_start_token_id = 151652;
   int64_t vision_end_token_id = 151653;
 
@@ -53,6 +54,11 @@ struct VisionConfig {
 struct ImageProcessorConfig {
   int64_t min_pixels = 65536;     // Qwen3-VL: size.shortest_edge = 256 * 256
   int64_t max_pixels = 16777216;  // Qwen3-VL: size.longest_edge = 4096 * 4096
+  // The video processor's (Qwen3VLVideoProcessor): bounds on the pixels of all of a video's
+  // frames together, Qwen3-VL's published video_preprocessor_config.json (size.shortest_edge
+  // 4096, size.longest_edge 25165824; no per-frame cap, as transformers 5 does by default).
+  int64_t video_min_pixels = 4096;
+  int64_t video_max_pixels = 25165824;
   std::array<double, 3> mean{0.5, 0.5, 0.5};
   std::array<double, 3> std{0.5, 0.5, 0.5};
   // What the engine accepts before resizing (not the reference's: it has no limit but an aspect
@@ -66,5 +72,9 @@ struct ImageProcessorConfig {
 // round(), halves to even). Throws h3::Error(kInvalidArgument) for an aspect ratio over 200.
 std::array<int64_t, 2> smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
                                     int64_t max_pixels);
+// Qwen3-VL's video smart_resize: the (height, width) each of `frames` frames is resized to, the
+// bounds applying to the pixels of all frames (the frame count rounded to the temporal patch).
+std::array<int64_t, 2> smart_resize_video(int64_t frames, int64_t height, int64_t width, int64_t factor,
+                                          int64_t temporal_factor, int64_t min_pixels, int64_t max_pixels);
 
 }  // namespace h3::text

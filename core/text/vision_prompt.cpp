@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/error.h"
 
@@ -10,13 +11,20 @@ namespace h3::text {
 
 at::Tensor multimodal_positions(const std::vector<int64_t>& ids, int64_t image_token_id,
                                 const std::vector<std::array<int64_t, 3>>& grids, int64_t merge) {
+  return multimodal_positions(ids, image_token_id, image_token_id, grids, merge);
+}
+
+at::Tensor multimodal_positions(const std::vector<int64_t>& ids, int64_t image_token_id,
+                                int64_t video_token_id, const std::vector<std::array<int64_t, 3>>& grids,
+                                int64_t merge) {
   const int64_t L = static_cast<int64_t>(ids.size());
   auto out = at::empty({3, L}, at::TensorOptions().dtype(at::kLong));
   auto a = out.accessor<int64_t, 2>();
   int64_t pos = 0;
   size_t next_grid = 0;
   for (int64_t i = 0; i < L;) {
-    if (ids[i] != image_token_id) {
+    const int64_t pad = ids[i];
+    if (pad != image_token_id && pad != video_token_id) {
       for (int k = 0; k < 3; ++k) a[k][i] = pos;
       ++pos, ++i;
       continue;
@@ -29,7 +37,7 @@ at::Tensor multimodal_positions(const std::vector<int64_t>& ids, int64_t image_t
     const auto& g = grids[next_grid++];
     const int64_t t = g[0], h = g[1] / merge, w = g[2] / merge, n = t * h * w;
     int64_t run = 0;
-    while (i + run < L && ids[i + run] == image_token_id) ++run;
+    while (i + run < L && ids[i + run] == pad) ++run;
     if (run != n) {
       throw Error(ErrorKind::kInvalidArgument, "multimodal positions: a run of " + std::to_string(run) +
                                                    " image tokens for an image of " + std::to_string(n) +
@@ -103,6 +111,65 @@ VisionPrompt present_images(const Tokenizer& tokenizer, const std::string& promp
 VisionPrompt present_image(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
                            const std::array<int64_t, 3>& grid) {
   return present_images(tokenizer, prompt, c, {grid});
+}
+
+std::string seconds_label(double t) {
+  // printf rounds the binary value exactly, halves to even, as Python's format does.
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "<%.1f seconds>", t);
+  return buf;
+}
+
+std::string video_label(size_t index) {
+  return "<Video " + std::to_string(index + 1) + ">: ";
+}
+
+VisionPrompt present_references(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
+                                const std::vector<PresentedReference>& references) {
+  const int64_t m = c.spatial_merge_size;
+  VisionPrompt out;
+  std::vector<int64_t> tags;
+  std::vector<std::array<int64_t, 3>> runs;  // one grid per run of pads, as Qwen3-VL places them
+  auto text = [&](const std::string& s) {
+    const std::vector<int64_t> ids = tokenizer.encode(s, "reference label");
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    tags.insert(tags.end(), ids.size(), 1);
+  };
+  auto block = [&](int64_t pad, int64_t h, int64_t w) {
+    const int64_t n = (h / m) * (w / m);
+    out.ids.push_back(c.vision_start_token_id);
+    out.ids.insert(out.ids.end(), static_cast<size_t>(n), pad);
+    out.ids.push_back(c.vision_end_token_id);
+    tags.insert(tags.end(), static_cast<size_t>(n + 2), 0);
+    runs.push_back({1, h, w});
+  };
+  size_t pictures = 0, videos = 0;
+  for (const PresentedReference& r : references) {
+    if (!r.video) {
+      text(picture_label(pictures++));
+      block(c.image_token_id, r.grid[1], r.grid[2]);
+      continue;
+    }
+    if (r.block_seconds.size() != static_cast<size_t>(r.grid[0])) {
+      throw Error(ErrorKind::kInvalidArgument, "reference presentation: a video of " +
+                                                   std::to_string(r.grid[0]) + " vision blocks with " +
+                                                   std::to_string(r.block_seconds.size()) + " block times");
+    }
+    // Each merged frame pair is a block of its own, labelled with its time.
+    text(video_label(videos++));
+    for (double t : r.block_seconds) {
+      text(seconds_label(t));
+      block(c.video_token_id, r.grid[1], r.grid[2]);
+    }
+  }
+  const std::vector<int64_t> p = tokenizer.encode(prompt);
+  out.ids.insert(out.ids.end(), p.begin(), p.end());
+  tags.insert(tags.end(), p.size(), 1);
+  out.positions = multimodal_positions(out.ids, c.image_token_id, c.video_token_id, runs, m);
+  const auto ids = at::tensor(out.ids, at::TensorOptions().dtype(at::kLong));
+  out.image_mask = ids.eq(c.image_token_id).logical_or(ids.eq(c.video_token_id));
+  out.tags = at::tensor(tags, at::TensorOptions().dtype(at::kLong));
+  return out;
 }
 
 Conditioning encode_with_images(const TextEncoder& encoder, const VisionPrompt& prompt,

@@ -52,6 +52,29 @@ VisionPrompt present_image(const Tokenizer& tokenizer, const std::string& prompt
 // start + max(h, w) / merge. Throws kInvalidArgument when the runs and the grids disagree.
 at::Tensor multimodal_positions(const std::vector<int64_t>& ids, int64_t image_token_id,
                                 const std::vector<std::array<int64_t, 3>>& grids, int64_t merge);
+// The same where runs of either pad (images' and videos') take the next grid, in order.
+at::Tensor multimodal_positions(const std::vector<int64_t>& ids, int64_t image_token_id,
+                                int64_t video_token_id, const std::vector<std::array<int64_t, 3>>& grids,
+                                int64_t merge);
+
+// A Ref2VA reference as its presentation shows it: an image's vision block, or a video's blocks
+// (one per merged pair of the frames the conditioner read), each labelled with its time.
+struct PresentedReference {
+  bool video = false;
+  std::array<int64_t, 3> grid{0, 0, 0};  // patches: image (1, h, w), video (blocks, h, w)
+  std::vector<double> block_seconds;     // a video's, one per block (seconds_label)
+};
+// "<{t:.1f} seconds>": a video block's label, as Python formats it (halves to even on the binary
+// value: a block at 0.25 s is "<0.2 seconds>").
+std::string seconds_label(double t);
+// "<Video k>: " for the video at `index` (from 0).
+std::string video_label(size_t index);
+// Ref2VA's presentation: per reference in order, "<Picture i>: " and its <|image_pad|> block, or
+// "<Video k>: " and per block "<{t:.1f} seconds>" and a <|video_pad|> block (each block placed by
+// Qwen3-VL's positions as an image of one frame); then the prompt. image_mask marks both pads.
+// (A reference's soundtrack label "<Audio j>: " is not built: no audio references.)
+VisionPrompt present_references(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
+                                const std::vector<PresentedReference>& references);
 
 // hidden_states[K] of the presented prompt with the images' features in place (in order), as fp32
 // CPU rows with their tags: the DiT's conditioning for FL2VA.

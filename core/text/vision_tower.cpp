@@ -146,6 +146,24 @@ VisionTower VisionTower::load(const std::string& dir, dist::Group* group, const 
   return t;
 }
 
+namespace {
+
+// (x - mean * 255) / (std * 255) in fp32 over [..., 3, h, w] uint8 (the reference fuses the 1/255
+// rescale into mean and std).
+at::Tensor normalized(const at::Tensor& resized, const ImageProcessorConfig& pc) {
+  std::vector<float> mean(3), sd(3);
+  const float to_255 = static_cast<float>(1.0 / (1.0 / 255.0));
+  for (int i = 0; i < 3; ++i) {
+    mean[i] = static_cast<float>(pc.mean[i]) * to_255;
+    sd[i] = static_cast<float>(pc.std[i]) * to_255;
+  }
+  auto norm = resized.to(at::kFloat);
+  norm.sub_(at::tensor(mean).view({3, 1, 1})).div_(at::tensor(sd).view({3, 1, 1}));
+  return norm;
+}
+
+}  // namespace
+
 VisionInputs VisionTower::preprocess(const at::Tensor& image) const {
   const VisionConfig& c = config_;
   const ImageProcessorConfig& pc = processor_;
@@ -185,15 +203,7 @@ VisionInputs VisionTower::preprocess(const at::Tensor& image) const {
                                          /*align_corners=*/false, std::nullopt, std::nullopt);
   }
   resized = resized.squeeze(0).contiguous();  // [3, h, w] uint8
-  // (x - mean * 255) / (std * 255) in fp32 (the reference fuses the 1/255 rescale into mean and std).
-  std::vector<float> mean(3), sd(3);
-  const float to_255 = static_cast<float>(1.0 / (1.0 / 255.0));
-  for (int i = 0; i < 3; ++i) {
-    mean[i] = static_cast<float>(pc.mean[i]) * to_255;
-    sd[i] = static_cast<float>(pc.std[i]) * to_255;
-  }
-  auto norm = resized.to(at::kFloat);
-  norm.sub_(at::tensor(mean).view({3, 1, 1})).div_(at::tensor(sd).view({3, 1, 1}));
+  const at::Tensor norm = normalized(resized, pc);
   // Patches: [rows/m, cols/m, m, m, channel, frame, p, p], the image repeated over the frames.
   const int64_t gh = hw[0] / p, gw = hw[1] / p, T = c.temporal_patch_size, C = c.in_channels;
   auto patches = norm.view({C, gh / m, m, p, gw / m, m, p})
@@ -204,6 +214,51 @@ VisionInputs VisionTower::preprocess(const at::Tensor& image) const {
   VisionInputs out;
   out.patches = patches.contiguous();
   out.grid_thw = {1, gh, gw};
+  out.resized = resized;
+  return out;
+}
+
+VisionInputs VisionTower::preprocess_video(const at::Tensor& frames) const {
+  const VisionConfig& c = config_;
+  const ImageProcessorConfig& pc = processor_;
+  if (!frames.defined() || frames.dim() != 4 || frames.size(3) != c.in_channels ||
+      frames.scalar_type() != at::kByte) {
+    bad_image(frames, "must be uint8 [frames, height, width, " + std::to_string(c.in_channels) +
+                          "] (RGB, channels last)");
+  }
+  const int64_t S = frames.size(0), H = frames.size(1), W = frames.size(2);
+  if (H < pc.min_side || W < pc.min_side) {
+    bad_image(frames, "has frames smaller than " + std::to_string(pc.min_side) + " x " +
+                          std::to_string(pc.min_side) + " pixels (one patch)");
+  }
+  const int64_t p = c.patch_size, m = c.spatial_merge_size, T = c.temporal_patch_size, C = c.in_channels;
+  std::array<int64_t, 2> hw;
+  try {
+    hw = smart_resize_video(S, H, W, p * m, T, pc.video_min_pixels, pc.video_max_pixels);
+  } catch (const Error& e) {
+    bad_image(frames, e.what());
+  }
+  // [S, 3, H, W] with the channels innermost, each frame resized as an image is.
+  auto x = frames.to(at::kCPU).permute({0, 3, 1, 2});
+  at::Tensor resized =
+      hw[0] == H && hw[1] == W
+          ? x
+          : at::_upsample_bicubic2d_aa(x.contiguous(at::MemoryFormat::ChannelsLast), {hw[0], hw[1]},
+                                       /*align_corners=*/false, std::nullopt, std::nullopt);
+  resized = resized.contiguous();  // [S, 3, h, w] uint8
+  at::Tensor norm = normalized(resized, pc);
+  // The last frame repeated to whole temporal patches, then patches [t, rows/m, cols/m, m, m,
+  // channel, frame, p, p]: each pair of frames makes one frame of patches.
+  if (const int64_t pad = (T - S % T) % T; pad > 0) {
+    norm = at::cat({norm, norm.narrow(0, S - 1, 1).expand({pad, C, hw[0], hw[1]})});
+  }
+  const int64_t t = norm.size(0) / T, gh = hw[0] / p, gw = hw[1] / p;
+  auto patches = norm.view({t, T, C, gh / m, m, p, gw / m, m, p})
+                     .permute({0, 3, 6, 4, 7, 2, 1, 5, 8})
+                     .reshape({t * gh * gw, C * T * p * p});
+  VisionInputs out;
+  out.patches = patches.contiguous();
+  out.grid_thw = {t, gh, gw};
   out.resized = resized;
   return out;
 }

@@ -65,6 +65,12 @@ class VisionTower {
   // Throws kInvalidArgument naming the input: not uint8, not [H, W, 3], a side under
   // processor().min_side, more than processor().max_input_pixels pixels, aspect ratio over 200.
   VisionInputs preprocess(const at::Tensor& image) const;
+  // The video processor (Qwen3VLVideoProcessor) for the frames a conditioner reads, uint8
+  // [frames, height, width, 3]: smart_resize_video over all of them, the same resize and
+  // normalisation per frame, the last frame repeated to whole temporal patches, each pair of
+  // frames one frame of patches (grid_thw[0] = ceil(frames / 2)). Throws kInvalidArgument as
+  // preprocess does.
+  VisionInputs preprocess_video(const at::Tensor& frames) const;
 
   // The merged visual embeddings and deepstack features of one image (or video: t frames) in the
   // compute dtype on the tower's device. Every rank of the group calls it with the same input.

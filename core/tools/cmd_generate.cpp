@@ -3,6 +3,7 @@
 // last chunk's stretch has come: a RIFF header needs the total length).
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/memory_guard.h"
+#include "engine/model.h"
 #include "engine/prompt_timeline.h"
 #include "engine/y4m_writer.h"
 #include "io/safetensors.h"
@@ -96,8 +98,15 @@ int run(Args& a) {
   if (eo.model_dir.empty()) eo.model_dir = default_model_dir();
   if (first_frame) req.first_frame = pictures::read_picture(*first_frame, "--first-frame");
   if (last_frame) req.last_frame = pictures::read_picture(*last_frame, "--last-frame");
+  // A video reference is read as far as the clip can use it: its generated frames (17n+5 of at
+  // least the requested or the model's default frames).
+  const int64_t frames = req.num_frames > 0
+                             ? req.num_frames
+                             : (references.empty() ? 0 : read_model(eo.model_dir).defaults.num_frames);
   for (size_t i = 0; i < references.size(); ++i) {
-    req.references.push_back(pictures::read_picture(references[i], "--reference " + std::to_string(i + 1)));
+    req.references.push_back(
+        pictures::read_reference(references[i], "--reference " + std::to_string(i + 1),
+                                 static_cast<double>(std::max<int64_t>(frames, 22) + 17) / 24.0));
   }
   // References are Ref2VA's, whose DiT is transformer_ref/.
   eo.ref2va = !req.references.empty();
@@ -171,7 +180,7 @@ H3_REGISTER_COMMAND(
     "generate", "a prompt or prompt embeddings in, a YUV4MPEG2 clip out (streamed chunk by chunk)",
     "usage: h3 generate [--model DIR] (--prompt TEXT | --embeds FILE) [--width W] [--height H]\n"
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] [--sp N] --out FILE.y4m\n"
-    "                   [--first-frame PICTURE] [--last-frame PICTURE] [--reference PICTURE ...]\n"
+    "                   [--first-frame PICTURE] [--last-frame PICTURE] [--reference FILE ...]\n"
     "                   [--sampler euler|causal] [--lora FILE] [--sink N] [--window N]\n"
     "                   [--video-shift S] [--audio-shift S] [--prompt-timeline FILE]\n"
     "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
@@ -194,11 +203,14 @@ H3_REGISTER_COMMAND(
     "                       aspect ratio at the model's size; the first is stretched onto it, the last\n"
     "                       scaled to cover it and centre-cropped. Needs a model with FL2VA's condition\n"
     "                       path (a VAE encoder, a vision tower) and the euler sampler\n"
-    "  --reference PICTURE  Ref2VA: an image reference (a subject, style or scene), as a file or URI;\n"
-    "                       give it up to 9 times, in the order the model reads them. Each is encoded\n"
-    "                       at its own size (short edge 2048 in the release); the canvas stays the\n"
-    "                       request's. Reads Ref2VA's DiT (transformer_ref/) instead of transformer/;\n"
-    "                       the euler sampler. Video and audio references are not built\n"
+    "  --reference FILE     Ref2VA: an image reference (a subject, style or scene; up to 9) or a video\n"
+    "                       reference (motion, camera; up to 3), a file or URI GStreamer decodes (one\n"
+    "                       picture: an image, more: a video); repeat it, in the order the model reads\n"
+    "                       them. An image is encoded at its own size (short edge 2048 in the\n"
+    "                       release), a video at 24 fps on the canvas of its own aspect ratio (its\n"
+    "                       soundtrack is not read: audio references are not built); the clip's\n"
+    "                       canvas stays the request's. Reads Ref2VA's DiT (transformer_ref/) instead\n"
+    "                       of transformer/; the euler sampler\n"
     "  --frames F           exact output frame count (1..1024; generated as 17n+5 and trimmed)\n"
     "  --steps N            euler: grid points of the sampling schedule (>= 2; N - 1 denoiser\n"
     "                       evaluations); causal: forwards per 17-frame chunk (default 4)\n"

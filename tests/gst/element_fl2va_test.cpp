@@ -47,6 +47,16 @@ class H3VideoSrcFl2va : public ::testing::Test {
                   "first.png");
     write_picture("videotestsrc pattern=ball num-buffers=1 ! video/x-raw,width=200,height=300 ! jpegenc",
                   "last.jpg");
+    // A video (30 frames at 30 fps, 96 x 64) and one with a soundtrack, written by GStreamer.
+    write_picture(
+        "videotestsrc pattern=ball num-buffers=30 ! video/x-raw,width=96,height=64,framerate=30/1 ! jpegenc "
+        "! "
+        "avimux",
+        "clip.avi");
+    write_picture(
+        "audiotestsrc num-buffers=20 ! audio/x-raw,rate=8000,channels=1,format=S16LE ! mux. videotestsrc "
+        "num-buffers=30 ! video/x-raw,width=96,height=64,framerate=30/1 ! jpegenc ! avimux name=mux",
+        "sound.avi");
     std::ofstream(g_dir + "/notes.png") << "these are notes, not a picture\n";
   }
   static void TearDownTestSuite() {
@@ -239,6 +249,49 @@ TEST_F(H3VideoSrcFl2va, ReferencesAreRefusedBesideKeyframesAndOnAModelWithoutRef
   ASSERT_TRUE(t2va.error);
   EXPECT_FALSE(t2va.timed_out);
   EXPECT_NE(t2va.message.find("has no Ref2VA DiT"), std::string::npos) << t2va.message;
+}
+
+// A reference is an image when GStreamer decodes one picture from it, a video otherwise: its
+// frames up to the clip's duration, its frame rate, and whether it has a soundtrack.
+TEST_F(H3VideoSrcFl2va, AReferenceIsAnImageOrAVideoWithItsRateAndFrames) {
+  const h3::Reference image = h3::pictures::read_reference(g_dir + "/first.png", "reference 1", 10.0);
+  EXPECT_FALSE(image.is_video());
+  EXPECT_EQ(image.image.width, 320);
+  EXPECT_EQ(image.image.height, 240);
+  const h3::Reference video = h3::pictures::read_reference(g_dir + "/clip.avi", "reference 2", 10.0);
+  ASSERT_TRUE(video.is_video());
+  EXPECT_EQ(video.video.frames.size(), 30u);
+  EXPECT_EQ(video.video.width, 96);
+  EXPECT_EQ(video.video.height, 64);
+  EXPECT_EQ(video.video.fps_n, 30);
+  EXPECT_EQ(video.video.fps_d, 1);
+  EXPECT_EQ(video.video.frames[0].size(), 96u * 64 * 3);
+  EXPECT_FALSE(video.video.has_audio);
+  // Frames past the clip's duration are not read: 0.5 s at 30 fps.
+  EXPECT_EQ(h3::pictures::read_reference(g_dir + "/clip.avi", "reference 2", 0.5).video.frames.size(), 15u);
+  EXPECT_TRUE(h3::pictures::read_reference(g_dir + "/sound.avi", "reference 3", 10.0).video.has_audio);
+}
+
+// A video reference through the element: the clip on the model's canvas.
+TEST_F(H3VideoSrcFl2va, AVideoReferenceConditionsTheClip) {
+  const std::string l = "h3videosrc num-frames=22 steps=3 model=" + g_model + " references=\"<" + g_dir +
+                        "/clip.avi," + g_dir + "/first.png>\" ! appsink name=sink sync=false max-buffers=0";
+  GstElement* p = gst_parse_launch(l.c_str(), nullptr);
+  ASSERT_NE(p, nullptr);
+  GstElement* sink = h3test::by_name(p, "sink");
+  ASSERT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  int frames = 0, width = 0;
+  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 120 * GST_SECOND)) {
+    gst_structure_get_int(gst_caps_get_structure(gst_sample_get_caps(s), 0), "width", &width);
+    ++frames;
+    gst_sample_unref(s);
+  }
+  EXPECT_TRUE(gst_app_sink_is_eos(GST_APP_SINK(sink)));
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+  EXPECT_EQ(frames, 22);
+  EXPECT_EQ(width, 256);
 }
 
 }  // namespace

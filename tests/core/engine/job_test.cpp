@@ -34,8 +34,26 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   p.audio_latents = 44;
   p.audio_samples = 800 * 68;
   p.audio_rate = 32000;
+  p.keyframe_anchors = {"first", "last"};
+  p.references = {{"image", 128, 96, 1, 1, 1}, {"video", 192, 160, 38, 22, 7}};
+  p.condition_rows = 222;
+  p.vision_rows = 160;
 
   const Job r = decode_job(encode(j));
+  // The condition blocks' plan: every rank shapes its broadcasts from it.
+  EXPECT_EQ(r.plan.keyframe_anchors, p.keyframe_anchors);
+  ASSERT_EQ(r.plan.references.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const PlannedReference &a = r.plan.references[i], &b = p.references[i];
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.width, b.width);
+    EXPECT_EQ(a.height, b.height);
+    EXPECT_EQ(a.frames, b.frames);
+    EXPECT_EQ(a.encoded_frames, b.encoded_frames);
+    EXPECT_EQ(a.latent_frames, b.latent_frames);
+  }
+  EXPECT_EQ(r.plan.condition_rows, 222);
+  EXPECT_EQ(r.plan.vision_rows, 160);
   EXPECT_EQ(r.kind, Job::Kind::kGenerate);
   EXPECT_EQ(r.request.prompt, j.request.prompt);
   EXPECT_EQ(r.request.embeds_path, j.request.embeds_path);

@@ -13,8 +13,10 @@
 #include "common/error.h"
 #include "engine/memory_guard.h"
 #include "engine/model.h"
+#include "engine/reference_frames.h"
 #include "engine/world_settings.h"
 #include "engine_test_util.h"
+#include "text/vision_prompt.h"
 
 namespace h3 {
 namespace {
@@ -34,7 +36,7 @@ GenerationRequest request(std::vector<Picture> references) {
   r.num_frames = 22;
   r.steps = 3;
   r.seed = 7;
-  r.references = std::move(references);
+  for (Picture& p : references) r.references.push_back({std::move(p), {}});
   return r;
 }
 
@@ -70,12 +72,37 @@ TEST(Ref2vaPlan, EachReferenceIsEncodedAtItsOwnShortEdgeAndTheCanvasStaysTheRequ
   EXPECT_EQ(q.references[0].width, 128);
 }
 
+TEST(Ref2vaFrames, AVideoIsResampledCutAndReadAsThePipelineDoes) {
+  // 48 frames at 30 fps: 38 on 24 fps, frames 2, 7, ..., 47 dropped (shown 0 times).
+  const std::vector<int64_t> r = frame_repeats(48, 30.0);
+  int64_t total = 0, dropped = 0;
+  for (int64_t n : r) total += n, dropped += n == 0;
+  EXPECT_EQ(total, 38);
+  EXPECT_EQ(dropped, 10);
+  EXPECT_EQ(r[2], 0);
+  EXPECT_EQ(r[47], 0);
+  // 10 frames at 12 fps: each shown twice.
+  EXPECT_EQ(frame_repeats(10, 12.0), std::vector<int64_t>(10, 2));
+  EXPECT_EQ(encoded_frames(38), 22);
+  EXPECT_EQ(encoded_frames(39), 39);
+  EXPECT_EQ(encoded_frames(56), 56);
+  EXPECT_EQ(conditioner_frames(38), (std::vector<int64_t>{0, 12, 24, 36}));
+  EXPECT_EQ(conditioner_frames(22), (std::vector<int64_t>{0, 12}));
+  EXPECT_EQ(block_seconds(4), (std::vector<double>{0.25, 1.25}));
+  EXPECT_EQ(block_seconds(3), (std::vector<double>{0.25, 1.0}));  // the last frame repeated
+  EXPECT_EQ(text::seconds_label(0.25), "<0.2 seconds>");          // halves to even, as Python
+  EXPECT_EQ(text::seconds_label(1.25), "<1.2 seconds>");
+  EXPECT_EQ(text::seconds_label(1.0), "<1.0 seconds>");
+}
+
 TEST(Ref2vaPlan, BadReferencesAreRefusedNamingThem) {
   const ModelInfo m = read_model(model_dir(), true);
   std::vector<Picture> ten;
   for (int i = 0; i < 10; ++i) ten.push_back(picture(64, 64, static_cast<uint64_t>(i)));
-  EXPECT_NE(refusal(m, request(ten)).find("10 image references: the released model reads at most 9"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal(m, request(ten))
+          .find("10 image and 0 video references: the released model reads at most 9 images and 3 videos"),
+      std::string::npos);
   EXPECT_NE(
       refusal(m, request({picture(64, 64, 1), picture(200, 40, 2, "wide.png")}))
           .find("reference 2 'wide.png' is 200x40: the released model takes aspect ratios from 1:4 to 4:1"),
@@ -94,6 +121,57 @@ TEST(Ref2vaPlan, BadReferencesAreRefusedNamingThem) {
   GenerationRequest causal = request({picture(64, 64, 1)});
   causal.sampler = "causal";
   EXPECT_NE(refusal(m, causal).find("references condition the euler sampler only"), std::string::npos);
+}
+
+// A synthetic video reference: `n` frames of w x h at fps_n / 1.
+Reference video(int64_t n, int64_t w, int64_t h, int64_t fps_n, bool sound = false) {
+  Reference r;
+  r.video.source = "clip.mp4";
+  r.video.width = w;
+  r.video.height = h;
+  r.video.fps_n = fps_n;
+  r.video.has_audio = sound;
+  for (int64_t i = 0; i < n; ++i) r.video.frames.push_back(picture(w, h, static_cast<uint64_t>(i)).rgb);
+  return r;
+}
+
+TEST(Ref2vaPlan, AVideoReferenceIsPlannedOnItsOwnCanvasAtTwentyFourFps) {
+  const ModelInfo m = read_model(model_dir(), true);
+  GenerationRequest r = request({});
+  r.num_frames = 39;
+  r.references.push_back(video(48, 80, 64, 30, /*sound=*/true));
+  const ClipPlan p = make_plan(m, r);
+  ASSERT_EQ(p.references.size(), 1u);
+  const PlannedReference& v = p.references[0];
+  EXPECT_EQ(v.kind, "video");
+  EXPECT_EQ(v.frames, 38);  // 48 at 30 fps
+  EXPECT_EQ(v.encoded_frames, 22);
+  EXPECT_EQ(v.latent_frames, 7);
+  EXPECT_EQ(v.width, 192);  // 5:4 on the model's canvas rule (short edge 160)
+  EXPECT_EQ(v.height, 160);
+  EXPECT_EQ(p.condition_rows, 7 * 6 * 5);
+  // Its soundtrack is said to be left out.
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("has a soundtrack, which is not conditioned on"), std::string::npos);
+  // A video longer than the clip is cut to the clip's generated frames.
+  r.references = {video(100, 80, 64, 24)};
+  EXPECT_EQ(make_plan(m, r).references[0].frames, 39);
+}
+
+TEST(Ref2vaPlan, BadVideoReferencesAreRefusedNamingThem) {
+  const ModelInfo m = read_model(model_dir(), true);
+  GenerationRequest shortr = request({});
+  shortr.references.push_back(video(10, 64, 64, 24));
+  EXPECT_NE(refusal(m, shortr).find("reference 1 'clip.mp4' gives 10 frames at 24 fps"), std::string::npos);
+  GenerationRequest four = request({});
+  for (int i = 0; i < 4; ++i) four.references.push_back(video(24, 32, 32, 24));
+  EXPECT_NE(refusal(m, four).find("0 image and 4 video references"), std::string::npos);
+  GenerationRequest wide = request({});
+  wide.references.push_back(video(24, 200, 40, 24));
+  EXPECT_NE(refusal(m, wide).find("reference 1 'clip.mp4'"), std::string::npos);
+  GenerationRequest no_rate = request({});
+  no_rate.references.push_back(video(24, 64, 64, 0));
+  EXPECT_NE(refusal(m, no_rate).find("needs a positive frame rate"), std::string::npos);
 }
 
 TEST(Ref2vaPlan, EachDitServesItsOwnTasks) {

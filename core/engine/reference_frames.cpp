@@ -1,0 +1,57 @@
+#include "engine/reference_frames.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dit/frames.h"
+
+namespace h3 {
+namespace {
+
+// The conditioner's rate (diffusers' video_sample_fps) and Qwen3-VL's temporal patch.
+constexpr double kSampleFps = 2.0;
+constexpr int64_t kTemporalPatch = 2;
+
+}  // namespace
+
+std::vector<int64_t> frame_repeats(int64_t n, double fps) {
+  std::vector<int64_t> repeats(static_cast<size_t>(n), 1);
+  const double target = static_cast<double>(dit::kFps);
+  if (fps == target) return repeats;
+  const double scale = target / fps;
+  auto slot = [&](int64_t i) {
+    return static_cast<int64_t>(std::floor(static_cast<double>(i) * scale + 0.5));
+  };
+  for (int64_t i = 0; i < n; ++i) repeats[static_cast<size_t>(i)] = slot(i + 1) - slot(i);
+  return repeats;
+}
+
+int64_t encoded_frames(int64_t frames) {
+  return std::max<int64_t>(1, (frames - 5) / 17) * 17 + 5;
+}
+
+std::vector<int64_t> conditioner_frames(int64_t frames) {
+  // Python's round() of a running float cursor, duplicates dropped.
+  const double stride = static_cast<double>(dit::kFps) / kSampleFps;
+  std::vector<int64_t> indices;
+  double cursor = 0.0;
+  for (;;) {
+    const auto i = static_cast<int64_t>(std::nearbyint(cursor));
+    if (i >= frames) break;
+    if (indices.empty() || i > indices.back()) indices.push_back(i);
+    cursor += stride;
+  }
+  return indices;
+}
+
+std::vector<double> block_seconds(int64_t sampled) {
+  std::vector<double> t;
+  for (int64_t i = 0; i < sampled; ++i) t.push_back(static_cast<double>(i) / kSampleFps);
+  while (!t.empty() && t.size() % kTemporalPatch != 0) t.push_back(t.back());
+  std::vector<double> blocks;
+  for (size_t i = 0; i < t.size(); i += kTemporalPatch)
+    blocks.push_back((t[i] + t[i + kTemporalPatch - 1]) / 2);
+  return blocks;
+}
+
+}  // namespace h3

@@ -1,0 +1,27 @@
+// A Ref2VA video reference's frame arithmetic, as the reference pipelines do it (diffusers'
+// MiniMax-H3 setup, text and reference-encoder steps; docs/conditioning.md): the frames onto the
+// model's 24 fps by whole-frame repeats, the 17n+5 of them the VAE encodes, and the ones the
+// conditioner reads at 2 fps, merged in pairs, each pair labelled with its mean time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace h3 {
+
+// How many times each of `n` frames at `fps` is shown on the 24 fps grid: frame i holds from slot
+// floor(i * 24 / fps + 0.5) to the next frame's (the last to floor(n * 24 / fps + 0.5)), as
+// ffmpeg's fps filter drops and repeats. fps 24: once each.
+std::vector<int64_t> frame_repeats(int64_t n, double fps);
+
+// The frames the VAE encodes of `frames` at 24 fps: snapped down to 17m + 5 (at least 22).
+int64_t encoded_frames(int64_t frames);
+
+// The indices of the frames (of `frames` at 24 fps) the conditioner reads: one every 12.
+std::vector<int64_t> conditioner_frames(int64_t frames);
+
+// The time of each vision block of `sampled` frames read at 2 fps and merged in pairs (the last
+// repeated to a whole pair): the mean of its two frames' times, in seconds.
+std::vector<double> block_seconds(int64_t sampled);
+
+}  // namespace h3
