@@ -203,26 +203,34 @@ void require_audio_vae(const ModelInfo& m) {
 
 namespace {
 
-void check_picture(const Picture& pic, const std::string& property) {
-  const std::string name = property + " '" + pic.source + "'";
-  const std::string size = std::to_string(pic.width) + "x" + std::to_string(pic.height);
+// A picture's (or each frame's of a video) size and bytes: `frames` of width x height 8-bit RGB.
+void check_rgb(const std::string& source, int64_t width, int64_t height,
+               const std::vector<const std::vector<uint8_t>*>& frames, const std::string& property) {
+  const std::string name = property + " '" + source + "'";
+  const std::string size = std::to_string(width) + "x" + std::to_string(height);
   // The size first: a caller's decoder names it before it allocates the pixels (pictures/).
-  if (pic.width < kMinPictureSide || pic.height < kMinPictureSide) {
+  if (width < kMinPictureSide || height < kMinPictureSide) {
     throw Error(ErrorKind::kInvalidArgument, name + " is " + size + ": each side must be at least " +
                                                  std::to_string(kMinPictureSide) + " pixels");
   }
-  if (pic.width * pic.height > kMaxPicturePixels) {
+  if (width * height > kMaxPicturePixels) {
     throw Error(ErrorKind::kInvalidArgument,
-                name + " is " + size + " (" + std::to_string(pic.width * pic.height / 1000000) +
-                    " MP): at most " + std::to_string(kMaxPicturePixels / 1000000) +
+                name + " is " + size + " (" + std::to_string(width * height / 1000000) + " MP): at most " +
+                    std::to_string(kMaxPicturePixels / 1000000) +
                     " MP (8192 x 8192) are taken; scale it down (it is put onto a canvas of at most " +
                     std::to_string(kMaxSide) + " px a side anyway)");
   }
-  if (pic.rgb.size() != static_cast<size_t>(pic.width * pic.height * 3)) {
-    throw Error(ErrorKind::kInvalidArgument,
-                name + ": " + std::to_string(pic.rgb.size()) + " bytes for " + size +
-                    ": not 8-bit RGB (width x height x 3 bytes); decode it to RGB first");
+  for (const std::vector<uint8_t>* rgb : frames) {
+    if (rgb->size() != static_cast<size_t>(width * height * 3)) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  name + ": " + std::to_string(rgb->size()) + " bytes for " + size +
+                      ": not 8-bit RGB (width x height x 3 bytes); decode it to RGB first");
+    }
   }
+}
+
+void check_picture(const Picture& pic, const std::string& property) {
+  check_rgb(pic.source, pic.width, pic.height, {&pic.rgb}, property);
 }
 
 }  // namespace
@@ -300,14 +308,9 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
       continue;
     }
     const Video& v = ref.video;
-    check_picture({v.source, v.width, v.height, v.frames.front()}, label);
-    for (const auto& f : v.frames) {
-      if (f.size() != static_cast<size_t>(v.width * v.height * 3)) {
-        throw Error(ErrorKind::kInvalidArgument, name + ": a frame of " + std::to_string(f.size()) +
-                                                     " bytes is not 8-bit RGB of " + std::to_string(v.width) +
-                                                     "x" + std::to_string(v.height));
-      }
-    }
+    std::vector<const std::vector<uint8_t>*> given;
+    for (const auto& f : v.frames) given.push_back(&f);
+    check_rgb(v.source, v.width, v.height, given, label);
     if (v.fps_n <= 0 || v.fps_d <= 0) {
       throw Error(ErrorKind::kInvalidArgument, name + ": a video needs a positive frame rate, got " +
                                                    std::to_string(v.fps_n) + "/" + std::to_string(v.fps_d));

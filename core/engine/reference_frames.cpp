@@ -1,9 +1,12 @@
 #include "engine/reference_frames.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "dit/frames.h"
+#include "image/keyframes.h"
 
 namespace h3 {
 namespace {
@@ -52,6 +55,21 @@ std::vector<double> block_seconds(int64_t sampled) {
   for (size_t i = 0; i < t.size(); i += kTemporalPatch)
     blocks.push_back((t[i] + t[i + kTemporalPatch - 1]) / 2);
   return blocks;
+}
+
+at::Tensor normalized_video(const Video& v, const PlannedReference& r) {
+  const std::vector<int64_t> repeats = frame_repeats(
+      static_cast<int64_t>(v.frames.size()), static_cast<double>(v.fps_n) / static_cast<double>(v.fps_d));
+  at::Tensor out = at::empty({r.frames, r.height, r.width, 3}, at::kByte);
+  int64_t next = 0;
+  for (size_t i = 0; i < v.frames.size() && next < r.frames; ++i) {
+    if (repeats[i] == 0) continue;  // dropped by the resampling: never resized
+    const image::Rgb8 frame = image::stretch_onto({v.width, v.height, v.frames[i]}, r.width, r.height);
+    const at::Tensor t =
+        at::from_blob(const_cast<uint8_t*>(frame.rgb.data()), {r.height, r.width, 3}, at::kByte);
+    for (int64_t n = 0; n < repeats[i] && next < r.frames; ++n) out[next++].copy_(t);
+  }
+  return out;
 }
 
 }  // namespace h3

@@ -4,8 +4,12 @@
 // conditioner reads at 2 fps, merged in pairs, each pair labelled with its mean time.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <vector>
+
+#include "engine/request.h"
 
 namespace h3 {
 
@@ -23,5 +27,10 @@ std::vector<int64_t> conditioner_frames(int64_t frames);
 // The time of each vision block of `sampled` frames read at 2 fps and merged in pairs (the last
 // repeated to a whole pair): the mean of its two frames' times, in seconds.
 std::vector<double> block_seconds(int64_t sampled);
+
+// A video reference on the model's clock and canvas: each frame repeated onto 24 fps
+// (frame_repeats), cut to r.frames, each kept frame stretched (Pillow's Lanczos) to r.width x
+// r.height; uint8 [r.frames, r.height, r.width, 3].
+at::Tensor normalized_video(const Video& v, const PlannedReference& r);
 
 }  // namespace h3

@@ -41,23 +41,6 @@ void ensure_vision_tower(const StageContext& c) {
   dist::agree_or_throw(c.group, f);
 }
 
-// A video reference on the model's clock and canvas (rank 0): each frame repeated onto 24 fps, cut
-// to the planned frames, each kept frame stretched to the planned size; [frames, h, w, 3].
-at::Tensor normalized_video(const Video& v, const PlannedReference& r) {
-  const std::vector<int64_t> repeats = frame_repeats(
-      static_cast<int64_t>(v.frames.size()), static_cast<double>(v.fps_n) / static_cast<double>(v.fps_d));
-  at::Tensor out = at::empty({r.frames, r.height, r.width, 3}, at::kByte);
-  int64_t next = 0;
-  for (size_t i = 0; i < v.frames.size() && next < r.frames; ++i) {
-    if (repeats[i] == 0) continue;  // dropped by the resampling: never resized
-    const image::Rgb8 frame = image::stretch_onto({v.width, v.height, v.frames[i]}, r.width, r.height);
-    const at::Tensor t =
-        at::from_blob(const_cast<uint8_t*>(frame.rgb.data()), {r.height, r.width, 3}, at::kByte);
-    for (int64_t n = 0; n < repeats[i] && next < r.frames; ++n) out[next++].copy_(t);
-  }
-  return out;
-}
-
 }  // namespace
 
 KeyframePictures keyframe_pictures_stage(const StageContext& c, const GenerationRequest* own) {
@@ -125,14 +108,17 @@ std::vector<at::Tensor> keyframe_latents_stage(const StageContext& c, const Keyf
   std::vector<at::Tensor> out;
   if (k.empty()) return out;
   ensure_vae_encoder(c);
-  for (const at::Tensor& pixels : k.pixels) {
-    // The release's fixed sample seed; an image [H, W, 3] -> [3, H, W], a video's 17n+5 frames
-    // [T, H, W, 3] -> [3, T, H, W].
+  const size_t keyframes = c.plan.keyframe_anchors.size();
+  for (size_t i = 0; i < k.pixels.size(); ++i) {
+    const at::Tensor& pixels = k.pixels[i];
+    // The release's fixed sample seed; an image [H, W, 3] -> [3, H, W], a video's planned 17n+5
+    // frames [T, H, W, 3] -> [3, T, H, W].
     const at::Tensor z =
         pixels.dim() == 3
             ? c.parts.vae_encoder->encode_image(pixels.permute({2, 0, 1}), c.group)
             : c.parts.vae_encoder->encode_clip(
-                  pixels.narrow(0, 0, encoded_frames(pixels.size(0))).permute({3, 0, 1, 2}), c.group);
+                  pixels.narrow(0, 0, c.plan.references[i - keyframes].encoded_frames).permute({3, 0, 1, 2}),
+                  c.group);
     out.push_back(z.to(at::kCPU, at::kFloat).contiguous());
   }
   return out;

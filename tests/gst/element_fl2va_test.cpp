@@ -115,6 +115,28 @@ TEST_F(H3VideoSrcFl2va, APngIsReadBackByteForByteWhateverItsStride) {
   EXPECT_TRUE(pic.rgb == rgb);
 }
 
+// Plays `p` (its appsink named "sink") to its end: the frames it received and their size.
+struct Pulled {
+  int frames = 0, width = 0, height = 0;
+  bool eos = false;
+};
+Pulled play_to_end(GstElement* p) {
+  GstElement* sink = h3test::by_name(p, "sink");
+  Pulled out;
+  EXPECT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 120 * GST_SECOND)) {
+    const GstStructure* st = gst_caps_get_structure(gst_sample_get_caps(s), 0);
+    gst_structure_get_int(st, "width", &out.width);
+    gst_structure_get_int(st, "height", &out.height);
+    ++out.frames;
+    gst_sample_unref(s);
+  }
+  out.eos = gst_app_sink_is_eos(GST_APP_SINK(sink));
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(sink);
+  return out;
+}
+
 h3test::RunResult run(const std::string& props) {
   const std::string l = "h3videosrc num-frames=22 steps=3 " + props + " ! fakesink";
   GstElement* p = gst_parse_launch(l.c_str(), nullptr);
@@ -136,24 +158,13 @@ TEST_F(H3VideoSrcFl2va, TheClipIsMadeOnTheCanvasOfTheFirstFramesAspect) {
   EXPECT_EQ(std::string(first), g_dir + "/first.png");
   g_free(first);
   gst_object_unref(src);
-  GstElement* sink = h3test::by_name(p, "sink");
-  ASSERT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
-  int frames = 0, width = 0, height = 0;
-  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 120 * GST_SECOND)) {
-    const GstStructure* st = gst_caps_get_structure(gst_sample_get_caps(s), 0);
-    gst_structure_get_int(st, "width", &width);
-    gst_structure_get_int(st, "height", &height);
-    ++frames;
-    gst_sample_unref(s);
-  }
-  EXPECT_TRUE(gst_app_sink_is_eos(GST_APP_SINK(sink)));
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(sink);
+  const Pulled got = play_to_end(p);
   gst_object_unref(p);
-  EXPECT_EQ(frames, 22);
+  EXPECT_TRUE(got.eos);
+  EXPECT_EQ(got.frames, 22);
   // 4:3 on the tiny model's canvas (short edge 160, area 256 x 160): 224 x 160.
-  EXPECT_EQ(width, 224);
-  EXPECT_EQ(height, 160);
+  EXPECT_EQ(got.width, 224);
+  EXPECT_EQ(got.height, 160);
 }
 
 TEST_F(H3VideoSrcFl2va, AMissingPictureIsResourceNotFoundNamingThePropertyAndFile) {
@@ -208,23 +219,12 @@ TEST_F(H3VideoSrcFl2va, ReferencesAreAnArrayOfFilesOrUrisAndTheCanvasStaysTheMod
                ("file://" + g_dir + "/last.jpg").c_str());
   g_value_unset(&refs);
   gst_object_unref(src);
-  GstElement* sink = h3test::by_name(p, "sink");
-  ASSERT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
-  int frames = 0, width = 0, height = 0;
-  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 120 * GST_SECOND)) {
-    const GstStructure* st = gst_caps_get_structure(gst_sample_get_caps(s), 0);
-    gst_structure_get_int(st, "width", &width);
-    gst_structure_get_int(st, "height", &height);
-    ++frames;
-    gst_sample_unref(s);
-  }
-  EXPECT_TRUE(gst_app_sink_is_eos(GST_APP_SINK(sink)));
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(sink);
+  const Pulled got = play_to_end(p);
   gst_object_unref(p);
-  EXPECT_EQ(frames, 22);
-  EXPECT_EQ(width, 256);  // the tiny model's default canvas
-  EXPECT_EQ(height, 160);
+  EXPECT_TRUE(got.eos);
+  EXPECT_EQ(got.frames, 22);
+  EXPECT_EQ(got.width, 256);  // the tiny model's default canvas
+  EXPECT_EQ(got.height, 160);
 }
 
 TEST_F(H3VideoSrcFl2va, AMissingReferenceIsResourceNotFoundNamingItsPlace) {
@@ -278,20 +278,11 @@ TEST_F(H3VideoSrcFl2va, AVideoReferenceConditionsTheClip) {
                         "/clip.avi," + g_dir + "/first.png>\" ! appsink name=sink sync=false max-buffers=0";
   GstElement* p = gst_parse_launch(l.c_str(), nullptr);
   ASSERT_NE(p, nullptr);
-  GstElement* sink = h3test::by_name(p, "sink");
-  ASSERT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
-  int frames = 0, width = 0;
-  while (GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), 120 * GST_SECOND)) {
-    gst_structure_get_int(gst_caps_get_structure(gst_sample_get_caps(s), 0), "width", &width);
-    ++frames;
-    gst_sample_unref(s);
-  }
-  EXPECT_TRUE(gst_app_sink_is_eos(GST_APP_SINK(sink)));
-  gst_element_set_state(p, GST_STATE_NULL);
-  gst_object_unref(sink);
+  const Pulled got = play_to_end(p);
   gst_object_unref(p);
-  EXPECT_EQ(frames, 22);
-  EXPECT_EQ(width, 256);
+  EXPECT_TRUE(got.eos);
+  EXPECT_EQ(got.frames, 22);
+  EXPECT_EQ(got.width, 256);
 }
 
 }  // namespace

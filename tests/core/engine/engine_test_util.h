@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../text/golden_encoder.h"
 #include "../text/test_util.h"
 #include "common/error.h"
 #include "engine/engine.h"
@@ -129,6 +130,27 @@ inline const std::string& conditioning_model_dir() {
   static const Folder folder;
   static const std::string dir = folder.dir.string();
   return dir;
+}
+
+// An engine on conditioning_model_dir(): FL2VA's DiT, or with `ref2va` Ref2VA's.
+inline std::unique_ptr<Engine> open_conditioning_model(int ranks, bool ref2va = false) {
+  EngineOptions o;
+  o.model_dir = conditioning_model_dir();
+  o.ranks = ranks;
+  o.ref2va = ref2va;
+  o.timeout = std::chrono::seconds(120);
+  return Engine::open(o);
+}
+
+// `r` at 1 and at 2 ranks on conditioning_model_dir(): the vision tower and the DiT split over
+// the ranks sum in another order, so within 1e-4 (latents) and 1 (frames), not bit for bit.
+inline void expect_two_ranks_give_one_ranks_clip(const GenerationRequest& r, bool ref2va) {
+  const Clip one = generate_clip(*open_conditioning_model(1, ref2va), r);
+  const Clip two = generate_clip(*open_conditioning_model(2, ref2va), r);
+  ASSERT_TRUE(one.video.defined() && two.video.defined());
+  EXPECT_LT(max_abs_diff(one.video, two.video), 1e-4);
+  EXPECT_LT(max_abs_diff(one.audio, two.audio), 1e-4);
+  EXPECT_LE(max_abs_diff(one.frames.to(at::kInt), two.frames.to(at::kInt)), 1);
 }
 
 }  // namespace h3::test

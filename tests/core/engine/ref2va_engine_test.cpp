@@ -212,21 +212,8 @@ TEST(Ref2vaPlan, TheMemoryEstimateCountsTheReferencesRowsAndEncoders) {
   EXPECT_GT(b.dit_bytes, a.dit_bytes);
 }
 
-std::unique_ptr<Engine> open(int ranks, bool ref2va = true) {
-  EngineOptions o;
-  o.model_dir = model_dir();
-  o.ranks = ranks;
-  o.ref2va = ref2va;
-  o.timeout = std::chrono::seconds(120);
-  return Engine::open(o);
-}
-
-double max_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a - b).abs().max().item<double>();
-}
-
 TEST(Ref2vaEngine, TheReferencesConditionTheClipInTheirOrder) {
-  const auto engine = open(1);
+  const auto engine = test::open_conditioning_model(1, true);
   const Picture a = picture(96, 72, 1), b = picture(64, 80, 2);
   const Clip ab = test::generate_clip(*engine, request({a, b}));
   ASSERT_TRUE(ab.frames.defined());
@@ -234,8 +221,8 @@ TEST(Ref2vaEngine, TheReferencesConditionTheClipInTheirOrder) {
   EXPECT_EQ(ab.video.sizes(), (at::IntArrayRef{1, 24, 7, 10, 16}));  // the generated rows only
   EXPECT_TRUE(at::equal(test::generate_clip(*engine, request({a, b})).video, ab.video));
   // Another order is another request; so is one reference fewer.
-  EXPECT_GT(max_diff(test::generate_clip(*engine, request({b, a})).video, ab.video), 1e-3);
-  EXPECT_GT(max_diff(test::generate_clip(*engine, request({a})).video, ab.video), 1e-3);
+  EXPECT_GT(test::max_abs_diff(test::generate_clip(*engine, request({b, a})).video, ab.video), 1e-3);
+  EXPECT_GT(test::max_abs_diff(test::generate_clip(*engine, request({a})).video, ab.video), 1e-3);
   // Ref2VA's DiT serves references only.
   try {
     test::generate_clip(*engine, request({}));
@@ -248,7 +235,7 @@ TEST(Ref2vaEngine, TheReferencesConditionTheClipInTheirOrder) {
 }
 
 TEST(Ref2vaEngine, AnEngineWithFl2vasDitRefusesReferences) {
-  const auto engine = open(1, /*ref2va=*/false);
+  const auto engine = test::open_conditioning_model(1);
   try {
     test::generate_clip(*engine, request({picture(96, 72, 1)}));
     ADD_FAILURE() << "references ran on FL2VA's DiT";
@@ -264,13 +251,7 @@ TEST(Ref2vaEngine, AnEngineWithFl2vasDitRefusesReferences) {
 TEST(Ref2vaEngine, TwoRanksGiveOneRanksClip) {
   GenerationRequest r = request({picture(96, 72, 1), picture(50, 120, 3)});
   r.audio = true;
-  const Clip one = test::generate_clip(*open(1), r);
-  const Clip two = test::generate_clip(*open(2), r);
-  ASSERT_TRUE(one.video.defined() && two.video.defined());
-  // The vision tower and the DiT split over the ranks sum in another order: not bit for bit.
-  EXPECT_LT(max_diff(one.video, two.video), 1e-4);
-  EXPECT_LT(max_diff(one.audio, two.audio), 1e-4);
-  EXPECT_LE(max_diff(one.frames.to(at::kInt), two.frames.to(at::kInt)), 1);
+  test::expect_two_ranks_give_one_ranks_clip(r, /*ref2va=*/true);
 }
 
 }  // namespace

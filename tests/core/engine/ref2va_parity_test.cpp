@@ -3,15 +3,20 @@
 // its transformer_ref/): the references decoded by GStreamer and resized to their planned sizes,
 // the presentation's ids and tags and its hidden states, the references' latents, the packed
 // rows' positions, tags and timesteps, and the final video and audio latents of whole requests
-// with one, two and three image references and with video references, at 1 and 2 ranks.
+// with one, two and three image references and with video references (resampled onto 24 fps,
+// compared by digest), at 1 and 2 ranks.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "../text/golden_encoder.h"
+#include "dist/crypto.h"
 #include "dit/packed_sequence.h"
+#include "engine/reference_frames.h"
 #include "engine_test_util.h"
 #include "image/keyframes.h"
 #include "pictures/picture_file.h"
@@ -34,30 +39,53 @@ const std::string& vector_model() {
 
 const char* kPrompt = "a red kite over a green hill";
 
+// cases.json's cases: image references (PNGs) and video references ("v1": video_v1.safetensors at
+// 30 fps, "v2": video_v2.safetensors at 24 fps), the canvas (0: unset) and the frames asked for.
 struct Case {
   std::string name;
-  std::vector<std::string> files;
-  int64_t width = 0, height = 0;  // 0: unset, the model's canvas
+  std::vector<std::string> refs;
+  int64_t width = 0, height = 0, frames = 22;
 };
 
-// cases.json's cases.
 const std::vector<Case>& cases() {
   static const std::vector<Case> c{{"one", {"a.png"}},
                                    {"two", {"a.png", "b.png"}},
-                                   {"three_sized", {"b.png", "c.png", "a.png"}, 224, 192}};
+                                   {"three_sized", {"b.png", "c.png", "a.png"}, 224, 192},
+                                   {"video", {"v1"}, 0, 0, 39},
+                                   {"image_video", {"a.png", "v2"}, 0, 0, 39},
+                                   {"video_image", {"v1", "a.png"}, 224, 192, 39}};
   return c;
+}
+
+bool is_video(const std::string& ref) {
+  return ref[0] == 'v';
+}
+
+Reference reference(const std::string& ref) {
+  if (!is_video(ref)) return {pictures::read_picture(data(ref), "reference"), {}};
+  const at::Tensor f = test::read_tensors(data("video_" + ref + ".safetensors")).at("frames").contiguous();
+  Reference r;
+  Video& v = r.video;
+  v.source = ref;
+  v.height = f.size(1);
+  v.width = f.size(2);
+  v.fps_n = ref == "v1" ? 30 : 24;
+  for (int64_t i = 0; i < f.size(0); ++i) {
+    const uint8_t* p = f[i].data_ptr<uint8_t>();
+    v.frames.emplace_back(p, p + f[i].numel());
+  }
+  return r;
 }
 
 GenerationRequest pipeline_request(const Case& c) {
   GenerationRequest r;
   r.prompt = kPrompt;
-  r.num_frames = 22;
+  r.num_frames = c.frames;
   r.steps = 3;
   r.seed = 7;
   r.width = c.width;
   r.height = c.height;
-  for (const std::string& f : c.files)
-    r.references.push_back({pictures::read_picture(data(f), "reference"), {}});
+  for (const std::string& ref : c.refs) r.references.push_back(reference(ref));
   return r;
 }
 
@@ -68,26 +96,61 @@ class Ref2vaParity : public ::testing::TestWithParam<int> {
   const ModelInfo m_ = read_model(vector_model(), /*ref2va=*/true);
   const GenerationRequest r_ = pipeline_request(c_);
   const ClipPlan p_ = make_plan(m_, r_);
-  std::vector<at::Tensor> references() const {
+  // cases.json's record of reference `i` of this case.
+  nlohmann::json details(size_t i) const {
+    std::ifstream in(data("cases.json"));
+    const nlohmann::json index = nlohmann::json::parse(in);
+    for (const auto& c : index.at("cases")) {
+      if (c.at("name") == c_.name) return c.at("reference_details").at(i);
+    }
+    ADD_FAILURE() << "no case " << c_.name << " in cases.json";
+    return {};
+  }
+  // Each reference as the engine shows it to the encoders: an image at its planned size, a video
+  // on 24 fps and its canvas.
+  std::vector<at::Tensor> pixels() const {
     std::vector<at::Tensor> out;
-    for (size_t i = 0; i < c_.files.size(); ++i) out.push_back(t_.at("reference" + std::to_string(i)));
+    for (size_t i = 0; i < c_.refs.size(); ++i) {
+      const Reference& r = r_.references[i];
+      const PlannedReference& planned = p_.references[i];
+      if (r.is_video()) {
+        out.push_back(normalized_video(r.video, planned));
+        continue;
+      }
+      const image::Rgb8 got =
+          image::stretch_onto({r.image.width, r.image.height, r.image.rgb}, planned.width, planned.height);
+      out.push_back(
+          at::from_blob(const_cast<uint8_t*>(got.rgb.data()), {got.height, got.width, 3}, at::kByte).clone());
+    }
     return out;
   }
 };
 
-TEST_P(Ref2vaParity, TheReferencesAtTheirPlannedSizesAreThePipelines) {
+TEST_P(Ref2vaParity, TheReferencesOnTheirPlannedSizesAndClockAreThePipelines) {
   EXPECT_EQ(p_.canvas_height, t_.at("height").item<int64_t>());
   EXPECT_EQ(p_.canvas_width, t_.at("width").item<int64_t>());
-  ASSERT_EQ(p_.references.size(), c_.files.size());
-  for (size_t i = 0; i < c_.files.size(); ++i) {
-    const at::Tensor want = t_.at("reference" + std::to_string(i));
-    EXPECT_EQ(p_.references[i].height, want.size(0)) << c_.files[i];
-    EXPECT_EQ(p_.references[i].width, want.size(1)) << c_.files[i];
-    const Picture& pic = r_.references[i].image;
-    const image::Rgb8 got = image::stretch_onto({pic.width, pic.height, pic.rgb}, want.size(1), want.size(0));
-    EXPECT_TRUE(at::equal(
-        at::from_blob(const_cast<uint8_t*>(got.rgb.data()), {got.height, got.width, 3}, at::kByte), want))
-        << c_.files[i];
+  ASSERT_EQ(p_.references.size(), c_.refs.size());
+  const std::vector<at::Tensor> got = pixels();
+  for (size_t i = 0; i < c_.refs.size(); ++i) {
+    const std::string k = std::to_string(i);
+    const PlannedReference& planned = p_.references[i];
+    const at::Tensor z = t_.at("condition_latents" + k);
+    EXPECT_EQ(planned.kind, is_video(c_.refs[i]) ? "video" : "image") << c_.refs[i];
+    EXPECT_EQ(planned.latent_frames, z.size(2)) << c_.refs[i];
+    if (!is_video(c_.refs[i])) {
+      EXPECT_TRUE(at::equal(got[i], t_.at("reference" + k))) << c_.refs[i];
+      continue;
+    }
+    // The pipeline's frames, by digest: v1's 48 at 30 fps are 38 at 24 fps; v2's 40 are cut to 39.
+    const nlohmann::json d = details(i);
+    EXPECT_EQ(planned.frames, d.at("normalized_frames").get<int64_t>()) << c_.refs[i];
+    EXPECT_EQ(planned.frames, c_.refs[i] == "v1" ? 38 : 39);
+    const at::Tensor v = got[i].contiguous();
+    EXPECT_EQ(dist::sha256_hex(std::string(reinterpret_cast<const char*>(v.data_ptr<uint8_t>()), v.numel())),
+              d.at("normalized_sha256").get<std::string>())
+        << c_.refs[i];
+    EXPECT_TRUE(at::equal(v[0], t_.at("reference" + k + "_first"))) << c_.refs[i];
+    EXPECT_TRUE(at::equal(v[v.size(0) - 1], t_.at("reference" + k + "_last"))) << c_.refs[i];
   }
 }
 
@@ -95,13 +158,21 @@ TEST_P(Ref2vaParity, ThePresentationAndItsHiddenStatesAreThePipelines) {
   const text::PromptEncoder encoder = text::PromptEncoder::load(vector_model());
   const text::VisionTower tower = text::VisionTower::load(text::text_encoder_dir_of(vector_model()));
   std::vector<text::VisionFeatures> features;
-  std::vector<std::array<int64_t, 3>> grids;
-  for (const at::Tensor& pixels : references()) {
-    const text::VisionInputs in = tower.preprocess(pixels);
+  std::vector<text::PresentedReference> presented;
+  for (const at::Tensor& px : pixels()) {
+    if (px.dim() == 3) {
+      const text::VisionInputs in = tower.preprocess(px);
+      features.push_back(tower.forward(in));
+      presented.push_back({false, in.grid_thw, {}});
+      continue;
+    }
+    const std::vector<int64_t> read = conditioner_frames(px.size(0));
+    const text::VisionInputs in = tower.preprocess_video(px.index_select(0, at::tensor(read, at::kLong)));
     features.push_back(tower.forward(in));
-    grids.push_back(in.grid_thw);
+    presented.push_back({true, in.grid_thw, block_seconds(static_cast<int64_t>(read.size()))});
   }
-  const text::VisionPrompt p = text::present_images(encoder.tokenizer(), kPrompt, tower.config(), grids);
+  const text::VisionPrompt p =
+      text::present_references(encoder.tokenizer(), kPrompt, tower.config(), presented);
   EXPECT_TRUE(at::equal(at::tensor(p.ids, at::kLong), t_.at("input_ids")));
   EXPECT_TRUE(at::equal(p.tags, t_.at("text_token_tags")));
   const text::Conditioning cond = text::encode_with_images(encoder.encoder(), p, features);
@@ -119,10 +190,13 @@ TEST_P(Ref2vaParity, TheReferencesLatentsAndPackedRowsAreThePipelines) {
   in.audio = t_.at("audio_noise");
   in.t_video = t_.at("timesteps")[1].item<float>();
   in.t_audio = t_.at("audio_timesteps")[1].item<float>();
-  const std::vector<at::Tensor> pictures = references();
-  for (size_t i = 0; i < pictures.size(); ++i) {
+  const std::vector<at::Tensor> got = pixels();
+  for (size_t i = 0; i < got.size(); ++i) {
     const std::string k = std::to_string(i);
-    const at::Tensor z = enc.encode_image(pictures[i].permute({2, 0, 1}));
+    const at::Tensor z =
+        got[i].dim() == 3
+            ? enc.encode_image(got[i].permute({2, 0, 1}))
+            : enc.encode_clip(got[i].narrow(0, 0, p_.references[i].encoded_frames).permute({3, 0, 1, 2}));
     const double d = test::max_abs_diff(z, t_.at("condition_latents" + k));
     std::printf("%s: reference %zu max |d latents| = %.3g\n", c_.name.c_str(), i, d);
     EXPECT_LE(d, 1e-4);
@@ -148,13 +222,7 @@ TEST_P(Ref2vaParity, TheRequestsFinalLatentsAreThePipelines) {
   // The reference's audio latents are [2, 32, A]; the engine's rows [2A, 32], channel-major.
   const at::Tensor ref_audio = t_.at("audio_latents").permute({0, 2, 1}).reshape({-1, 32});
   for (int ranks : {1, 2}) {
-    EngineOptions o;
-    o.model_dir = vector_model();
-    o.ranks = ranks;
-    o.ref2va = true;
-    o.timeout = std::chrono::seconds(120);
-    const auto engine = Engine::open(o);
-    const test::Clip clip = test::generate_clip(*engine, r_);
+    const test::Clip clip = test::generate_clip(*test::open_conditioning_model(ranks, /*ref2va=*/true), r_);
     const double dv = test::max_abs_diff(clip.video, t_.at("latents"));
     const double da = test::max_abs_diff(clip.audio, ref_audio);
     std::printf("%s, %d rank(s): max |d video latents| = %.3g, audio %.3g\n", c_.name.c_str(), ranks, dv, da);
@@ -163,120 +231,7 @@ TEST_P(Ref2vaParity, TheRequestsFinalLatentsAreThePipelines) {
   }
 }
 
-// Video references (cases video, image_video, video_image): frames given at their own rate,
-// resampled onto 24 fps, cut and put on their own canvas by the engine.
-struct VideoCase {
-  std::string name;
-  std::vector<std::string> refs;  // a PNG, or "v1" / "v2" (video_v1.safetensors at 30 fps, v2 at 24)
-  int64_t width = 0, height = 0;
-};
-
-const std::vector<VideoCase>& video_cases() {
-  static const std::vector<VideoCase> c{
-      {"video", {"v1"}}, {"image_video", {"a.png", "v2"}}, {"video_image", {"v1", "a.png"}, 224, 192}};
-  return c;
-}
-
-Reference video_reference(const std::string& name) {
-  const at::Tensor f = test::read_tensors(data("video_" + name + ".safetensors")).at("frames").contiguous();
-  Reference r;
-  Video& v = r.video;
-  v.source = name;
-  v.height = f.size(1);
-  v.width = f.size(2);
-  v.fps_n = name == "v1" ? 30 : 24;
-  for (int64_t i = 0; i < f.size(0); ++i) {
-    const uint8_t* p = f[i].data_ptr<uint8_t>();
-    v.frames.emplace_back(p, p + f[i].numel());
-  }
-  return r;
-}
-
-class Ref2vaVideoParity : public ::testing::TestWithParam<int> {
- protected:
-  const VideoCase& c_ = video_cases()[static_cast<size_t>(GetParam())];
-  std::map<std::string, at::Tensor> t_ = test::read_tensors(data("case_" + c_.name + ".safetensors"));
-  const ModelInfo m_ = read_model(vector_model(), /*ref2va=*/true);
-  GenerationRequest request() const {
-    GenerationRequest r;
-    r.prompt = kPrompt;
-    r.num_frames = 39;
-    r.steps = 3;
-    r.seed = 7;
-    r.width = c_.width;
-    r.height = c_.height;
-    for (const std::string& f : c_.refs) {
-      r.references.push_back(f[0] == 'v' ? video_reference(f)
-                                         : Reference{pictures::read_picture(data(f), "reference"), {}});
-    }
-    return r;
-  }
-};
-
-TEST_P(Ref2vaVideoParity, EachVideoIsPlannedAndPackedAsThePipelineLaysItOut) {
-  const ClipPlan p = make_plan(m_, request());
-  EXPECT_EQ(p.canvas_height, t_.at("height").item<int64_t>());
-  EXPECT_EQ(p.canvas_width, t_.at("width").item<int64_t>());
-  dit::DitInputs in;
-  in.text = t_.at("prompt_embeds");
-  in.text_tags = t_.at("text_token_tags");
-  in.video = t_.at("video_noise");
-  in.audio = t_.at("audio_noise");
-  in.t_video = t_.at("timesteps")[1].item<float>();
-  in.t_audio = t_.at("audio_timesteps")[1].item<float>();
-  ASSERT_EQ(p.references.size(), c_.refs.size());
-  for (size_t i = 0; i < c_.refs.size(); ++i) {
-    const std::string k = std::to_string(i);
-    const at::Tensor z = t_.at("condition_latents" + k);
-    const PlannedReference& r = p.references[i];
-    EXPECT_EQ(r.kind, c_.refs[i][0] == 'v' ? "video" : "image");
-    EXPECT_EQ(r.latent_frames, z.size(2)) << c_.refs[i];
-    EXPECT_EQ(r.height / 16, z.size(3)) << c_.refs[i];
-    EXPECT_EQ(r.width / 16, z.size(4)) << c_.refs[i];
-    // v1: 48 frames at 30 fps are 38 at 24 fps; v2: 40 at 24 fps cut to the clip's 39.
-    if (c_.refs[i] != "a.png") {
-      EXPECT_EQ(r.frames, c_.refs[i] == "v1" ? 38 : 39);
-    }
-    in.keyframes.push_back(
-        {dit::noised_keyframe(z, t_.at("reference" + k + "_noise")), dit::KeyframeAnchor::kReference});
-  }
-  const dit::PackedSequence s = dit::pack(m_.dit, in);
-  const at::Tensor video_idx = t_.at("video_indices"), refs = video_idx.narrow(0, 0, s.layout.keyframes);
-  const at::Tensor order = at::cat({t_.at("text_indices"), refs, t_.at("audio_indices"),
-                                    video_idx.narrow(0, refs.size(0), s.layout.video)});
-  ASSERT_EQ(order.size(0), s.layout.rows());
-  EXPECT_EQ(s.layout.keyframes, p.condition_rows);
-  EXPECT_TRUE(at::equal(s.positions, t_.at("position_ids").index_select(0, order)));
-  EXPECT_TRUE(at::equal(s.tags, t_.at("token_tags").index_select(0, order)));
-  EXPECT_TRUE(at::equal(s.timesteps, t_.at("row_timesteps")[1].index_select(0, order)));
-  EXPECT_TRUE(at::equal(s.keyframe_rows, t_.at("condition_rows")));
-}
-
-TEST_P(Ref2vaVideoParity, TheRequestsFinalLatentsAreThePipelines) {
-  const GenerationRequest r = request();
-  const at::Tensor ref_audio = t_.at("audio_latents").permute({0, 2, 1}).reshape({-1, 32});
-  for (int ranks : {1, 2}) {
-    EngineOptions o;
-    o.model_dir = vector_model();
-    o.ranks = ranks;
-    o.ref2va = true;
-    o.timeout = std::chrono::seconds(120);
-    const auto engine = Engine::open(o);
-    const test::Clip clip = test::generate_clip(*engine, r);
-    const double dv = test::max_abs_diff(clip.video, t_.at("latents"));
-    const double da = test::max_abs_diff(clip.audio, ref_audio);
-    std::printf("%s, %d rank(s): max |d video latents| = %.3g, audio %.3g\n", c_.name.c_str(), ranks, dv, da);
-    EXPECT_LE(dv, 1e-4) << ranks << " rank(s)";
-    EXPECT_LE(da, 1e-4) << ranks << " rank(s)";
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, Ref2vaVideoParity, ::testing::Values(0, 1, 2),
-                         [](const ::testing::TestParamInfo<int>& i) {
-                           return video_cases()[static_cast<size_t>(i.param)].name;
-                         });
-
-INSTANTIATE_TEST_SUITE_P(Cases, Ref2vaParity, ::testing::Values(0, 1, 2),
+INSTANTIATE_TEST_SUITE_P(Cases, Ref2vaParity, ::testing::Range(0, 6),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return cases()[static_cast<size_t>(i.param)].name;
                          });
