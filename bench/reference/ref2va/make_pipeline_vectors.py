@@ -61,17 +61,16 @@ cases give the pipeline, read back from that file), and a video reference's norm
 case file keeps their first and last frame (`reference<i>_first`, `reference<i>_last`) and cases.json the sha256 of
 the whole [T, H, W, 3] uint8 tensor and of every frame; the video processor's patches (`pixel_values_videos`) are not
 stored either: they are a function of the sampled normalized frames (checked against a rebuild; cases.json keeps
-their shape and sha256). No diffusers or transformers code is copied: the script calls the installed packages. The
-same inputs give the same bytes.
+their shape and sha256). What this script shares with bench/reference/fl2va/make_pipeline_vectors.py (the pictures,
+the model folder, the pipeline subclass and its loading, the recording and the checks) is in
+bench/reference/pipeline_common.py. No diffusers or transformers code is copied: the scripts call the installed
+packages. The same inputs give the same bytes.
 """
 
-import argparse
 import dataclasses
 import hashlib
 import json
-import shutil
-import subprocess
-import tempfile
+import sys
 import warnings
 from pathlib import Path
 
@@ -79,25 +78,21 @@ import numpy as np
 import torch
 from PIL import Image
 from safetensors.torch import load_file, save_file
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import diffusers
-import transformers
 from diffusers import AutoencoderKLMiniMaxH3Audio
-from diffusers.modular_pipelines.minimax_h3 import before_denoise, before_encoder, encoders
-from diffusers.modular_pipelines.minimax_h3.modular_blocks_minimax_h3 import MiniMaxH3Blocks
-from diffusers.modular_pipelines.minimax_h3.modular_pipeline import MiniMaxH3ModularPipeline
+from diffusers.modular_pipelines.minimax_h3 import before_encoder, encoders
 from diffusers.modular_pipelines.minimax_h3.references import MiniMaxH3ImageReference, MiniMaxH3VideoReference
 from torchvision.transforms.v2 import functional as tvF
-from transformers import AutoTokenizer, Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
-REPO = Path(__file__).resolve().parents[3]
-PROMPT = "a red kite over a green hill"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/reference, for pipeline_common
+from pipeline_common import (  # noqa: E402
+    GENERATOR_SEED, IMAGE_PROCESSOR, NUM_INFERENCE_STEPS, PROMPT, PROMPT_EMBEDS_LAYOUT, QWEN3VL_PATCHING, QWEN3VL_STEPS,
+    REPO, RUN_SETTINGS, Recorder, add_pipeline_files, canvas_configs, check_draws, geometry_info, index_head,
+    latent_layouts, load_pipeline, overrides, pictures_info, run_pipeline, save_case, save_pictures, schedule_info,
+    start, text_outputs, tiny_model, workflow_blocks, write_index)
+
 NUM_FRAMES = 22  # the image-only cases
 NUM_FRAMES_VIDEO = 39  # the cases with a video reference: 17 * 2 + 5, long enough for 2 vision blocks
-NUM_INFERENCE_STEPS = 3  # sigma grid points, terminal 0 included: 2 transformer evaluations
-GENERATOR_SEED = 7
-TINY_SEED = 20260801  # h3 make-tiny's default
 PICTURE_SEED = 20260821
 # name, width, height (as "96x72": width x height). c's 96 short edge scales 120 to 230.4, which rounds to 224.
 PICTURES = [("a", 96, 72), ("b", 64, 80), ("c", 50, 120)]
@@ -116,52 +111,21 @@ CASES = [
 ]
 WORKFLOW = "ref2va"
 
-# Qwen3-VL's published preprocessor_config.json (the H3 release's processor/ folder is not among our reference files,
-# so these are Qwen3-VL's values, not checked against H3's own): patch 16, temporal patch 2, merge 2, mean = std =
-# 0.5, size.shortest_edge 256 * 256 and size.longest_edge 4096 * 4096 pixels (the engine's ImageProcessorConfig in
-# core/text/vision_config.h holds the same numbers).
-IMAGE_PROCESSOR = dict(
-    patch_size=16,
-    temporal_patch_size=2,
-    merge_size=2,
-    image_mean=[0.5, 0.5, 0.5],
-    image_std=[0.5, 0.5, 0.5],
-    size={"shortest_edge": 65536, "longest_edge": 16777216},
-    do_resize=True,
-    do_rescale=True,
-    do_normalize=True,
-    do_convert_rgb=True,
-)
-
 # Qwen3-VL's published video_preprocessor_config.json, kept as they are (the decision): the image processor's patch
-# (16), temporal patch (2), merge (2), mean and std (0.5), but size.shortest_edge 4096 and size.longest_edge
-# 25,165,824 pixels, which the video smart_resize compares with the *whole clip's* pixels (frames x height x width),
-# and bicubic resampling (3). Why these: diffusers' pipeline takes its processor from the model folder's processor/,
-# and the H3 release's processor/ folder is not among our reference files, so H3's own video settings cannot be read;
-# H3's conditioner is Qwen3-VL, and these are Qwen3-VL's published values (the engine's ImageProcessorConfig, in
-# core/text/vision_config.h, holds the same video bounds). `cap_pixels_per_frame` is not in the published file:
-# transformers 5.24 reads it unset as False (no per-frame cap; at these sizes the cap, 768 x 32 x 32 pixels a frame,
-# would not bind either). `fps` / `min_frames` / `max_frames` are not read: the pipeline samples the frames itself and
-# calls the processor with do_sample_frames=False. (The class's own defaults, Qwen3VLVideoProcessor() bare, are
-# another size: 131,072 to 786,432 pixels; not the published file's.) A video reference's frames are on a canvas
-# (multiples of 32) and the tiny model's clips are far inside the budget, so the processor leaves them as they are
-# (torchvision's resize returns its input; cases.json records each resize).
-VIDEO_PROCESSOR = dict(
-    patch_size=16,
-    temporal_patch_size=2,
-    merge_size=2,
-    image_mean=[0.5, 0.5, 0.5],
-    image_std=[0.5, 0.5, 0.5],
-    size={"shortest_edge": 4096, "longest_edge": 25165824},
-    resample=3,
-    do_resize=True,
-    do_rescale=True,
-    do_normalize=True,
-    do_convert_rgb=True,
-    fps=2,
-    min_frames=4,
-    max_frames=768,
-)
+# (16), temporal patch (2), merge (2), mean and std (0.5) (pipeline_common's QWEN3VL_PATCHING, IMAGE_PROCESSOR), but
+# size.shortest_edge 4096 and size.longest_edge 25,165,824 pixels, which the video smart_resize compares with the
+# *whole clip's* pixels (frames x height x width), and bicubic resampling (3). Why these: diffusers' pipeline takes its
+# processor from the model folder's processor/, and the H3 release's processor/ folder is not among our reference
+# files, so H3's own video settings cannot be read; H3's conditioner is Qwen3-VL, and these are Qwen3-VL's published
+# values (the engine's ImageProcessorConfig, in core/text/vision_config.h, holds the same video bounds).
+# `cap_pixels_per_frame` is not in the published file: transformers 5.24 reads it unset as False (no per-frame cap; at
+# these sizes the cap, 768 x 32 x 32 pixels a frame, would not bind either). `fps` / `min_frames` / `max_frames` are
+# not read: the pipeline samples the frames itself and calls the processor with do_sample_frames=False. (The class's
+# own defaults, Qwen3VLVideoProcessor() bare, are another size: 131,072 to 786,432 pixels; not the published file's.)
+# A video reference's frames are on a canvas (multiples of 32) and the tiny model's clips are far inside the budget, so
+# the processor leaves them as they are (torchvision's resize returns its input; cases.json records each resize).
+VIDEO_PROCESSOR = dict(QWEN3VL_PATCHING, size={"shortest_edge": 4096, "longest_edge": 25165824}, resample=3,
+                       **QWEN3VL_STEPS, fps=2, min_frames=4, max_frames=768)
 
 COMPONENTS = {  # name: (library, class). audio_vae is a stand-in set after loading (audio_vae_stand_in).
     "text_encoder": ("transformers", "Qwen3VLForConditionalGeneration"),
@@ -172,39 +136,6 @@ COMPONENTS = {  # name: (library, class). audio_vae is a stand-in set after load
     "scheduler": ("diffusers", "MiniMaxH3Scheduler"),
     "audio_scheduler": ("diffusers", "MiniMaxH3Scheduler"),
 }
-
-
-class TinyMiniMaxH3Pipeline(MiniMaxH3ModularPipeline):
-    """diffusers' MiniMax-H3 pipeline with two of its model constants set for the tiny model.
-
-    - `text_encoder_layer`: which Qwen3-VL hidden state conditions the transformer. diffusers hard-codes the
-      release's 50 as a read-only property of MiniMaxH3ModularPipeline (it ignores model_index.json's
-      `text_encoder_layer`), and get_qwen3vl_prompt_embeds refuses an encoder of 50 layers or fewer. The tiny
-      encoder has 3 layers and its model_index.json says 2 (what the engine reads), so the blocks read
-      `components.text_encoder_layer` = 2 here: prompt_embeds = hidden_states[2].
-    - `min_duration`: diffusers refuses a clip shorter than the release's 5 s (120 frames) in the ref2va setup
-      step (on the aligned frame count). 22 frames (one VAE chunk: 17 + 5 frames, 7 latent frames; the engine's
-      shortest generated clip) keep the reference small, so the floor is lowered to that one chunk. Nothing else
-      reads it.
-    """
-
-    @property
-    def text_encoder_layer(self):
-        return self._tiny_text_encoder_layer
-
-    @property
-    def min_duration(self):
-        return (17 + 5) / 24
-
-
-def picture(width: int, height: int, seed: int) -> np.ndarray:
-    """A smooth colour gradient plus seeded noise, uint8 [height, width, 3]."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.linspace(0, 1, height, dtype=torch.float32)[:, None, None]
-    x = torch.linspace(0, 1, width, dtype=torch.float32)[None, :, None]
-    base = 255 * (0.5 + 0.4 * torch.sin(5 * x + 3 * y + torch.tensor([0.0, 2.0, 4.0])))
-    noisy = base + torch.randn(height, width, 3, generator=g) * 30
-    return noisy.round().clamp(0, 255).to(torch.uint8).numpy()
 
 
 def video_frames(width: int, height: int, num_frames: int, seed: int) -> np.ndarray:
@@ -222,44 +153,25 @@ def video_frames(width: int, height: int, num_frames: int, seed: int) -> np.ndar
     return torch.stack(frames).numpy()
 
 
-def make_tiny(h3: Path, out: Path) -> None:
-    subprocess.run([str(h3), "make-tiny", "--conditioning", "--seed", str(TINY_SEED), "--quiet", "--out", str(out)],
-                   check=True)
-
-
 def prepare_folder(model: Path) -> dict:
     """Adds to a copy of an `h3 make-tiny --conditioning` folder what diffusers' ModularPipeline needs, and returns
     the engine-side facts the pipeline is configured with.
 
     - modular_model_index.json: ModularPipeline resolves components and configs from it (model_index.json, which
       the engine reads, is kept). Its components are the ones the ref2va request loads (the DiT is
-      `transformer_ref`, the folder's second DiT); `canvas_short_edge` and `canvas_max_pixels` (pipeline configs,
-      the release's 768 and 768 x 1344) are set to the canvas rule the engine derives from the model's defaults
-      (core/engine/model.cpp plan_keyframes: short edge min(default_width, default_height), area
-      default_width x default_height; the tiny model: 160 and 256 x 160), and `reference_image_short_edge` (the
-      release's 2048) to model_index.json's gst_h3.reference_short_edge (the tiny model: 96).
+      `transformer_ref`, the folder's second DiT); `canvas_short_edge` and `canvas_max_pixels` (pipeline configs)
+      are set to the canvas rule the engine derives from the model's defaults (`canvas_configs`: the tiny model's
+      160 and 256 x 160), and `reference_image_short_edge` (the release's 2048) to model_index.json's
+      gst_h3.reference_short_edge (the tiny model: 96).
     - processor/: a Qwen3VLProcessor (Qwen2VLImageProcessor with Qwen3-VL's published preprocessor_config.json
       values, IMAGE_PROCESSOR, and Qwen3VLVideoProcessor with Qwen3-VL's published video_preprocessor_config.json
       values, VIDEO_PROCESSOR, over the folder's tokenizer): the text step takes the vision patches and the token type
       ids from it; the engine's folder has no processor, and the H3 release's processor/ is not among our reference
       files, so Qwen3-VL's published values stand in for it.
     """
-    index = json.loads((model / "model_index.json").read_text())
-    defaults = index["gst_h3"]
-    width, height = int(defaults["default_width"]), int(defaults["default_height"])
-    configs = dict(canvas_short_edge=min(width, height), canvas_max_pixels=width * height,
-                   reference_image_short_edge=int(defaults["reference_short_edge"]))
-
-    tokenizer = AutoTokenizer.from_pretrained(model / "tokenizer")
-    processor = Qwen3VLProcessor(image_processor=Qwen2VLImageProcessor(**IMAGE_PROCESSOR), tokenizer=tokenizer,
-                                 video_processor=Qwen3VLVideoProcessor(**VIDEO_PROCESSOR))
-    processor.save_pretrained(model / "processor")
-
-    entries = {name: [lib, cls, {"subfolder": name, "type_hint": [lib, cls]}]
-               for name, (lib, cls) in COMPONENTS.items()}
-    modular = {"_class_name": "MiniMaxH3ModularPipeline", "_blocks_class_name": "MiniMaxH3Blocks", **configs,
-               **entries}
-    (model / "modular_model_index.json").write_text(json.dumps(modular, indent=2) + "\n")
+    index, configs = canvas_configs(model)
+    configs["reference_image_short_edge"] = int(index["gst_h3"]["reference_short_edge"])
+    add_pipeline_files(model, COMPONENTS, configs, VIDEO_PROCESSOR)
     return dict(configs, text_encoder_layer=int(index["text_encoder_layer"]))
 
 
@@ -290,47 +202,23 @@ def audio_vae_stand_in(model: Path) -> tuple[AutoencoderKLMiniMaxH3Audio, dict]:
     return vae, args
 
 
-def load_pipeline(model: Path, text_encoder_layer: int) -> TinyMiniMaxH3Pipeline:
-    # The ref2va workflow's blocks, as ModularPipeline.from_pretrained(model, workflow="ref2va") prunes them, less
-    # the two decode blocks (`decode.video`, `decode.audio`): the request stops at the final latents.
-    blocks = MiniMaxH3Blocks().get_workflow(WORKFLOW)
-    for name in [n for n in blocks.sub_blocks if n.startswith("decode.")]:
-        blocks.sub_blocks.pop(name)
-    pipe = TinyMiniMaxH3Pipeline(blocks=blocks, pretrained_model_name_or_path=str(model))
-    pipe._tiny_text_encoder_layer = text_encoder_layer
-    # fp32 everywhere, as the engine computes on a CPU (the tiny text encoder is stored in bf16).
-    pipe.load_components(names=list(COMPONENTS), dtype=torch.float32)
-    missing = [name for name in COMPONENTS if getattr(pipe, name, None) is None]
-    assert not missing, f"components not loaded: {missing}"
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
-
-
-class Recorder:
-    """Observes calls the blocks make, passing everything through unchanged: the token ids and vision inputs the
-    text step gives the conditioner (encoders.get_qwen3vl_prompt_embeds), the frames the text step samples from every
-    video reference (MiniMaxH3Ref2VATextEncoderStep._sample_video_condition_frames), the video processor's resizes
-    (torchvision's resize as transformers calls it, and the smart_resize sizes it asks for), and every noise draw
-    (before_denoise.randn_tensor, the only draws off the request's generator), in call order."""
+class Ref2VARecorder(Recorder):
+    """Observes, besides what Recorder does (the token ids and vision inputs the text step gives the conditioner, and
+    every noise draw), the frames the text step samples from every video reference
+    (MiniMaxH3Ref2VATextEncoderStep._sample_video_condition_frames) and the video processor's resizes (torchvision's
+    resize as transformers calls it, and the smart_resize sizes it asks for), in call order, passing everything
+    through unchanged."""
 
     def __init__(self, video_processor_class):
-        self.token_ids, self.vision_inputs, self.draws, self.samples, self.resizes = None, None, [], [], []
-        self._embeds, self._randn = encoders.get_qwen3vl_prompt_embeds, before_denoise.randn_tensor
+        super().__init__()
+        self.samples, self.resizes = [], []
         self._step = encoders.MiniMaxH3Ref2VATextEncoderStep
         self._sample = self._step.__dict__["_sample_video_condition_frames"]
         self._vp, self._vp_resize = video_processor_class, video_processor_class.__dict__["resize"]
         self._tv_resize = tvF.resize
 
     def __enter__(self):
-        def embeds(text_encoder, processor, token_ids, vision_inputs=None, *args, **kwargs):
-            self.token_ids = list(token_ids)
-            self.vision_inputs = dict(vision_inputs or {})
-            return self._embeds(text_encoder, processor, token_ids, vision_inputs, *args, **kwargs)
-
-        def randn(shape, *args, **kwargs):
-            out = self._randn(shape, *args, **kwargs)
-            self.draws.append(out.clone())
-            return out
+        super().__enter__()
 
         def sample(frames, fps, sample_fps, temporal_patch):
             picked, timestamps = self._sample.__func__(frames, fps, sample_fps, temporal_patch)
@@ -367,14 +255,13 @@ class Recorder:
                     returned_input=out is image))
             return out
 
-        encoders.get_qwen3vl_prompt_embeds, before_denoise.randn_tensor = embeds, randn
         self._step._sample_video_condition_frames = staticmethod(sample)
         self._vp.resize = vp_resize
         tvF.resize = tv_resize
         return self
 
     def __exit__(self, *exc):
-        encoders.get_qwen3vl_prompt_embeds, before_denoise.randn_tensor = self._embeds, self._randn
+        super().__exit__(*exc)
         self._step._sample_video_condition_frames = self._sample
         self._vp.resize = self._vp_resize
         tvF.resize = self._tv_resize
@@ -494,12 +381,11 @@ def run_case(pipe, name: str, refs: tuple, canvas, num_frames: int, media: dict)
     references = [make_reference(r, media) for r in refs]
     kinds = [r.kind for r in references]
     has_video = "video" in kinds
-    kwargs = dict(prompt=PROMPT, references=references, num_frames=num_frames,
-                  num_inference_steps=NUM_INFERENCE_STEPS, generator=torch.Generator().manual_seed(GENERATOR_SEED))
+    kwargs = dict(prompt=PROMPT, references=references, num_frames=num_frames, num_inference_steps=NUM_INFERENCE_STEPS)
     if canvas is not None:
         kwargs["height"], kwargs["width"] = canvas
-    with Recorder(type(pipe.processor.video_processor)) as rec, sdpa_kernel([SDPBackend.MATH]), torch.no_grad():
-        state = pipe(**kwargs)
+    rec = Ref2VARecorder(type(pipe.processor.video_processor))
+    state = run_pipeline(pipe, rec, **kwargs)
     get = state.get
 
     normalized = get("normalized_references")
@@ -516,25 +402,12 @@ def run_case(pipe, name: str, refs: tuple, canvas, num_frames: int, media: dict)
     video, audio = get("latents"), get("audio_latents")
     n_ref = len(conditions)
     assert n_ref == len(refs)
-    # The draws: one per reference in packed order (its noise for the conditioning level 0.999), then the video
-    # noise, then the audio noise (rows: 2 channel-major blocks of A latents x 32 channels), all off the request's
-    # generator.
-    shapes = [tuple(d.shape) for d in rec.draws]
-    assert len(rec.draws) == n_ref + 2, shapes
-    assert all(shapes[i] == tuple(conditions[i].shape) for i in range(n_ref)), shapes
-    assert shapes[n_ref] == tuple(video.shape), shapes
+    # The draws: one per reference in packed order, then the video noise, then the audio noise (check_draws).
     a = int(get("num_audio_latents"))
-    assert shapes[n_ref + 1] == (2 * a, audio.shape[1]), shapes
-    # Replaying the seed in that order gives the same numbers: the draw order is the generator's order.
-    replay = torch.Generator().manual_seed(GENERATOR_SEED)
-    for d in rec.draws:
-        assert torch.equal(torch.randn(d.shape, generator=replay, dtype=torch.float32), d)
+    shapes = check_draws(rec.draws, conditions, video, audio, a)
 
-    embeds = get("prompt_embeds")
-    assert embeds.shape[0] == 1 and embeds.dtype == torch.float32, (embeds.shape, embeds.dtype)
-    tags = get("text_token_tags")
+    embeds, tags = text_outputs(get, rec.token_ids)
     L = embeds.shape[1]
-    assert len(rec.token_ids) == L == tags.shape[0]
     merge = pipe.processor.image_processor.merge_size ** 2
     grids = rec.vision_inputs["image_grid_thw"].to(torch.int64) if "image" in kinds else None
     video_grids = rec.vision_inputs["video_grid_thw"].to(torch.int64) if has_video else None
@@ -680,14 +553,7 @@ def run_case(pipe, name: str, refs: tuple, canvas, num_frames: int, media: dict)
         "call_height": None if canvas is None else canvas[0],
         "call_width": None if canvas is None else canvas[1],
         "call_num_frames": num_frames,
-        "height": int(get("height")),
-        "width": int(get("width")),
-        "num_frames": int(get("num_frames")),
-        "num_latent_frames": int(get("num_latent_frames")),
-        "latent_height": int(get("latent_height")),
-        "latent_width": int(get("latent_width")),
-        "num_audio_latents": a,
-        "num_text_tokens": int(L),
+        **geometry_info(get, a, int(L)),
         # [height, width] of each normalized reference (a video's frames)
         "reference_sizes": [[int(im.shape[-3]), int(im.shape[-2])] for im in images],
         "reference_latent_sizes": [[int(c.shape[3]), int(c.shape[4])] for c in conditions],
@@ -700,12 +566,7 @@ def run_case(pipe, name: str, refs: tuple, canvas, num_frames: int, media: dict)
         "reference_rotary_times": ref_times,
         "target_rotary_origin": target_origin,
         "reference_row_timesteps": ref_row_timesteps,
-        "evaluations": int(get("timesteps").numel()),
-        "timesteps": [float(t) for t in get("timesteps")],
-        "audio_timesteps": [float(t) for t in get("audio_timesteps")],
-        "draws": [list(s) for s in shapes],
-        "shapes": {k: list(v.shape) for k, v in sorted(tensors.items())},
-        "dtypes": {k: str(v.dtype).replace("torch.", "") for k, v in sorted(tensors.items())},
+        **schedule_info(get, shapes, tensors),
     }
     if has_video:
         info["reference_kinds"] = kinds
@@ -729,20 +590,8 @@ def run_case(pipe, name: str, refs: tuple, canvas, num_frames: int, media: dict)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    src = ap.add_mutually_exclusive_group()
-    src.add_argument("--h3", type=Path, default=REPO / "build" / "core" / "h3", help="the h3 binary (make-tiny)")
-    src.add_argument("--model", type=Path, help="a folder `h3 make-tiny --conditioning` wrote (copied, not changed)")
-    ap.add_argument("out", type=Path, nargs="?", default=REPO / "tests" / "data" / "ref2va_pipeline")
-    a = ap.parse_args()
-    torch.set_num_threads(1)
-    a.out.mkdir(parents=True, exist_ok=True)
-
-    media = {}
-    for i, (name, w, h) in enumerate(PICTURES):
-        Image.fromarray(picture(w, h, PICTURE_SEED + i)).save(a.out / f"{name}.png", format="PNG", optimize=False)
-        # As a caller hands a decoded file to the pipeline.
-        media[name] = Image.open(a.out / f"{name}.png").convert("RGB")
+    a = start(__doc__, REPO / "tests" / "data" / "ref2va_pipeline")
+    media = save_pictures(a.out, PICTURES, PICTURE_SEED)
     for i, (name, w, h, n, fps) in enumerate(VIDEOS):
         # Stored once, as frames; the cases are given the frames read back from the file.
         path = a.out / f"video_{name}.safetensors"
@@ -751,23 +600,12 @@ def main() -> None:
         assert frames.dtype == np.uint8 and frames.shape == (n, h, w, 3), (frames.dtype, frames.shape)
         media[name] = (frames, fps)
 
-    with tempfile.TemporaryDirectory(prefix="h3-ref2va-pipeline-") as tmp:
-        model = Path(tmp) / "model"
-        if a.model is not None:
-            shutil.copytree(a.model, model)
-            origin = f"--model {a.model}"
-        else:
-            make_tiny(a.h3, model)
-            origin = f"h3 make-tiny --conditioning --seed {TINY_SEED}"
-        weights = {p.relative_to(model).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                   for p in sorted(model.rglob("*.safetensors"))}
+    with tiny_model(a, WORKFLOW) as (model, origin, weights):
         facts = prepare_folder(model)
-        pipe = load_pipeline(model, facts["text_encoder_layer"])
+        pipe = load_pipeline(model, WORKFLOW, COMPONENTS, facts["text_encoder_layer"])
         audio_vae, audio_vae_args = audio_vae_stand_in(model)
         pipe.update_components(audio_vae=audio_vae)
         assert pipe.audio_vae is audio_vae and pipe.audio_latent_channels == 32
-        te = pipe.text_encoder.config.text_config
-        assert te.num_hidden_layers > facts["text_encoder_layer"]
 
         vp = pipe.processor.video_processor
         video_processor = {k: getattr(vp, k) for k in (
@@ -781,22 +619,17 @@ def main() -> None:
 
         cases = []
         for name, refs, canvas, num_frames in CASES:
-            tensors, info = run_case(pipe, name, refs, canvas, num_frames, media)
-            save_file(tensors, str(a.out / info["file"]))
+            info = save_case(a.out, *run_case(pipe, name, refs, canvas, num_frames, media))
             cases.append(info)
             print(f"{name}: canvas {info['height']}x{info['width']}, references {info['reference_sizes']}, "
                   f"text {info['num_text_tokens']}, latents {info['shapes']['latents']}, "
                   f"audio {info['shapes']['audio_latents']}")
 
     index = {
-        "script": "bench/reference/ref2va/make_pipeline_vectors.py",
-        "versions": {"diffusers": diffusers.__version__, "transformers": transformers.__version__,
-                     "torch": torch.__version__, "Pillow": Image.__version__},
-        "model": {"origin": origin, "seed": TINY_SEED, "safetensors_sha256": weights,
-                  "text_encoder_layers": int(te.num_hidden_layers), **facts},
+        **index_head(__file__, origin, weights, pipe, facts),
         "pipeline": {
             "workflow": WORKFLOW,
-            "blocks": "MiniMaxH3Blocks().get_workflow('ref2va') less decode.video and decode.audio",
+            "blocks": workflow_blocks(WORKFLOW),
             "transformer": "transformer_ref",
             "call": {"prompt": PROMPT,
                      "references": "per case, in packed order: MiniMaxH3ImageReference(image=Image.open(png)"
@@ -807,9 +640,7 @@ def main() -> None:
                      "generator": f"torch.Generator().manual_seed({GENERATOR_SEED})",
                      "height": "None (cases three_sized, video_image: 192)",
                      "width": "None (cases three_sized, video_image: 224)"},
-            "dtype": "float32", "device": "cpu", "attention": "SDPA math kernel", "threads": 1,
-            "num_inference_steps_means": "sigma grid points, terminal 0 included: N points, N - 1 evaluations "
-                                         "(the engine's steps)",
+            **RUN_SETTINGS,
             "reference_noise_level": float(pipe.keyframe_noise_aug),
             "reference_encode_seed": int(pipe.keyframe_encode_seed),
             "image_processor": IMAGE_PROCESSOR,
@@ -822,7 +653,7 @@ def main() -> None:
                                     "...], do_sample_frames=False, return_tensors='pt'), one video per video "
                                     "reference, batched in packed order (diffusers' ref2va text step)",
             "video_sample_fps": 2.0,
-            "overrides": {"text_encoder_layer": facts["text_encoder_layer"], "min_duration_s": pipe.min_duration},
+            "overrides": overrides(pipe, facts),
             "audio_vae": {
                 "what": "a stand-in set with update_components after loading: diffusers' AutoencoderKLMiniMaxH3Audio "
                         "constructed (random weights, never run) from the tiny audio VAE's config.json "
@@ -833,8 +664,7 @@ def main() -> None:
                 "args": {k: v for k, v in audio_vae_args.items() if k not in ("latents_mean", "latents_std")},
             },
         },
-        "pictures": [{"file": f"{n}.png", "width": w, "height": h, "seed": PICTURE_SEED + i}
-                     for i, (n, w, h) in enumerate(PICTURES)],
+        "pictures": pictures_info(PICTURES, PICTURE_SEED),
         "videos": [{"name": n, "file": f"video_{n}.safetensors", "tensor": "frames", "dtype": "uint8",
                     "shape": [f, h, w, 3], "width": w, "height": h, "frames": f, "fps": fps, "seed": VIDEO_SEED + i,
                     "made": "in memory by video_frames(): 255 * (0.5 + 0.4 * sin(4x - 2y + (0, 2, 4) - 0.3 k)) over "
@@ -854,7 +684,7 @@ def main() -> None:
                               "t vision blocks of h * w / 4 pads each",
             "mrope_position_ids": "[3, L] int64: the conditioner's M-RoPE (t, h, w) position of every presentation "
                                   "token (transformers' Qwen3VLModel.get_rope_index on these inputs)",
-            "prompt_embeds": "[L, text_dim]: hidden_states[text_encoder_layer][0] of the Qwen3-VL text model",
+            "prompt_embeds": PROMPT_EMBEDS_LAYOUT,
             "text_token_tags": "[L]: 1 text, 0 (video) for the rows of a vision block",
             "reference<i>": "a picture reference only: [H, W, 3] uint8, the reference as the setup step normalized "
                             "it (Pillow LANCZOS to short edge reference_image_short_edge, each side round(side * "
@@ -876,10 +706,7 @@ def main() -> None:
             "reference<i>_noise": "[1, 24, t, h, w]: the reference's noise draw (mixed in at t = 0.999)",
             "condition_rows": "[sum of reference rows, 96]: the noised references, patchified and concatenated in "
                               "packed order (the leading video rows of the sequence)",
-            "latents": "[1, 24, T, h, w]: the generated video latents (normalised), reference rows dropped",
-            "audio_latents": "[2, 32, A]: stereo channel = batch item, then latent channel, then time (the "
-                             "pipeline's after-denoise layout, what the mono audio VAE decodes)",
-            "audio_noise": "[2 * A, 32]: rows, channel-major (left channel's A rows, then the right's)",
+            **latent_layouts("reference"),
             "position_ids": "[S, 3] float64: the (t, h, w) rotary coordinate of every row of the packed sequence "
                             "[text | reference blocks | target audio | target video]",
             "token_tags": "[S]: the modality tag of every row (0 video, 1 text, 2 audio)",
@@ -893,7 +720,7 @@ def main() -> None:
         },
         "cases": cases,
     }
-    (a.out / "cases.json").write_text(json.dumps(index, indent=1) + "\n")
+    write_index(a.out, index)
     written = [f"{n}.png" for n, _, _ in PICTURES] + [f"video_{n}.safetensors" for n, *_ in VIDEOS] + \
         [c["file"] for c in cases] + ["cases.json"]
     for f in written:
