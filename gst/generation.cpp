@@ -2,6 +2,9 @@
 
 #include <gst/gst.h>
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
 #include <utility>
 
 #include "engine_loader.h"
@@ -161,6 +164,9 @@ void Generation::run() {
     generating_ = true;
   }
   auto on_progress = [&](const h3::Progress& p) { observer_.progress(p); };
+  // When the previous chunk's frames were taken into the queue: the next chunk's cycle starts
+  // there (a wait for room in a full queue is the consumer's pace, not production).
+  std::optional<std::chrono::steady_clock::time_point> taken;
   // The engine hands a chunk's frames over first and its soundtrack's stretch after (two
   // FrameChunks with the same index): each goes to its own queue as soon as it exists.
   auto on_chunk = [&](FrameChunk&& chunk) {
@@ -169,9 +175,17 @@ void Generation::run() {
                        ", %" G_GINT64_FORMAT " audio samples from %" G_GINT64_FORMAT,
                        chunk.index, chunk.count, chunk.first_frame, chunk.audio.count,
                        chunk.audio.first_sample);
-    if (chunk.count > 0) observer_.chunk_decoded(std::chrono::nanoseconds(chunk.decode_ns));
-    if (chunk.audio.count > 0 && !audio_queue_.push(std::move(chunk.audio))) return false;
-    return chunk.count == 0 || queue_.push(std::move(chunk));
+    if (chunk.count > 0) {
+      auto time = std::chrono::nanoseconds(chunk.decode_ns);
+      if (taken)
+        time = std::max(time, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - *taken));
+      observer_.chunk_decoded(time);
+    }
+    const bool pushed = (chunk.audio.count == 0 || audio_queue_.push(std::move(chunk.audio))) &&
+                        (chunk.count == 0 || queue_.push(std::move(chunk)));
+    taken = std::chrono::steady_clock::now();
+    return pushed;
   };
   EngineFailure failure;
   const bool ok = engine_->generate(request_.clip, plan_, on_chunk, on_progress, &failure);

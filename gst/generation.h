@@ -43,7 +43,9 @@ class Generation {
     virtual void complete_start(const h3::ClipPlan* plan) = 0;
     // The engine's progress, while loading and while generating.
     virtual void progress(const h3::Progress& progress) = 0;
-    // A chunk's decode time as the engine measured it (FrameChunk::decode_ns).
+    // The time a chunk took to produce: the engine's decode time (FrameChunk::decode_ns) or,
+    // when longer, the time since the previous chunk was taken (its hand-over included: the
+    // engine makes the next chunk only after it), never the wait for a full queue.
     virtual void chunk_decoded(std::chrono::nanoseconds time) = 0;
   };
 

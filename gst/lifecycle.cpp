@@ -335,7 +335,8 @@ void Lifecycle::progress(const h3::Progress& progress) {
 }
 
 // Like a re-measured processing deadline: a live element tells the pipeline when the slowest
-// chunk's decode time grew by more than a quarter over what it last reported.
+// chunk's production time (Generation::Observer::chunk_decoded) grew by more than a fifth over
+// what it last reported.
 void Lifecycle::chunk_decoded(std::chrono::nanoseconds time) {
   const auto t = static_cast<GstClockTime>(time.count());
   bool post = false;

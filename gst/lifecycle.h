@@ -26,7 +26,8 @@ struct Published {
   h3::ClipPlan plan{};
   gint fps_n = 24, fps_d = 1;    // the framerate property's rate, else the plan's
   int64_t property_frames = -1;  // the num-frames property; -1: the model's default
-  // Live latency: the slowest chunk's decode time so far, and what was last reported.
+  // Live latency: the slowest chunk's production time so far (its decode, or the cycle since the
+  // previous chunk was taken), and what was last reported.
   GstClockTime chunk_time = GST_CLOCK_TIME_NONE;
   GstClockTime reported_latency = GST_CLOCK_TIME_NONE;
 

@@ -13,7 +13,7 @@
 
 namespace h3gst {
 
-// One frame, or the slowest chunk's decode time seen so far plus 5 %, whichever is more.
+// One frame, or the slowest chunk's production time seen so far plus 5 %, whichever is more.
 GstClockTime live_latency(const Published& pub);
 
 // GstBaseSrc::get_times: a live source's buffers are due at [PTS, PTS + DURATION) on the clock;
