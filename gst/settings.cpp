@@ -89,14 +89,16 @@ void install_request_properties(GObjectClass* klass) {
       klass, PROP_REFERENCES,
       gst_param_spec_array(
           "references", "References",
-          "Ref2VA: image references (subjects, styles, scenes; at most 9) and video references (motion, "
-          "camera; at most 3), in the order the model reads them, each a file or URI GStreamer decodes "
-          "(one picture: an image, more: a video); gst-launch: references=\"<a.png,b.mp4>\". An image is "
-          "encoded at its own size, a video at 24 fps on the canvas of its aspect ratio (its soundtrack "
-          "is not read: audio references are not built); the clip's canvas stays width x height or the "
-          "model's. Opens the model's Ref2VA DiT (transformer_ref/); sampler=euler; empty: none",
-          g_param_spec_string("reference", "Reference", "An image reference: a file or URI", nullptr,
-                              static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS)),
+          "Ref2VA: image references (subjects, styles, scenes; at most 9), video references (motion, "
+          "camera; at most 3) and audio references (voices, music; at most 3, never alone), in the order "
+          "the model reads them, each a file or URI GStreamer decodes (one picture: an image, more: a "
+          "video, sound alone: audio); gst-launch: references=\"<a.png,b.mp4,voice.wav>\". An image is "
+          "encoded at its own size, a video at 24 fps on the canvas of its aspect ratio with its "
+          "soundtrack, sound by the audio VAE's encoder, cut to the clip; the clip's canvas stays width x "
+          "height or the model's. Opens the model's Ref2VA DiT (transformer_ref/); sampler=euler; empty: "
+          "none",
+          g_param_spec_string("reference", "Reference", "A reference: a picture, video or sound file or URI",
+                              nullptr, static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS)),
           kReady));
   g_object_class_install_property(
       klass, PROP_SINK,

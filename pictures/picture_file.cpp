@@ -136,9 +136,9 @@ struct SampleUnref {
 using Sample = std::unique_ptr<GstSample, SampleUnref>;
 
 // uridecodebin ! videoconvert ! RGB within the side limits ! appsink, playing. Only raw video is
-// exposed (a video's audio is never decoded, only noticed); the converter's input is watched for
-// the announced size, and the caps refuse a picture too small or too large before the converter
-// allocates anything for it.
+// exposed (a video's audio is noticed here, and decoded by read_sound in a pass of its own); the converter's
+// input is watched for the announced size, and the caps refuse a picture too small or too large before the
+// converter allocates anything for it.
 class Decoder {
  public:
   Decoder(const std::string& location, const std::string& name) : name_(name) {
@@ -167,7 +167,7 @@ class Decoder {
     pipeline_.reset(raw);
     GstElement* src = gst_bin_get_by_name(GST_BIN(raw), "src");
     g_object_set(src, "uri", uri.c_str(), nullptr);
-    g_signal_connect(src, "autoplug-continue", G_CALLBACK(on_autoplug), &audio_);
+    g_signal_connect(src, "autoplug-continue", G_CALLBACK(on_autoplug), &streams_);
     gst_object_unref(src);
     GstElement* conv = gst_bin_get_by_name(GST_BIN(raw), "conv");
     GstPad* conv_sink = gst_element_get_static_pad(conv, "sink");
@@ -201,14 +201,25 @@ class Decoder {
     }
   }
 
-  bool has_audio() const { return audio_; }
+  bool has_audio() const { return streams_.audio; }
+  bool has_pictures() const { return streams_.pictures; }
 
  private:
-  // Every stream the decoder meets on its way passes here: an audio one is noted, then left.
+  struct Streams {
+    std::atomic<bool> audio{false}, pictures{false};
+  };
+  // Every stream the decoder meets on its way passes here: an audio one is noted, then left; a
+  // stream of pictures (video or image caps with a width: a container's caps have none) is noted
+  // too, so that a file whose pictures fail to decode is never read as sound alone.
   static gboolean on_autoplug(GstElement*, GstPad*, GstCaps* caps, gpointer data) {
     const GstStructure* s = caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
-    if (s && g_str_has_prefix(gst_structure_get_name(s), "audio/"))
-      *static_cast<std::atomic<bool>*>(data) = true;
+    if (!s) return TRUE;
+    auto* streams = static_cast<Streams*>(data);
+    const char* kind = gst_structure_get_name(s);
+    if (g_str_has_prefix(kind, "audio/")) streams->audio = true;
+    if ((g_str_has_prefix(kind, "video/") || g_str_has_prefix(kind, "image/")) &&
+        gst_structure_has_field(s, "width"))
+      streams->pictures = true;
     return TRUE;
   }
 
@@ -216,7 +227,7 @@ class Decoder {
   // Declared before the pipeline: the probe and the signal may write to them until the pipeline
   // is stopped, which its owner does on every way out.
   Announced announced_;
-  std::atomic<bool> audio_{false};
+  Streams streams_;
   bool eos_ = false;
   Ref<GstBus> bus_;
   Ref<GstElement> sink_;
@@ -231,6 +242,91 @@ double caps_fps(GstSample* sample, int64_t* n, int64_t* d) {
   *n = fn;
   *d = fd;
   return static_cast<double>(fn) / static_cast<double>(fd);
+}
+
+// uridecodebin ! audioconvert ! interleaved F32 of 1 or 2 channels (more are mixed down to
+// stereo by audioconvert) ! appsink: a file's first audio stream at its own rate.
+Audio read_sound(const std::string& location, const std::string& name, double max_seconds, double timeout_s) {
+  const std::string uri = to_uri(location, name);
+  const std::string desc =
+      "uridecodebin name=src caps=audio/x-raw expose-all-streams=false ! audioconvert ! "
+      "audio/x-raw,format=F32LE,layout=interleaved,channels=[1,2] ! appsink name=sink sync=false "
+      "max-buffers=16";
+  GError* err = nullptr;
+  GstElement* raw = gst_parse_launch(desc.c_str(), &err);
+  if (!raw) {
+    const std::string why = err ? err->message : "unknown error";
+    g_clear_error(&err);
+    throw Error(ErrorKind::kInternal, "could not build the pipeline that reads " + name + ": " + why +
+                                          " (are GStreamer's base plugins installed?)");
+  }
+  g_clear_error(&err);
+  Pipeline pipeline(raw);
+  GstElement* src = gst_bin_get_by_name(GST_BIN(raw), "src");
+  g_object_set(src, "uri", uri.c_str(), nullptr);
+  gst_object_unref(src);
+  Ref<GstElement> sink(gst_bin_get_by_name(GST_BIN(raw), "sink"));
+  Ref<GstBus> bus(gst_element_get_bus(raw));
+  auto failure = [&]() -> std::string {
+    while (GstMessage* m = gst_bus_pop_filtered(bus.get(), GST_MESSAGE_ERROR)) {
+      GError* e = nullptr;
+      gst_message_parse_error(m, &e, nullptr);
+      const std::string why = e ? e->message : "unknown error";
+      g_clear_error(&e);
+      gst_message_unref(m);
+      return name + ": GStreamer could not decode its sound (" + why + ")";
+    }
+    return {};
+  };
+  if (gst_element_set_state(raw, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    std::string why = failure();
+    throw Error(ErrorKind::kInvalidArgument, why.empty() ? name + ": could not be opened" : why);
+  }
+  Audio a;
+  a.source = location;
+  int64_t wanted = -1;  // samples per channel within max_seconds, once the rate is known
+  const gint64 deadline = g_get_monotonic_time() + static_cast<gint64>(timeout_s * G_USEC_PER_SEC);
+  for (;;) {
+    Sample sample(gst_app_sink_try_pull_sample(GST_APP_SINK(sink.get()), 50 * GST_MSECOND));
+    if (!sample) {
+      const std::string why = failure();
+      if (!why.empty()) throw Error(ErrorKind::kInvalidArgument, why);
+      if (gst_app_sink_is_eos(GST_APP_SINK(sink.get()))) break;
+      if (g_get_monotonic_time() > deadline) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    name + ": no sound within " + std::to_string(static_cast<int>(timeout_s)) + " s");
+      }
+      continue;
+    }
+    if (wanted < 0) {
+      const GstStructure* st = gst_caps_get_structure(gst_sample_get_caps(sample.get()), 0);
+      int rate = 0, channels = 0;
+      if (!gst_structure_get_int(st, "rate", &rate) || !gst_structure_get_int(st, "channels", &channels) ||
+          rate <= 0 || channels < 1 || channels > 2) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    name + ": its decoded sound has no usable rate or channel count");
+      }
+      a.rate = rate;
+      a.channels = channels;
+      // The model reads no sound past the clip's duration (one more sample than it keeps).
+      wanted = static_cast<int64_t>(max_seconds * rate) + 1;
+    }
+    GstMapInfo map;
+    GstBuffer* buffer = gst_sample_get_buffer(sample.get());
+    if (!gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+      throw Error(ErrorKind::kInvalidArgument, name + ": its decoded sound could not be read");
+    }
+    const auto* f = reinterpret_cast<const float*>(map.data);
+    a.samples.insert(a.samples.end(), f, f + map.size / sizeof(float));
+    gst_buffer_unmap(buffer, &map);
+    if (a.frames() >= wanted) {
+      a.samples.resize(static_cast<size_t>(wanted * a.channels));
+      break;
+    }
+  }
+  if (a.samples.empty())
+    throw Error(ErrorKind::kInvalidArgument, name + ": holds no sound (nothing decoded)");
+  return a;
 }
 
 }  // namespace
@@ -255,11 +351,21 @@ Reference read_reference(const std::string& location, const std::string& what, d
                          double timeout_s) {
   const std::string name = what + " '" + location + "'";
   Decoder decoder(location, name);
-  Sample first = decoder.next(timeout_s);
+  Reference r;
+  Sample first;
+  try {
+    first = decoder.next(timeout_s);
+  } catch (const Error&) {
+    // A file of sound alone: its video decoder found nothing to decode.
+    if (!decoder.has_audio() || decoder.has_pictures()) throw;
+  }
+  if (!first && decoder.has_audio() && !decoder.has_pictures()) {
+    r.audio = read_sound(location, name, max_seconds, timeout_s);
+    return r;
+  }
   if (!first)
     throw Error(ErrorKind::kInvalidArgument,
-                name + ": holds no picture (nothing GStreamer decoded from it is video)");
-  Reference r;
+                name + ": holds no picture or sound (nothing GStreamer decoded from it is video or audio)");
   int w = 0, h = 0;
   std::vector<uint8_t> rgb;
   copy_rgb(first.get(), name, &w, &h, rgb);
@@ -317,7 +423,8 @@ Reference read_reference(const std::string& location, const std::string& what, d
   }
   v.fps_n = fps_n;
   v.fps_d = fps_d;
-  v.has_audio = decoder.has_audio();
+  if (decoder.has_audio())
+    v.soundtrack = read_sound(location, name + "'s soundtrack", max_seconds, timeout_s);
   return r;
 }
 

@@ -1,6 +1,7 @@
 // Pictures for FL2VA keyframes and Ref2VA references, decoded by GStreamer itself: a file or any
-// URI it can read, in any format it has a decoder for (PNG, JPEG, WebP, ..., or a video), to 8-bit
-// RGB. Shared by the elements' first-frame / last-frame / references properties and `h3 generate
+// URI it can read, in any format it has a decoder for (PNG, JPEG, WebP, ..., a video, a sound), to
+// 8-bit RGB and float samples. Shared by the elements' first-frame / last-frame / references properties and
+// `h3 generate
 // --first-frame / --last-frame / --reference`. Torch-free; the engine resizes the pictures itself.
 #pragma once
 
@@ -17,11 +18,13 @@ namespace h3::pictures {
 // GStreamer can decode, no picture in it within `timeout_s`, too small or too large).
 Picture read_picture(const std::string& location, const std::string& what, double timeout_s = 60.0);
 
-// A Ref2VA reference: an image, or (when GStreamer decodes more than one frame from it) a video,
+// A Ref2VA reference: an image; or (when GStreamer decodes more than one frame from it) a video,
 // its frames until `max_seconds` (the clip's duration: later ones are never read) at the rate its
-// caps announce (else the average of its timestamps), and whether it has a soundtrack. The same
-// limits and errors as read_picture per frame; also kInvalidArgument for frames that change size
-// and for more than kMaxReferenceVideoBytes of frames.
+// caps announce (else the average of its timestamps), with its soundtrack when it has one; or, for
+// a file of sound alone, an audio reference. Sound is decoded at its own rate to interleaved float,
+// mono or stereo (more channels are mixed down to stereo), until `max_seconds`. The same limits
+// and errors as read_picture per frame; also kInvalidArgument for frames that change size, for
+// more than kMaxReferenceVideoBytes of frames and for sound GStreamer cannot decode.
 Reference read_reference(const std::string& location, const std::string& what, double max_seconds,
                          double timeout_s = 60.0);
 

@@ -10,6 +10,7 @@ TRANSFORMERS_VERSION=5.24.0   # diffusers' MiniMax-H3 modular pipeline imports i
 ACCELERATE_VERSION=1.15.0     # diffusers' from_pretrained needs it for the fp32-pinned modules
 TORCHVISION_VERSION=0.26.0    # the one for torch 2.11: transformers' Qwen3-VL video processor needs it
 AV_VERSION=18.1.0             # PyAV: diffusers' encode_video (the end-to-end race's MP4)
+TORCHAUDIO_VERSION=2.11.0     # the one for torch 2.11: diffusers' ref2va resamples a reference's sound with it
 VENV=$H3_CACHE/reference-venv
 PY=$VENV/bin/python
 export LD_LIBRARY_PATH=$TORCH_DIR/torch/lib:${H3_CUDA_ROOT:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -33,4 +34,12 @@ if [ ! -f "$VENV/.complete-e2e" ]; then
   "$VENV/bin/pip" install --quiet "av==$AV_VERSION"
   "$PY" -c "import torchvision, av"
   touch "$VENV/.complete-e2e"
+fi
+# The Ref2VA vectors with sound (bench/reference/ref2va/make_pipeline_vectors.py): diffusers puts a
+# reference's soundtrack onto the audio VAE's rate with torchaudio (without its dependencies).
+if [ ! -f "$VENV/.complete-audio" ]; then
+  echo "reference-venv: adding torchaudio $TORCHAUDIO_VERSION to $VENV" >&2
+  "$VENV/bin/pip" install --quiet --no-deps "torchaudio==$TORCHAUDIO_VERSION"
+  "$PY" -c "import torchaudio"
+  touch "$VENV/.complete-audio"
 fi

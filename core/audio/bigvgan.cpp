@@ -6,103 +6,10 @@
 #include <cmath>
 
 #include "audio/decoder_modules.h"
+#include "audio/weight_visitors.h"
 #include "common/error.h"
 
 namespace h3::audio {
-namespace {
-
-std::string shape_str(at::IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-// Reads tensors by checkpoint name, checks their shapes and makes fp32 copies of their own.
-class Binder {
- public:
-  Binder(const std::string& origin, const std::function<at::Tensor(const std::string&)>& fetch)
-      : origin_(origin), fetch_(fetch) {}
-
-  at::Tensor optional(const std::string& name, at::IntArrayRef shape) const {
-    at::Tensor t = fetch_(name);
-    if (!t.defined()) return t;
-    if (t.sizes() != shape) {
-      throw Error(ErrorKind::kMismatch, origin_ + ": tensor '" + name + "' has shape " +
-                                            shape_str(t.sizes()) + " but the config implies " +
-                                            shape_str(shape) +
-                                            " (is this the audio VAE that config.json describes?)");
-    }
-    if (!t.is_floating_point()) {
-      throw Error(ErrorKind::kFormat, origin_ + ": tensor '" + name + "' is not a floating-point tensor");
-    }
-    return t.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();
-  }
-
-  at::Tensor required(const std::string& name, at::IntArrayRef shape) const {
-    at::Tensor t = optional(name, shape);
-    if (!t.defined()) missing("'" + name + "'");
-    return t;
-  }
-
-  // A convolution: a weight-normed one has v·g/||v|| folded once, here (norm over every axis
-  // but 0, which is the output channel of a Conv1d and the input channel of a ConvTranspose1d).
-  void conv(const ConvSpec& spec, Conv& c) const {
-    const std::string& prefix = spec.prefix;
-    const at::IntArrayRef shape(spec.shape);
-    if (!spec.weight_normed) {
-      c.weight = required(prefix + ".weight", shape);
-    } else {
-      const std::vector<int64_t> g_shape{shape[0], 1, 1};
-      at::Tensor g = optional(prefix + ".weight_g", g_shape);
-      at::Tensor v = optional(prefix + ".weight_v", shape);
-      if (!g.defined() && !v.defined()) {
-        g = optional(prefix + ".parametrizations.weight.original0", g_shape);
-        v = optional(prefix + ".parametrizations.weight.original1", shape);
-      }
-      if (g.defined() && v.defined()) {
-        c.weight = at::_weight_norm(v, g, 0).contiguous();
-      } else if (!g.defined() && !v.defined()) {
-        c.weight = optional(prefix + ".weight", shape);  // weight norm already removed
-        if (!c.weight.defined()) {
-          missing("'" + prefix + ".weight_g' / '" + prefix + ".weight_v' (nor '" + prefix +
-                  ".parametrizations.weight.original0' / 'original1', nor a plain '" + prefix + ".weight')");
-        }
-      } else {
-        missing(std::string("the other half of the weight-norm pair of '") + prefix + "' (found only its " +
-                (g.defined() ? "magnitude g" : "direction v") + ")");
-      }
-    }
-    if (spec.bias == ConvSpec::Bias::kRequired) c.bias = required(prefix + ".bias", {spec.out_channels()});
-    if (spec.bias == ConvSpec::Bias::kOptional) c.bias = optional(prefix + ".bias", {spec.out_channels()});
-  }
-
-  void snake(const SnakeSpec& spec, AntiAliasedSnake& a) const {
-    const int64_t channels = spec.channels, taps = spec.taps;
-    const at::Tensor alpha = required(spec.prefix + ".act.alpha", {channels});
-    const at::Tensor beta = required(spec.prefix + ".act.beta", {channels});
-    // SnakeBeta with log-scale parameters: x + 1/(e^beta + 1e-9) · sin²(x · e^alpha).
-    a.alpha = alpha.exp().view({1, channels, 1});
-    a.inv_beta = (1.0 / (beta.exp() + 1e-9)).view({1, channels, 1});
-    // One filter for every channel, as the reference expands it.
-    a.up_filter = required(spec.prefix + ".upsample.filter", {1, 1, taps});
-    a.down_filter = required(spec.prefix + ".downsample.lowpass.filter", {1, 1, taps});
-    const at::Tensor f = a.up_filter.flatten();
-    a.up_polyphase = at::stack({f.slice(0, 0, taps, 2).flip(0), f.slice(0, 1, taps, 2).flip(0)}).unsqueeze(1);
-  }
-
- private:
-  [[noreturn]] void missing(const std::string& what) const {
-    throw Error(ErrorKind::kNotFound,
-                origin_ + ": the audio VAE checkpoint has no " + what +
-                    "; is this an H3 audio VAE (AutoencoderKLMiniMaxH3Audio) checkpoint?");
-  }
-
-  const std::string& origin_;
-  const std::function<at::Tensor(const std::string&)>& fetch_;
-};
-
-}  // namespace
-
 DecoderWeights bind_decoder_weights(const AudioVaeConfig& c, const std::string& origin,
                                     const std::function<at::Tensor(const std::string&)>& fetch) {
   const Binder b(origin, fetch);
@@ -139,41 +46,6 @@ at::Tensor kaiser_sinc_filter(int64_t taps) {
   filter = filter / filter.sum();
   return filter.view({1, 1, taps});
 }
-
-namespace {
-
-// Draws a decoder's stored tensors in declaration (checkpoint) order from one generator: the
-// same seed gives the same weights.
-struct RandomWriter {
-  at::Generator gen;
-  at::Tensor filter;  // the real anti-aliasing filter, which a checkpoint stores as it is
-  std::vector<std::pair<std::string, at::Tensor>> out;
-
-  at::Tensor randn(at::IntArrayRef shape, double std) {
-    return at::randn(shape, gen, at::TensorOptions().dtype(at::kFloat)) * std;
-  }
-  void conv(const ConvSpec& s, Conv&) {
-    if (s.weight_normed) {
-      // Random direction v, magnitude g = scale per row (the folded rows then have norm `scale`).
-      const auto f32 = at::TensorOptions().dtype(at::kFloat);
-      out.emplace_back(s.prefix + ".weight_g",
-                       (at::rand({s.shape[0], 1, 1}, gen, f32) * 0.5 + 0.75) * s.random_scale);
-      out.emplace_back(s.prefix + ".weight_v", randn(s.shape, 1.0));
-    } else {
-      out.emplace_back(s.prefix + ".weight", randn(s.shape, s.random_scale));
-    }
-    if (s.bias == ConvSpec::Bias::kRequired)
-      out.emplace_back(s.prefix + ".bias", randn({s.out_channels()}, 0.02));
-  }
-  void snake(const SnakeSpec& s, AntiAliasedSnake&) {
-    out.emplace_back(s.prefix + ".act.alpha", randn({s.channels}, 0.2));
-    out.emplace_back(s.prefix + ".act.beta", randn({s.channels}, 0.2));
-    out.emplace_back(s.prefix + ".upsample.filter", filter.clone());
-    out.emplace_back(s.prefix + ".downsample.lowpass.filter", filter.clone());
-  }
-};
-
-}  // namespace
 
 std::vector<std::pair<std::string, at::Tensor>> random_checkpoint(const AudioVaeConfig& c, uint64_t seed) {
   RandomWriter w{at::detail::createCPUGenerator(seed), kaiser_sinc_filter(c.anti_alias_taps), {}};

@@ -141,16 +141,33 @@ void AudioVaeConfig::validate(const std::string& origin) const {
     for (int64_t d : resblock_dilation_sizes[j]) need(d > 0, "resblock dilations must be positive");
   }
   need(sample_rate > 0, "the sample rate must be positive");
+  need(encoder_dim > 0 && !encoder_rates.empty(), "encoder_dim must be positive and encoder_rates not empty");
+  int64_t encoder_hop = 1;
+  for (int64_t r : encoder_rates) {
+    need(r > 0, "encoder_rates must be positive");
+    encoder_hop *= r;
+  }
+  need(encoder_hop == hop(), "encoder_rates downsample by " + std::to_string(encoder_hop) +
+                                 " but decoder_rates upsample by " + std::to_string(hop()) +
+                                 ": one latent must cover the same samples both ways");
+  need(num_attention_heads > 0 && latent_dim % num_attention_heads == 0,
+       "num_attention_heads " + std::to_string(num_attention_heads) + " must divide latent_dim " +
+           std::to_string(latent_dim));
   need(anti_alias_taps >= 2 && anti_alias_taps % 2 == 0, "the anti-aliasing filters need an even tap count");
   io::check_latent_stats(latents_mean, latents_std, latent_channels, origin);
 }
 
 namespace {
 
-// The decoder keys shared by the diffusers config and the native metadata kwargs.
+// The keys shared by the diffusers config and the native metadata kwargs. The native layout's
+// encoder keys are read under the diffusers names (DAC's own spelling) when present; absent,
+// the release's values (the defaults) stand.
 void read_decoder_keys(const json& j, const std::string& origin, AudioVaeConfig& c) {
   io::read_int(j, "latent_dim", origin, c.latent_dim);
   io::read_int(j, "decoder_dim", origin, c.decoder_dim);
+  io::read_int(j, "encoder_dim", origin, c.encoder_dim);
+  io::read_ints(j, "encoder_rates", origin, c.encoder_rates);
+  io::read_int(j, "num_attention_heads", origin, c.num_attention_heads);
   io::read_ints(j, "decoder_rates", origin, c.decoder_rates);
   io::read_ints(j, "decoder_kernel_sizes", origin, c.decoder_kernel_sizes);
   io::read_ints(j, "resblock_kernel_sizes", origin, c.resblock_kernel_sizes);

@@ -2,8 +2,7 @@
 //
 // Read from the diffusers `audio_vae/config.json` (AutoencoderKLMiniMaxH3Audio
 // keys) or from the release's native wrapper (config.json naming config.yaml and
-// metadata.json). Only what decoding needs is kept; the encoder settings are
-// ignored. Defaults are the release's values.
+// metadata.json). Defaults are the release's values.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +20,12 @@ struct AudioVaeConfig {
   std::vector<int64_t> resblock_kernel_sizes{3, 7, 11};            // one AMP block per kernel
   std::vector<std::vector<int64_t>> resblock_dilation_sizes{{1, 3, 5}, {1, 3, 5}, {1, 3, 5}};
   int64_t sample_rate = 32000;
+  // The encoder (DAC's strided convolutions, then pre_block's causal attention): its first
+  // convolution's width, doubled by each strided stage, the strides (their product is the hop),
+  // and pre_block's heads (latent_dim / heads wide, mean-pooled over the heads).
+  int64_t encoder_dim = 64;
+  std::vector<int64_t> encoder_rates{2, 4, 4, 5, 5};
+  int64_t num_attention_heads = 8;
   // Fixed by BigVGAN's code, not configurable in the release; kept here so that the reach
   // arithmetic (context_latents) reads every kernel from one place.
   int64_t conv_pre_kernel = 7;
@@ -34,6 +39,8 @@ struct AudioVaeConfig {
   int64_t num_stages() const { return static_cast<int64_t>(decoder_rates.size()); }
   int64_t stage_channels(int64_t stage) const { return decoder_dim >> (stage + 1); }
   int64_t hop() const;  // waveform samples per latent: the product of the rates (800)
+  // The encoder's trunk width after its strided stages: encoder_dim * 2^stages (2048).
+  int64_t encoder_trunk() const { return encoder_dim << encoder_rates.size(); }
 
   // How far one latent's influence reaches beyond its own hop() samples, on either side, in
   // waveform samples (22,893 in the release): every zero/replicate-padded convolution and

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "audio/audio_encoder.h"
 #include "audio/bigvgan.h"
 #include "common/error.h"
 #include "io/safetensors.h"
@@ -47,6 +48,9 @@ void write_random_audio_vae(const std::string& dir, const AudioVaeConfig& c, uin
                           {{"kwargs",
                             {{"decoder_type", "bigvgan"},
                              {"decoder_dim", c.decoder_dim},
+                             {"encoder_dim", c.encoder_dim},
+                             {"encoder_rates", c.encoder_rates},
+                             {"num_attention_heads", c.num_attention_heads},
                              {"decoder_rates", c.decoder_rates},
                              {"decoder_kernel_sizes", c.decoder_kernel_sizes},
                              {"resblock_kernel_sizes", c.resblock_kernel_sizes},
@@ -56,6 +60,10 @@ void write_random_audio_vae(const std::string& dir, const AudioVaeConfig& c, uin
                              {"vae_latent_channels", c.latent_channels}}}}}};
   write_text(root / "metadata.json", metadata.dump(2) + "\n");
   auto tensors = random_checkpoint(c, seed);
+  // The encoder from a generator of its own: the decoder's weights stay what they were before
+  // the encoder was written.
+  for (auto& named : random_encoder_checkpoint(c, seed ^ 0x656e636f646572ULL))
+    tensors.push_back(std::move(named));
   for (auto& [name, t] : tensors) t = t.to(at::kBFloat16);
   io::write_safetensors((root / "model.safetensors").string(), tensors,
                         {{"format", "pt"}, {"gst_h3", "random audio VAE weights (h3 make-tiny)"}});

@@ -9,8 +9,9 @@
 namespace h3::audio {
 
 // Writes `dir`/config.json (the wrapper, with the latent statistics), config.yaml,
-// metadata.json (the decoder kwargs, including the kernel lists) and model.safetensors (the
-// decode path's tensors from random_checkpoint, stored as bf16 to keep the folder small).
+// metadata.json (the encoder and decoder kwargs, including the kernel lists) and
+// model.safetensors (random_checkpoint's decoder, then random_encoder_checkpoint's encoder from
+// a generator of its own, stored as bf16 to keep the folder small).
 // The same seed gives the same bytes; AudioDecoder::load reads it back.
 void write_random_audio_vae(const std::string& dir, const AudioVaeConfig& c, uint64_t seed);
 

@@ -216,6 +216,18 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
     const bool reference = in.keyframes[i].anchor == KeyframeAnchor::kReference;
     references += reference ? 1 : 0;
     const std::string name = "DiT input 'keyframe " + std::to_string(i) + "'";
+    const at::Tensor& a = in.keyframes[i].audio_rows;
+    if (a.defined()) {
+      if (!reference || !at::isFloatingType(a.scalar_type()) || a.dim() != 2 ||
+          a.size(1) != c.audio_in_channels || a.size(0) < 2 || a.size(0) % 2 != 0) {
+        bad(name + "'s sound has shape " + shape_string(a.sizes()) +
+            ": a reference's sound is stereo rows [2A, " + std::to_string(c.audio_in_channels) +
+            "] (floating point), and only a Ref2VA reference has one");
+      }
+      if (!k.defined()) continue;  // an audio reference: sound alone
+      if (k.dim() == 5 && k.size(2) == 1)
+        bad(name + " is an image reference with sound: only a video has a soundtrack");
+    }
     if (reference) {
       if (!k.defined() || !at::isFloatingType(k.scalar_type()) || k.dim() != 5 || k.size(0) != 1 ||
           k.size(1) != c.in_channels || (k.size(2) != 1 && !is_valid_latent_frames(k.size(2))) ||
@@ -241,32 +253,55 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
 
   PackedSequence s;
   const int64_t a = in.audio.size(0) / 2, gh = h / ph, gw = w / pw;
-  std::vector<at::Tensor> keyframe_rows, keyframe_pos;
+  std::vector<at::Tensor> keyframe_rows, sound_rows, keyframe_pos;
   int64_t k = 0;
-  // The shared clock of the references: from the end of the text, an image takes one slot, a
-  // video its latent frames' span; the generated audio and video start where they leave it.
+  auto run = [&](bool audio, int64_t rows) {
+    s.condition_runs.push_back({audio, rows});
+    k += rows;
+  };
+  // The shared clock of the references: from the end of the text, an image takes one slot, sound
+  // alone its latents, a video its latent frames' span (or its soundtrack's latents, if longer);
+  // the generated audio and video then start where they leave it.
   double clock = static_cast<double>(l);
   for (size_t i = 0; i < in.keyframes.size(); ++i) {
     const Keyframe& kf = in.keyframes[i];
-    keyframe_rows.push_back(patchify_video(kf.latent.to(at::kFloat), ph, pw));
-    k += keyframe_rows.back().size(0);
     if (kf.anchor != KeyframeAnchor::kReference) {
+      keyframe_rows.push_back(patchify_video(kf.latent.to(at::kFloat), ph, pw));
+      run(false, keyframe_rows.back().size(0));
       keyframe_pos.push_back(keyframe_positions(kf.anchor, l, t, gh, gw));
       continue;
     }
+    const int64_t sound_latents = kf.audio_rows.defined() ? kf.audio_rows.size(0) / 2 : 0;
+    if (sound_latents > 0) {
+      sound_rows.push_back(kf.audio_rows.to(at::kFloat));
+      run(true, 2 * sound_latents);
+    }
+    if (!kf.latent.defined()) {
+      // Sound alone, pinned to the edges of the generated video's grid.
+      keyframe_pos.push_back(media_positions(clock, sound_latents, 0, gh, gw));
+      clock += static_cast<double>(sound_latents);
+      continue;
+    }
+    keyframe_rows.push_back(patchify_video(kf.latent.to(at::kFloat), ph, pw));
+    run(false, keyframe_rows.back().size(0));
     const int64_t frames = kf.latent.size(2), rh = kf.latent.size(3) / ph, rw = kf.latent.size(4) / pw;
     if (frames == 1) {
       keyframe_pos.push_back(frame_positions(clock, rh, rw));
       clock += 1.0;
     } else {
+      // A soundtrack sits just before its video's rows, from the same time, pinned to the edges of
+      // the reference's own grid.
       double span = 0.0;
-      keyframe_pos.push_back(media_positions(clock, 0, frames, rh, rw, &span));
-      clock += span;
+      keyframe_pos.push_back(media_positions(clock, sound_latents, frames, rh, rw, &span));
+      clock += std::max(static_cast<double>(sound_latents), span);
     }
   }
   s.layout = {l, k, 2 * a, t * gh * gw, t, h, w};
   s.text = in.text;
-  s.keyframe_rows = k > 0 ? at::cat(keyframe_rows) : at::empty({0, c.video_row_width()}, at::kFloat);
+  s.keyframe_rows =
+      !keyframe_rows.empty() ? at::cat(keyframe_rows) : at::empty({0, c.video_row_width()}, at::kFloat);
+  s.condition_audio_rows =
+      !sound_rows.empty() ? at::cat(sound_rows) : at::empty({0, c.audio_in_channels}, at::kFloat);
   s.audio_rows = in.audio.to(at::kFloat);
   s.video_rows = patchify_video(in.video.to(at::kFloat), ph, pw);
   const auto media = packed_positions(l, a, t, gh, gw);
@@ -279,13 +314,19 @@ PackedSequence pack(const DitConfig& c, const DitInputs& in) {
   } else {
     s.positions = media;
   }
-  s.tags = at::cat({text_tags, at::full({k}, kTagVideo, at::kLong), at::full({2 * a}, kTagAudio, at::kLong),
-                    at::full({s.layout.video}, kTagVideo, at::kLong)});
-  // Keyframes held at t = 0.999, or at the video's t once that is later.
+  // Keyframes and pictures held at t = 0.999, or at the video's t once that is later; sound clean.
   const float t_keyframe = std::max(in.t_video, kKeyframeTimestep);
-  s.timesteps = at::cat({at::full({l}, in.t_video, at::kFloat), at::full({k}, t_keyframe, at::kFloat),
-                         at::full({2 * a}, in.t_audio, at::kFloat),
-                         at::full({s.layout.video}, in.t_video, at::kFloat)});
+  std::vector<at::Tensor> tags{text_tags}, timesteps{at::full({l}, in.t_video, at::kFloat)};
+  for (const ConditionRun& r : s.condition_runs) {
+    tags.push_back(at::full({r.rows}, r.audio ? kTagAudio : kTagVideo, at::kLong));
+    timesteps.push_back(at::full({r.rows}, r.audio ? kSoundTimestep : t_keyframe, at::kFloat));
+  }
+  tags.push_back(at::full({2 * a}, kTagAudio, at::kLong));
+  tags.push_back(at::full({s.layout.video}, kTagVideo, at::kLong));
+  timesteps.push_back(at::full({2 * a}, in.t_audio, at::kFloat));
+  timesteps.push_back(at::full({s.layout.video}, in.t_video, at::kFloat));
+  s.tags = at::cat(tags);
+  s.timesteps = at::cat(timesteps);
   return s;
 }
 

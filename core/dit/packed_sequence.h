@@ -33,10 +33,17 @@ enum class KeyframeAnchor { kFirst, kLast, kReference };
 struct Keyframe {
   // [1, in_channels, 1, h, w], noised as the reference does (the caller's job); h and w the
   // video's for kFirst / kLast, the reference's own (multiples of the patch) for kReference,
-  // whose video references have T = 5n+2 latent frames.
+  // whose video references have T = 5n+2 latent frames. Undefined for an audio reference.
   at::Tensor latent;
   KeyframeAnchor anchor = KeyframeAnchor::kFirst;
+  // kReference only: the sound it conditions on (an audio reference's, a video's soundtrack),
+  // normalised audio-VAE rows [2·A, audio_in_channels], left channel first, clean (never noised,
+  // held at t = kSoundTimestep); packed just before the reference's video rows, at the same time.
+  at::Tensor audio_rows;
 };
+
+// Ref2VA: a reference's sound is held clean, at t = 1.
+constexpr float kSoundTimestep = 1.0f;
 
 // The reference's noising of a keyframe before the first step: t z + (1 - t) n at t = 0.999, in
 // fp32 (the rectified-flow forward process at the keyframe level), z and n [1, C, 1, h, w].
@@ -50,9 +57,10 @@ struct DitInputs {
   at::Tensor audio;      // [2A, audio_in_channels] noisy stereo latents (left rows, then right rows)
   float t_video = 0.f;   // t = 1 - sigma of the video (also used by text rows)
   float t_audio = 0.f;   // t = 1 - sigma of the audio
-  // Condition blocks, in packed order (empty: T2VA): FL2VA keyframes or Ref2VA image references,
-  // not both. Their rows are video rows (tag 0) at max(t_video, kKeyframeTimestep); the forward
-  // returns no velocity for them (the sampler never moves them).
+  // Condition blocks, in packed order (empty: T2VA): FL2VA keyframes or Ref2VA references, not
+  // both. Their pictures' rows are video rows (tag 0) at max(t_video, kKeyframeTimestep), their
+  // sound's audio rows (tag 2) at kSoundTimestep; the forward returns no velocity for them (the
+  // sampler never moves them).
   std::vector<Keyframe> keyframes;
 };
 
@@ -65,15 +73,23 @@ struct PackedLayout {
   int64_t video_begin() const { return text + keyframes + audio; }
 };
 
+// A run of condition rows of one kind, in packed order.
+struct ConditionRun {
+  bool audio = false;  // rows of condition_audio_rows, else of keyframe_rows
+  int64_t rows = 0;
+};
+
 struct PackedSequence {
-  PackedLayout layout;
-  at::Tensor text;           // [L, text_dim]
-  at::Tensor keyframe_rows;  // [K, in_channels * 4] fp32 (K = 0 without keyframes)
-  at::Tensor audio_rows;     // [2A, audio_in_channels] fp32
-  at::Tensor video_rows;     // [V, in_channels * 4] fp32, rows (t, h/2, w/2), columns c*4 + ph*2 + pw
-  at::Tensor positions;      // [S, 3] fp64
-  at::Tensor tags;           // [S] int64
-  at::Tensor timesteps;      // [S] fp32
+  PackedLayout layout;              // layout.keyframes counts every condition row, pictures' and sound's
+  at::Tensor text;                  // [L, text_dim]
+  at::Tensor keyframe_rows;         // [Kv, in_channels * 4] fp32: the pictures' condition rows
+  at::Tensor condition_audio_rows;  // [Ka, audio_in_channels] fp32: the references' sound
+  std::vector<ConditionRun> condition_runs;  // how the two interleave (Kv + Ka = layout.keyframes)
+  at::Tensor audio_rows;                     // [2A, audio_in_channels] fp32
+  at::Tensor video_rows;  // [V, in_channels * 4] fp32, rows (t, h/2, w/2), columns c*4 + ph*2 + pw
+  at::Tensor positions;   // [S, 3] fp64
+  at::Tensor tags;        // [S] int64
+  at::Tensor timesteps;   // [S] fp32
 };
 
 // Validates the inputs against the config (h3::Error(kInvalidArgument) naming the input and what

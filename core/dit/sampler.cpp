@@ -85,7 +85,8 @@ Latents draw_noise(uint64_t seed, at::IntArrayRef video_shape, at::IntArrayRef a
   return n;
 }
 
-std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Schedule& audio, bool keyframes) {
+std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Schedule& audio, bool keyframes,
+                                              bool sound) {
   auto tv = video.timesteps.to(at::kCPU, at::kFloat).contiguous();
   auto ta = audio.timesteps.to(at::kCPU, at::kFloat).contiguous();
   const int64_t n = std::min(tv.numel(), ta.numel());
@@ -96,6 +97,9 @@ std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Sched
     const float k = std::max(v, kKeyframeTimestep);
     if (keyframes && std::find(s.begin(), s.end(), k) == s.end()) {
       s.insert(std::upper_bound(s.begin(), s.end(), k), k);
+    }
+    if (sound && std::find(s.begin(), s.end(), kSoundTimestep) == s.end()) {
+      s.insert(std::upper_bound(s.begin(), s.end(), kSoundTimestep), kSoundTimestep);
     }
     sets.push_back(std::move(s));
   }

@@ -65,9 +65,10 @@ using StepCallback = std::function<void(int64_t step, int64_t steps, const Laten
 
 // The distinct timesteps of each evaluation denoise() runs with these schedules (text and video
 // rows at the video's t, audio rows at the audio's, keyframe rows, when there are any, at
-// max(t_video, 0.999)): the sets its AdaLN tables need.
+// max(t_video, 0.999), a reference's sound, when there is any, at 1): the sets its AdaLN tables
+// need.
 std::vector<TimestepSet> evaluation_timesteps(const Schedule& video, const Schedule& audio,
-                                              bool keyframes = false);
+                                              bool keyframes = false, bool sound = false);
 
 // Runs every evaluation of the schedules: a collective over the transformer's group (every rank
 // calls it with the same request and gets the same latents).

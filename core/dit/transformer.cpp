@@ -116,7 +116,21 @@ Velocity Transformer::forward(const PackedSequence& s) const {
   auto audio_h = linear_fp32(w.audio_proj_in, s.audio_rows.to(dev));
   auto video_h = linear_fp32(w.proj_in, s.video_rows.to(dev));
   std::vector<at::Tensor> parts{text_h.to(stream)};
-  if (L.keyframes > 0) parts.push_back(linear_fp32(w.proj_in, s.keyframe_rows.to(dev)).to(stream));
+  if (L.keyframes > 0) {
+    // The condition rows in packed order: pictures' through the video projection, sound's
+    // through the audio one.
+    const at::Tensor pictures = s.keyframe_rows.size(0) > 0
+                                    ? linear_fp32(w.proj_in, s.keyframe_rows.to(dev)).to(stream)
+                                    : at::Tensor();
+    const at::Tensor sound = s.condition_audio_rows.size(0) > 0
+                                 ? linear_fp32(w.audio_proj_in, s.condition_audio_rows.to(dev)).to(stream)
+                                 : at::Tensor();
+    int64_t vo = 0, ao = 0;
+    for (const ConditionRun& r : s.condition_runs) {
+      parts.push_back(r.audio ? sound.narrow(0, ao, r.rows) : pictures.narrow(0, vo, r.rows));
+      (r.audio ? ao : vo) += r.rows;
+    }
+  }
   parts.push_back(audio_h.to(stream));
   parts.push_back(video_h.to(stream));
   auto h = at::cat(parts, 0);

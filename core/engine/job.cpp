@@ -8,7 +8,7 @@ namespace h3 {
 
 // Field by field, by name: every rank reads what rank 0 wrote, whatever order or build.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlannedReference, kind, width, height, frames, encoded_frames,
-                                   latent_frames)
+                                   latent_frames, audio_samples, audio_latents)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClipPlan, width, height, num_frames, canvas_width, canvas_height,
                                    latent_frames, total_chunks, steps, fps_n, fps_d, generated_frames,
                                    evaluations, audio_latents, audio_samples, audio_rate, sampler,

@@ -15,9 +15,11 @@ constexpr int64_t kMinSteps = 2, kMaxSteps = 1000;  // grid points N (N-1 evalua
 // An FL2VA keyframe or a Ref2VA reference as decoded, before the engine resizes it: each side at
 // least one patch of the vision tower, at most 8192 x 8192 pixels (192 MiB of RGB).
 constexpr int64_t kMinPictureSide = 16, kMaxPicturePixels = int64_t(8192) * 8192;
-// Ref2VA: the image references one request may carry, as released (diffusers' setup step: 9 images
-// of at most 12 references of any kind; video and audio references are not built here).
-constexpr int64_t kMaxReferenceImages = 9, kMaxReferenceVideos = 3;
+// Ref2VA: the references one request may carry, as released (diffusers' setup step): 9 images,
+// 3 videos (a soundtrack comes with its video and counts as neither), 3 audio references, 12 in
+// all.
+constexpr int64_t kMaxReferenceImages = 9, kMaxReferenceVideos = 3, kMaxReferenceAudios = 3;
+constexpr int64_t kMaxReferences = 12;
 // A video reference as decoded: its frames within the clip's longest duration, at most 2 GiB of
 // RGB (diffusers decodes the whole file); at 24 fps at least one VAE clip's 22 frames.
 constexpr int64_t kMaxReferenceVideoBytes = int64_t(2) << 30, kMinReferenceVideoFrames = 22;

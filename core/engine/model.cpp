@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "audio/config.h"
+#include "audio/resample.h"
 #include "common/error.h"
 #include "dit/chunk_layout.h"
 #include "dit/frames.h"
@@ -260,6 +261,31 @@ void plan_keyframes(const ModelInfo& m, const GenerationRequest& req, ClipPlan& 
   p.width = hw[1];
 }
 
+// A reference's sound as the audio VAE encodes it: cut to the clip's duration at its own rate
+// (the reference pipelines' int(frames / 24 · rate)), resampled onto the VAE's rate, padded to
+// whole latents.
+void plan_sound(const ModelInfo& m, const Audio& a, int64_t generated_frames, const std::string& label,
+                PlannedReference& planned) {
+  const std::string name = label + " '" + a.source + "'";
+  if (m.audio_rate <= 0 || m.audio_hop <= 0) {
+    throw Error(ErrorKind::kNotFound,
+                name + ": sound is conditioned on through the audio VAE, and " + m.dir +
+                    "/audio_vae holds none that can be read; give the model its audio_vae/");
+  }
+  if (a.rate <= 0 || (a.channels != 1 && a.channels != 2) ||
+      static_cast<int64_t>(a.samples.size()) % a.channels != 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                name + ": sound needs a positive rate and 1 or 2 interleaved channels (got " +
+                    std::to_string(a.rate) + " Hz, " + std::to_string(a.channels) + " channels, " +
+                    std::to_string(a.samples.size()) + " samples); downmix it to stereo");
+  }
+  const auto kept = std::min(a.frames(), static_cast<int64_t>(static_cast<double>(generated_frames) / 24.0 *
+                                                              static_cast<double>(a.rate)));
+  if (kept < 1) throw Error(ErrorKind::kInvalidArgument, name + ": holds no sound (0 samples)");
+  planned.audio_samples = audio::resampled_length(kept, a.rate, m.audio_rate);
+  planned.audio_latents = (planned.audio_samples + m.audio_hop - 1) / m.audio_hop;
+}
+
 void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan& p) {
   if (req.references.empty()) return;
   if (!req.first_frame.empty() || !req.last_frame.empty()) {
@@ -267,14 +293,22 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
                 "references (Ref2VA) and first-frame / last-frame (FL2VA) are different tasks of different "
                 "checkpoints: give one or the other");
   }
-  int64_t images = 0, videos = 0;
-  for (const Reference& r : req.references) (r.is_video() ? videos : images) += 1;
-  if (images > kMaxReferenceImages || videos > kMaxReferenceVideos) {
-    throw Error(ErrorKind::kInvalidArgument, std::to_string(images) + " image and " + std::to_string(videos) +
-                                                 " video references: the released model reads at most " +
-                                                 std::to_string(kMaxReferenceImages) + " images and " +
-                                                 std::to_string(kMaxReferenceVideos) +
-                                                 " videos (references); leave some out");
+  int64_t images = 0, videos = 0, audios = 0;
+  for (const Reference& r : req.references) (r.is_video() ? videos : r.is_audio() ? audios : images) += 1;
+  const auto count = static_cast<int64_t>(req.references.size());
+  if (images > kMaxReferenceImages || videos > kMaxReferenceVideos || audios > kMaxReferenceAudios ||
+      count > kMaxReferences) {
+    throw Error(ErrorKind::kInvalidArgument,
+                std::to_string(images) + " image, " + std::to_string(videos) + " video and " +
+                    std::to_string(audios) + " audio references: the released model reads at most " +
+                    std::to_string(kMaxReferenceImages) + " images, " + std::to_string(kMaxReferenceVideos) +
+                    " videos and " + std::to_string(kMaxReferenceAudios) + " audio references, " +
+                    std::to_string(kMaxReferences) + " in all; leave some out");
+  }
+  if (audios == count) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "an audio reference needs at least one image or video reference beside it (the released "
+                "model never conditions on sound alone); add a picture or a video");
   }
   if ((req.width == 0) != (req.height == 0)) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -287,6 +321,13 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
     const std::string label = "reference " + std::to_string(i + 1);
     const std::string name = label + " '" + ref.source() + "'";
     PlannedReference planned;
+    if (ref.is_audio()) {
+      planned.kind = "audio";
+      planned.width = planned.height = planned.frames = planned.encoded_frames = planned.latent_frames = 0;
+      plan_sound(m, ref.audio, p.generated_frames, label, planned);
+      p.references.push_back(planned);
+      continue;
+    }
     if (!ref.is_video()) {
       const Picture& pic = ref.image;
       check_picture(pic, label);
@@ -337,11 +378,8 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
     planned.width = hw[1];
     planned.encoded_frames = encoded_frames(planned.frames);
     planned.latent_frames = dit::latent_geometry(planned.encoded_frames, planned.width, planned.height).t;
-    if (v.has_audio) {
-      p.warnings.push_back(name +
-                           " has a soundtrack, which is not conditioned on: the audio VAE's encoder is "
-                           "not built (its frames are)");
-    }
+    if (!v.soundtrack.empty())
+      plan_sound(m, v.soundtrack, p.generated_frames, label + "'s soundtrack", planned);
     p.references.push_back(planned);
   }
 }
@@ -487,7 +525,10 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
     if (m.vision) p.vision_rows += vision_block_rows(*m.vision, p.canvas_width, p.canvas_height);
   }
   for (const PlannedReference& r : p.references) {
-    p.condition_rows += r.latent_frames * (r.width / patch_px) * (r.height / patch_px);
+    p.condition_rows += r.latent_frames * (r.width / patch_px) * (r.height / patch_px) + 2 * r.audio_latents;
+    // Sound never reaches the conditioner: its "<Audio j>: " label alone (at most 8 tokens).
+    if (r.audio_latents > 0) p.vision_rows += 8;
+    if (r.kind == "audio") continue;
     // A video's conditioner reads 2 frames a second, a vision block per pair.
     const int64_t blocks = r.kind == "video" ? (video_sampled_frames(r.frames) + 1) / 2 : 1;
     if (m.vision) p.vision_rows += blocks * vision_block_rows(*m.vision, r.width, r.height);

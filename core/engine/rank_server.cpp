@@ -17,6 +17,7 @@
 #include "engine/stage_decode.h"
 #include "engine/stage_denoise.h"
 #include "engine/stage_keyframes.h"
+#include "engine/stage_sounds.h"
 #include "vae/cpu_threads.h"
 
 namespace h3::engine_detail {
@@ -235,13 +236,15 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
     // free_text_encoder drops the vision tower with the text encoder (the next keyframes read it again).
     if (j.free_text_encoder) parts.vision.reset();
     const std::vector<at::Tensor> keyframes = keyframe_latents_stage(c, pictures);
+    // Ref2VA: the references' sound, encoded on rank 0.
+    const std::vector<at::Tensor> sounds = reference_sounds_stage(c, mine ? &mine->job.request : nullptr);
     if (p.sampler == "causal") {
       // Synthesis and decode interleave chunk by chunk.
       causal_stage(c, j, cond);
       if (root) c.post_progress(Phase::kDone, p.evaluations, p.evaluations, p.total_chunks, p.num_frames);
       return;
     }
-    dit::Latents x = denoise_stage(c, j, cond, keyframes, pictures.anchors);
+    dit::Latents x = denoise_stage(c, j, cond, keyframes, pictures.anchors, sounds);
     video = std::move(x.video);
     if (j.request.audio) audio = std::move(x.audio);
   } else {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "audio/resample.h"
 #include "dit/frames.h"
 #include "image/keyframes.h"
 
@@ -70,6 +71,17 @@ at::Tensor normalized_video(const Video& v, const PlannedReference& r) {
     for (int64_t n = 0; n < repeats[i] && next < r.frames; ++n) out[next++].copy_(t);
   }
   return out;
+}
+
+at::Tensor normalized_sound(const Audio& a, int64_t generated_frames, int64_t vae_rate) {
+  const int64_t kept = std::min(a.frames(), static_cast<int64_t>(static_cast<double>(generated_frames) /
+                                                                 24.0 * static_cast<double>(a.rate)));
+  // [frames, channels] interleaved -> [channels, kept]
+  at::Tensor wave = at::from_blob(const_cast<float*>(a.samples.data()), {a.frames(), a.channels}, at::kFloat)
+                        .narrow(0, 0, kept)
+                        .t();
+  if (a.channels == 1) wave = wave.expand({2, kept});
+  return audio::resample(wave.contiguous(), a.rate, vae_rate);
 }
 
 }  // namespace h3

@@ -1,7 +1,8 @@
 // A Ref2VA video reference's frame arithmetic, as the reference pipelines do it (diffusers'
 // MiniMax-H3 setup, text and reference-encoder steps; docs/conditioning.md): the frames onto the
 // model's 24 fps by whole-frame repeats, the 17n+5 of them the VAE encodes, and the ones the
-// conditioner reads at 2 fps, merged in pairs, each pair labelled with its mean time.
+// conditioner reads at 2 fps, merged in pairs, each pair labelled with its mean time; and a
+// reference's sound onto the clip's duration and the audio VAE's rate.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -32,5 +33,10 @@ std::vector<double> block_seconds(int64_t sampled);
 // (frame_repeats), cut to r.frames, each kept frame stretched (Pillow's Lanczos) to r.width x
 // r.height; uint8 [r.frames, r.height, r.width, 3].
 at::Tensor normalized_video(const Video& v, const PlannedReference& r);
+
+// A reference's sound as the audio VAE encodes it: cut at its own rate to the clip's
+// `generated_frames` (int(frames / 24 · rate) samples), mono repeated onto both channels,
+// resampled onto `vae_rate` (audio/resample.h); fp32 [2, N].
+at::Tensor normalized_sound(const Audio& a, int64_t generated_frames, int64_t vae_rate);
 
 }  // namespace h3

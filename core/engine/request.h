@@ -18,6 +18,18 @@ struct Picture {
   bool empty() const { return rgb.empty(); }
 };
 
+// Sound as the caller decoded it (a Ref2VA audio reference, a video reference's soundtrack):
+// `channels` (1 or 2) interleaved float samples at `rate` samples a second per channel. The
+// engine cuts it to the clip's duration and resamples it onto the audio VAE's rate itself
+// (docs/conditioning.md).
+struct Audio {
+  std::string source;  // the file or URI it came from, named in messages
+  int64_t rate = 0, channels = 0;
+  std::vector<float> samples;
+  bool empty() const { return samples.empty(); }
+  int64_t frames() const { return channels > 0 ? static_cast<int64_t>(samples.size()) / channels : 0; }
+};
+
 // A video as the caller decoded it (a Ref2VA video reference): frames of 8-bit RGB, `height` rows
 // of width * 3 bytes each, at fps_n / fps_d frames a second. The engine resamples them onto 24 fps
 // and onto its canvas itself (docs/conditioning.md).
@@ -26,17 +38,26 @@ struct Video {
   int64_t width = 0, height = 0;
   int64_t fps_n = 0, fps_d = 1;
   std::vector<std::vector<uint8_t>> frames;
-  // The file had a soundtrack: not conditioned on (the audio VAE's encoder is not built).
-  bool has_audio = false;
+  // Its soundtrack (empty: none, or the caller left it out): conditioned on with the frames.
+  Audio soundtrack;
   bool empty() const { return frames.empty(); }
 };
 
-// A Ref2VA reference: an image, or a video.
+// A Ref2VA reference: an image, a video (with or without its soundtrack), or sound alone.
 struct Reference {
   Picture image;  // an image reference
   Video video;    // a video reference (frames present)
+  Audio audio;    // an audio reference (samples present, no picture)
   bool is_video() const { return !video.empty(); }
-  const std::string& source() const { return is_video() ? video.source : image.source; }
+  bool is_audio() const { return video.empty() && image.empty() && !audio.empty(); }
+  // The sound this reference conditions on: an audio reference's, or a video's soundtrack.
+  const Audio* sound() const {
+    if (is_audio()) return &audio;
+    return is_video() && !video.soundtrack.empty() ? &video.soundtrack : nullptr;
+  }
+  const std::string& source() const {
+    return is_video() ? video.source : is_audio() ? audio.source : image.source;
+  }
 };
 
 // A prompt that takes over at `seconds` into the clip (a causal request's timeline).
@@ -81,12 +102,14 @@ struct GenerationRequest {
   // (ClipPlan::keyframe_anchors). Rank 0 alone holds the pixels: they never travel in a Job.
   Picture first_frame, last_frame;
   // Ref2VA (reference-conditioned generation, the Euler sampler, an engine opened with the Ref2VA
-  // DiT: EngineOptions::ref2va): image and video references, in the order the model reads them
-  // (the order labels them "<Picture i>" / "<Video k>" in the prompt's presentation and lays them
-  // out on the clock, so another order is another request). An image is encoded at its own size
-  // (a short edge of ModelDefaults::reference_short_edge), a video on the canvas of its own aspect
-  // ratio at 24 fps; neither sets the clip's canvas. At most kMaxReferenceImages images and
-  // kMaxReferenceVideos videos. Audio references are not built. Rank 0 alone holds the pixels.
+  // DiT: EngineOptions::ref2va): image, video and audio references, in the order the model reads
+  // them (the order labels them "<Picture i>" / "<Audio j>" / "<Video k>" in the prompt's
+  // presentation and lays them out on the clock, so another order is another request). An image
+  // is encoded at its own size (a short edge of ModelDefaults::reference_short_edge), a video on
+  // the canvas of its own aspect ratio at 24 fps, sound (an audio reference's, a video's
+  // soundtrack) by the audio VAE's encoder at its rate, cut to the clip's duration; none sets the
+  // clip's canvas. At most kMaxReferenceImages images, kMaxReferenceVideos videos and
+  // kMaxReferenceAudios audio references, and never sound alone. Rank 0 alone holds the media.
   std::vector<Reference> references;
 };
 
@@ -94,9 +117,13 @@ struct GenerationRequest {
 // video, its frames after the resampling onto 24 fps and the truncation to the clip's length
 // (`frames`), the 17n+5 of them the VAE encodes (`encoded_frames`) and their latent frames.
 struct PlannedReference {
-  std::string kind = "image";  // "image" or "video"
-  int64_t width = 0, height = 0;
-  int64_t frames = 1, encoded_frames = 1, latent_frames = 1;
+  std::string kind = "image";                                 // "image", "video" or "audio"
+  int64_t width = 0, height = 0;                              // 0 for audio
+  int64_t frames = 1, encoded_frames = 1, latent_frames = 1;  // 0 for audio
+  // Sound (an audio reference, a video's soundtrack; else 0): its samples per channel at the
+  // audio VAE's rate after the cut to the clip's duration and the resampling, and the audio
+  // latents per channel they encode to (ceil(samples / hop)).
+  int64_t audio_samples = 0, audio_latents = 0;
 };
 
 // What a request will produce, computed before any work (validated; throws h3::Error

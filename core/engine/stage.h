@@ -9,6 +9,7 @@
 #include <string>
 
 #include "audio/audio_decoder.h"
+#include "audio/audio_encoder.h"
 #include "dist/agree.h"
 #include "dist/group.h"
 #include "dit/transformer.h"
@@ -43,6 +44,9 @@ struct RankParts {
   // encoder and the text encoder's vision tower (this rank's shards).
   std::optional<vae::VideoEncoder> vae_encoder;
   std::optional<text::VisionTower> vision;
+  // Rank 0 only, read by the first request whose references carry sound (Ref2VA) and kept: the
+  // audio VAE's encoder.
+  std::optional<audio::AudioEncoder> audio_encoder;
   // The LoRA attached to `dit` (its path as the request gave it); empty: none.
   std::string lora;
 };

@@ -108,7 +108,8 @@ void adaln_stage(const StageContext& c, const Job& job, const std::vector<dit::T
 
 dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond,
                            const std::vector<at::Tensor>& keyframes,
-                           const std::vector<dit::KeyframeAnchor>& anchors) {
+                           const std::vector<dit::KeyframeAnchor>& anchors,
+                           const std::vector<at::Tensor>& sounds) {
   if (keyframes.size() != anchors.size()) {
     throw Error(ErrorKind::kInternal, "denoise: " + std::to_string(keyframes.size()) + " keyframes but " +
                                           std::to_string(anchors.size()) + " anchors");
@@ -118,12 +119,35 @@ dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Co
   dr.text_tags = cond.tags;
   std::vector<at::Tensor> keyframe_noise;
   dr.noise = shared_noise(c, job.request.seed, keyframe_noise, keyframes);
-  for (size_t i = 0; i < keyframes.size(); ++i) {
-    dr.keyframes.push_back({dit::noised_keyframe(keyframes[i], keyframe_noise[i]), anchors[i]});
+  // FL2VA's keyframes, then each planned reference: its picture's latent (an audio reference has
+  // none) and its sound.
+  size_t picture = 0;
+  while (picture < anchors.size() && anchors[picture] != dit::KeyframeAnchor::kReference) {
+    dr.keyframes.push_back(
+        {dit::noised_keyframe(keyframes[picture], keyframe_noise[picture]), anchors[picture], {}});
+    ++picture;
   }
+  bool sound = false;
+  for (size_t i = 0; i < c.plan.references.size(); ++i) {
+    dit::Keyframe k;
+    k.anchor = dit::KeyframeAnchor::kReference;
+    if (c.plan.references[i].kind != "audio") {
+      if (picture >= keyframes.size())
+        throw Error(ErrorKind::kInternal, "denoise: a reference without its latent");
+      k.latent = dit::noised_keyframe(keyframes[picture], keyframe_noise[picture]);
+      ++picture;
+    }
+    if (i < sounds.size() && sounds[i].defined()) {
+      k.audio_rows = sounds[i];
+      sound = true;
+    }
+    dr.keyframes.push_back(std::move(k));
+  }
+  if (picture != keyframes.size())
+    throw Error(ErrorKind::kInternal, "denoise: latents left without a condition");
   dr.video = dit::make_schedule(c.plan.steps, c.plan.video_shift);
   dr.audio = dit::make_schedule(c.plan.steps, c.plan.audio_shift);
-  adaln_stage(c, job, dit::evaluation_timesteps(dr.video, dr.audio, !dr.keyframes.empty()));
+  adaln_stage(c, job, dit::evaluation_timesteps(dr.video, dr.audio, !keyframes.empty(), sound));
   const dit::Latents x = run_steps(c, dr);
   if (job.want_latents) hand_over_latents(c, x);
   dit::Latents out;

@@ -28,9 +28,13 @@ void adaln_stage(const StageContext& c, const Job& job, const std::vector<dit::T
 // Every rank: the final latents, fp32 CPU: video [1, C, T, h, w] and audio rows [2A, 32]
 // (the same on every rank). FL2VA: `keyframes` are the clean conditioning latents [1, C, 1, h, w]
 // at `anchors`; each is noised to the keyframe level with its own draw of the request's
-// generator (drawn before the video's and audio's) and held through every step.
+// generator (drawn before the video's and audio's) and held through every step. Ref2VA: the
+// anchors after the keyframes are the plan's pictured references in order, and `sounds` holds
+// one entry per planned reference (reference_sounds_stage): its clean sound rows, held at t = 1,
+// or undefined.
 dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Conditioning& cond,
                            const std::vector<at::Tensor>& keyframes = {},
-                           const std::vector<dit::KeyframeAnchor>& anchors = {});
+                           const std::vector<dit::KeyframeAnchor>& anchors = {},
+                           const std::vector<at::Tensor>& sounds = {});
 
 }  // namespace h3::engine_detail

@@ -53,9 +53,13 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
   std::vector<std::vector<int64_t>> shapes;
   for (size_t i = 0; i < anchors.size(); ++i)
     shapes.push_back({c.plan.canvas_height, c.plan.canvas_width, 3});
-  for (const PlannedReference& r : references) {
+  k.reference.assign(anchors.size(), -1);
+  for (size_t i = 0; i < references.size(); ++i) {
+    const PlannedReference& r = references[i];
+    if (r.kind == "audio") continue;
     shapes.push_back(r.kind == "video" ? std::vector<int64_t>{r.frames, r.height, r.width, 3}
                                        : std::vector<int64_t>{r.height, r.width, 3});
+    k.reference.push_back(static_cast<int64_t>(i));
   }
   dist::LocalFailure f;
   if (c.root()) {
@@ -77,6 +81,7 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
       }
       for (size_t i = 0; i < references.size(); ++i) {
         const Reference& ref = own->references[i];
+        if (references[i].kind == "audio") continue;
         if (ref.is_video()) {
           k.pixels.push_back(normalized_video(ref.video, references[i]));
           continue;
@@ -100,7 +105,7 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
   for (const std::string& a : anchors) {
     k.anchors.push_back(a == "first" ? dit::KeyframeAnchor::kFirst : dit::KeyframeAnchor::kLast);
   }
-  k.anchors.insert(k.anchors.end(), references.size(), dit::KeyframeAnchor::kReference);
+  k.anchors.insert(k.anchors.end(), k.reference.size() - anchors.size(), dit::KeyframeAnchor::kReference);
   return k;
 }
 
@@ -108,7 +113,6 @@ std::vector<at::Tensor> keyframe_latents_stage(const StageContext& c, const Keyf
   std::vector<at::Tensor> out;
   if (k.empty()) return out;
   ensure_vae_encoder(c);
-  const size_t keyframes = c.plan.keyframe_anchors.size();
   for (size_t i = 0; i < k.pixels.size(); ++i) {
     const at::Tensor& pixels = k.pixels[i];
     // The release's fixed sample seed; an image [H, W, 3] -> [3, H, W], a video's planned 17n+5
@@ -117,7 +121,8 @@ std::vector<at::Tensor> keyframe_latents_stage(const StageContext& c, const Keyf
         pixels.dim() == 3
             ? c.parts.vae_encoder->encode_image(pixels.permute({2, 0, 1}), c.group)
             : c.parts.vae_encoder->encode_clip(
-                  pixels.narrow(0, 0, c.plan.references[i - keyframes].encoded_frames).permute({3, 0, 1, 2}),
+                  pixels.narrow(0, 0, c.plan.references[static_cast<size_t>(k.reference[i])].encoded_frames)
+                      .permute({3, 0, 1, 2}),
                   c.group);
     out.push_back(z.to(at::kCPU, at::kFloat).contiguous());
   }
@@ -129,12 +134,13 @@ KeyframeVision keyframe_vision_stage(const StageContext& c, const KeyframePictur
   if (k.empty()) return v;
   ensure_vision_tower(c);
   std::vector<text::VisionInputs> inputs;
+  std::vector<text::PresentedReference> shown;  // one per picture
   dist::LocalFailure f;
   try {
     for (const at::Tensor& pixels : k.pixels) {
       if (pixels.dim() == 3) {
         inputs.push_back(c.parts.vision->preprocess(pixels));
-        v.references.push_back({false, inputs.back().grid_thw, {}});
+        shown.push_back({false, inputs.back().grid_thw, {}});
         continue;
       }
       // A video: the frames the conditioner reads at 2 fps, a block per pair.
@@ -142,8 +148,7 @@ KeyframeVision keyframe_vision_stage(const StageContext& c, const KeyframePictur
       const at::Tensor index =
           at::from_blob(const_cast<int64_t*>(read.data()), {static_cast<int64_t>(read.size())}, at::kLong);
       inputs.push_back(c.parts.vision->preprocess_video(pixels.index_select(0, index)));
-      v.references.push_back(
-          {true, inputs.back().grid_thw, block_seconds(static_cast<int64_t>(read.size()))});
+      shown.push_back({true, inputs.back().grid_thw, block_seconds(static_cast<int64_t>(read.size()))});
     }
   } catch (...) {
     f.capture();
@@ -152,6 +157,22 @@ KeyframeVision keyframe_vision_stage(const StageContext& c, const KeyframePictur
   for (const text::VisionInputs& in : inputs) {
     v.features.push_back(c.parts.vision->forward(in));
     v.grids.push_back(in.grid_thw);
+  }
+  if (c.plan.references.empty()) {
+    v.references = std::move(shown);
+    return v;
+  }
+  // Every reference in order, sound alone included, each with its "<Audio j>: " when it has sound.
+  size_t picture = 0;
+  for (const PlannedReference& r : c.plan.references) {
+    text::PresentedReference p;
+    if (r.kind == "audio") {
+      p.audio_only = true;
+    } else {
+      p = shown.at(picture++);
+    }
+    p.sound = r.audio_latents > 0;
+    v.references.push_back(std::move(p));
   }
   return v;
 }

@@ -19,9 +19,12 @@ namespace h3::engine_detail {
 
 struct KeyframePictures {
   // uint8 [height, width, 3] each, packed order: keyframes on the canvas, image references at
-  // their planned sizes; a video reference [frames, height, width, 3] on 24 fps.
+  // their planned sizes; a video reference [frames, height, width, 3] on 24 fps. An audio
+  // reference has none.
   std::vector<at::Tensor> pixels;
   std::vector<dit::KeyframeAnchor> anchors;
+  // Per picture, the index of its reference in the plan's references; -1 for a keyframe.
+  std::vector<int64_t> reference;
   bool empty() const { return pixels.empty(); }
 };
 
@@ -39,7 +42,8 @@ std::vector<at::Tensor> keyframe_latents_stage(const StageContext& c, const Keyf
 struct KeyframeVision {
   std::vector<text::VisionFeatures> features;
   std::vector<std::array<int64_t, 3>> grids;
-  // Ref2VA's presentation of the pictures (one per reference; keyframes' too, unused).
+  // Ref2VA's presentation of the references (one per planned reference, sound alone included);
+  // FL2VA's keyframes' (one per picture, unused).
   std::vector<text::PresentedReference> references;
 };
 KeyframeVision keyframe_vision_stage(const StageContext& c, const KeyframePictures& k);

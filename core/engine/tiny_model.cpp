@@ -105,6 +105,10 @@ TinySpec tiny_spec() {
   s.audio = audio::small_config(/*latent_dim=*/32, /*decoder_dim=*/128, /*stats_seed=*/9);
   s.audio.resblock_kernel_sizes = {3};
   s.audio.resblock_dilation_sizes = {{1, 3, 5}};
+  // The encoder (audio references) at the release's strides, 4 channels wide at first (128
+  // after its five stages), two attention heads in pre_block.
+  s.audio.encoder_dim = 4;
+  s.audio.num_attention_heads = 2;
   s.audio.validate("tiny audio VAE config");
   s.defaults.width = 256;
   s.defaults.height = 160;

@@ -143,8 +143,10 @@ VisionPrompt present_references(const Tokenizer& tokenizer, const std::string& p
     tags.insert(tags.end(), static_cast<size_t>(n + 2), 0);
     runs.push_back({1, h, w});
   };
-  size_t pictures = 0, videos = 0;
+  size_t pictures = 0, videos = 0, sounds = 0;
   for (const PresentedReference& r : references) {
+    if (r.sound || r.audio_only) text("<Audio " + std::to_string(++sounds) + ">: ");
+    if (r.audio_only) continue;
     if (!r.video) {
       text(picture_label(pictures++));
       block(c.image_token_id, r.grid[1], r.grid[2]);

@@ -63,15 +63,20 @@ struct PresentedReference {
   bool video = false;
   std::array<int64_t, 3> grid{0, 0, 0};  // patches: image (1, h, w), video (blocks, h, w)
   std::vector<double> block_seconds;     // a video's, one per block (seconds_label)
+  // It carries sound (a video's soundtrack; an audio reference): "<Audio j>: " comes first.
+  bool sound = false;
+  // An audio reference: its "<Audio j>: " label alone (sound never reaches the conditioner).
+  bool audio_only = false;
 };
 // "<{t:.1f} seconds>": a video block's label, as Python formats it (halves to even on the binary
 // value: a block at 0.25 s is "<0.2 seconds>").
 std::string seconds_label(double t);
 // "<Video k>: " for the video at `index` (from 0).
 std::string video_label(size_t index);
-// Ref2VA's presentation: per reference in order, "<Picture i>: " and its <|image_pad|> block, or
-// "<Video k>: " and per block "<{t:.1f} seconds>" and a <|video_pad|> block (each block placed by
-// Qwen3-VL's positions as an image of one frame); then the prompt. image_mask marks both pads.
+// Ref2VA's presentation: per reference in order, "<Audio j>: " if it carries sound, then
+// "<Picture i>: " and its <|image_pad|> block, or "<Video k>: " and per block "<{t:.1f} seconds>"
+// and a <|video_pad|> block (each block placed by Qwen3-VL's positions as an image of one frame),
+// or nothing more for an audio reference; then the prompt. image_mask marks both pads.
 // (A reference's soundtrack label "<Audio j>: " is not built: no audio references.)
 VisionPrompt present_references(const Tokenizer& tokenizer, const std::string& prompt, const VisionConfig& c,
                                 const std::vector<PresentedReference>& references);

@@ -1,8 +1,10 @@
-// `h3 bench conditioning`: what FL2VA adds before the first denoising step — the video VAE's
-// encoder on a keyframe and the Qwen3-VL vision tower on it — at the release's sizes (its encoder
-// channels 128 ... 1024 and its tower of 27 blocks of width 1152, random weights, fp32 on the
-// CPU) and canvas (1344 x 768 by default): time at 1 and 2 rank threads and each one's peak
-// resident memory above what was resident before it. Figures only; nothing asserts a time.
+// `h3 bench conditioning`: what FL2VA and Ref2VA add before the first denoising step — the video
+// VAE's encoder on a keyframe, the Qwen3-VL vision tower on it and the audio VAE's encoder on a
+// reference's sound — at the release's sizes (its encoder channels 128 ... 1024, its tower of 27
+// blocks of width 1152, its audio encoder 64 ... 2048 wide; random weights, fp32 on the CPU), canvas
+// (1344 x 768 by default) and clip (10.125 s of stereo sound by default): time at 1 and 2 rank
+// threads (the audio encoder, which runs on rank 0, at 1) and each one's peak resident memory above
+// what was resident before it. Figures only; nothing asserts a time.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -13,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "audio/audio_encoder.h"
 #include "dist/world.h"
 #include "engine/tiny_model.h"
 #include "text/random_encoder.h"
@@ -82,7 +85,10 @@ Figure measure(int ranks, Fn&& fn) {
 int run(Args& a) {
   const int64_t width = a.int_or("width", 1344, 32, 4096), height = a.int_or("height", 768, 32, 4096);
   const std::string root = a.string_or("dir", std::filesystem::temp_directory_path().string());
-  const bool skip_encoder = a.flag("no-encoder"), skip_tower = a.flag("no-tower");
+  const bool skip_encoder = a.flag("no-encoder"), skip_tower = a.flag("no-tower"),
+             skip_audio = a.flag("no-audio");
+  const double seconds = a.double_or("seconds", 10.125);
+  if (!(seconds > 0 && seconds <= 60)) throw UsageError{"--seconds must be in (0, 60]"};
   a.finish();
   if (width % 32 || height % 32) throw UsageError{"--width and --height must be multiples of 32 (a canvas)"};
   std::printf("keyframe %lldx%lld, fp32, %u cores\n", (long long)width, (long long)height,
@@ -129,17 +135,37 @@ int run(Args& a) {
                   f.seconds, f.peak_mib);
     }
   }
+  if (!skip_audio) {
+    audio::AudioVaeConfig c;  // the release's widths and strides
+    c.latents_mean.assign(static_cast<size_t>(c.latent_channels), 0.0);
+    c.latents_std.assign(static_cast<size_t>(c.latent_channels), 1.0);
+    int64_t params = 0;
+    for (const auto& [name, t] : audio::random_encoder_checkpoint(c, 5)) params += t.numel();
+    const audio::AudioEncoder enc = audio::AudioEncoder::random(c, 5);
+    at::Generator gen = at::detail::createCPUGenerator(4);
+    const auto samples = static_cast<int64_t>(seconds * static_cast<double>(c.sample_rate));
+    const at::Tensor wave = at::randn({2, samples}, gen, at::TensorOptions().dtype(at::kFloat)) * 0.2;
+    std::printf("audio VAE encoder: channels 64..2048, %d heads, %.1f M parameters, %.3f s of stereo sound\n",
+                static_cast<int>(c.num_attention_heads), static_cast<double>(params) / 1e6, seconds);
+    const Figure f = measure(1, [&](dist::Group&) { enc.encode(wave); });
+    std::printf("  encode (rank 0)  %8.2f s  peak +%.0f MiB  (%lld latents a channel)\n", f.seconds,
+                f.peak_mib, static_cast<long long>(enc.latents_for(samples)));
+  }
   return 0;
 }
 
 H3_REGISTER_COMMAND(
-    "bench conditioning", "FL2VA's extra work: the VAE encoder and the vision tower on a keyframe",
-    "usage: h3 bench conditioning [--width W] [--height H] [--no-encoder] [--no-tower] [--dir DIR]\n"
+    "bench conditioning",
+    "FL2VA's and Ref2VA's extra work: the VAE encoder and the vision tower on a keyframe, the audio encoder",
+    "usage: h3 bench conditioning [--width W] [--height H] [--seconds S] [--no-encoder] [--no-tower]\n"
+    "                             [--no-audio] [--dir DIR]\n"
     "\n"
     "At the release's sizes with random weights (fp32, CPU): the video VAE's encoder on one\n"
     "keyframe of W x H (default 1344 x 768, the release's canvas), then the Qwen3-VL vision tower\n"
     "(27 blocks of width 1152; written to a temp folder under DIR and read back) on it, each at 1\n"
-    "and 2 rank threads: seconds and the peak resident memory above what was resident before.\n",
+    "and 2 rank threads, then the audio VAE's encoder (the release's, 64 ... 2048 channels) on S\n"
+    "seconds of stereo 32 kHz sound (default 10.125: the longest clip, 243 frames) on rank 0: seconds\n"
+    "and the peak resident memory above what was resident before.\n",
     run);
 
 }  // namespace

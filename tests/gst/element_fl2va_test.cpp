@@ -57,6 +57,8 @@ class H3VideoSrcFl2va : public ::testing::Test {
         "audiotestsrc num-buffers=20 ! audio/x-raw,rate=8000,channels=1,format=S16LE ! mux. videotestsrc "
         "num-buffers=30 ! video/x-raw,width=96,height=64,framerate=30/1 ! jpegenc ! avimux name=mux",
         "sound.avi");
+    write_picture("audiotestsrc num-buffers=10 ! audio/x-raw,rate=48000,channels=2,format=F32LE ! wavenc",
+                  "voice.wav");
     std::ofstream(g_dir + "/notes.png") << "these are notes, not a picture\n";
   }
   static void TearDownTestSuite() {
@@ -266,10 +268,28 @@ TEST_F(H3VideoSrcFl2va, AReferenceIsAnImageOrAVideoWithItsRateAndFrames) {
   EXPECT_EQ(video.video.fps_n, 30);
   EXPECT_EQ(video.video.fps_d, 1);
   EXPECT_EQ(video.video.frames[0].size(), 96u * 64 * 3);
-  EXPECT_FALSE(video.video.has_audio);
+  EXPECT_TRUE(video.video.soundtrack.empty());
   // Frames past the clip's duration are not read: 0.5 s at 30 fps.
   EXPECT_EQ(h3::pictures::read_reference(g_dir + "/clip.avi", "reference 2", 0.5).video.frames.size(), 15u);
-  EXPECT_TRUE(h3::pictures::read_reference(g_dir + "/sound.avi", "reference 3", 10.0).video.has_audio);
+  // A soundtrack is decoded at its own rate and channels (20 buffers of 1024 samples of a 0.8
+  // sine at 8 kHz, mono), up to the clip's duration (one sample past it).
+  const h3::Reference sound = h3::pictures::read_reference(g_dir + "/sound.avi", "reference 3", 10.0);
+  ASSERT_TRUE(sound.is_video());
+  const h3::Audio& track = sound.video.soundtrack;
+  EXPECT_EQ(track.rate, 8000);
+  EXPECT_EQ(track.channels, 1);
+  EXPECT_EQ(track.frames(), 20 * 1024);
+  EXPECT_NEAR(*std::max_element(track.samples.begin(), track.samples.end()), 0.8, 1e-3);
+  EXPECT_EQ(sound.sound(), &sound.video.soundtrack);
+  EXPECT_EQ(h3::pictures::read_reference(g_dir + "/sound.avi", "reference 3", 1.0).video.soundtrack.frames(),
+            8001);
+  // A file of sound alone is an audio reference.
+  const h3::Reference voice = h3::pictures::read_reference(g_dir + "/voice.wav", "reference 4", 10.0);
+  ASSERT_TRUE(voice.is_audio());
+  EXPECT_EQ(voice.audio.rate, 48000);
+  EXPECT_EQ(voice.audio.channels, 2);
+  EXPECT_EQ(voice.audio.frames(), 10 * 1024);
+  EXPECT_EQ(voice.audio.source, g_dir + "/voice.wav");
 }
 
 // A video reference through the element: the clip on the model's canvas.
@@ -283,6 +303,26 @@ TEST_F(H3VideoSrcFl2va, AVideoReferenceConditionsTheClip) {
   EXPECT_TRUE(got.eos);
   EXPECT_EQ(got.frames, 22);
   EXPECT_EQ(got.width, 256);
+}
+
+// Sound through the element: a video with its soundtrack, a picture and a WAV of sound alone; and
+// sound alone refused, naming why.
+TEST_F(H3VideoSrcFl2va, SoundReferencesConditionTheClipAndSoundAloneIsRefused) {
+  const std::string l = "h3videosrc num-frames=22 steps=3 model=" + g_model + " references=\"<" + g_dir +
+                        "/sound.avi," + g_dir + "/first.png," + g_dir +
+                        "/voice.wav>\" ! appsink name=sink sync=false max-buffers=0";
+  GstElement* p = gst_parse_launch(l.c_str(), nullptr);
+  ASSERT_NE(p, nullptr);
+  const Pulled got = play_to_end(p);
+  gst_object_unref(p);
+  EXPECT_TRUE(got.eos);
+  EXPECT_EQ(got.frames, 22);
+  const h3test::RunResult alone = run("model=" + g_model + " references=\"<" + g_dir + "/voice.wav>\"");
+  ASSERT_TRUE(alone.error);
+  EXPECT_FALSE(alone.timed_out);
+  EXPECT_NE(alone.message.find("an audio reference needs at least one image or video reference beside it"),
+            std::string::npos)
+      << alone.message;
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ DitInputs inputs_of(const Case& c) {
   in.t_audio = c.t.at("t_audio").item<float>();
   for (size_t i = 0; i < c.anchors.size(); ++i) {
     const std::string k = "keyframe" + std::to_string(i);
-    in.keyframes.push_back({noised_keyframe(c.t.at(k + "_clean"), c.t.at(k + "_noise")), c.anchors[i]});
+    in.keyframes.push_back({noised_keyframe(c.t.at(k + "_clean"), c.t.at(k + "_noise")), c.anchors[i], {}});
   }
   return in;
 }
@@ -147,7 +147,7 @@ TEST(Fl2va, AdalnTablesHoldTheKeyframeRowsTimestep) {
 TEST(Fl2va, AKeyframeOffTheCanvasIsRefusedNamingIt) {
   const auto model = Transformer::load(golden_dir() + "/transformer_tiny");
   auto in = inputs_of(cases().front());
-  in.keyframes.push_back({at::zeros({1, 24, 1, 6, 6}), KeyframeAnchor::kLast});
+  in.keyframes.push_back({at::zeros({1, 24, 1, 6, 6}), KeyframeAnchor::kLast, {}});
   try {
     model.forward(in);
     ADD_FAILURE() << "a keyframe of another canvas was packed";

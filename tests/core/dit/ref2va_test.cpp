@@ -57,7 +57,7 @@ DitInputs inputs_of(const Case& c) {
   for (size_t i = 0; i < c.references; ++i) {
     const std::string k = "reference_" + std::to_string(i);
     in.keyframes.push_back(
-        {noised_keyframe(c.t.at(k + "_clean"), c.t.at(k + "_noise")), KeyframeAnchor::kReference});
+        {noised_keyframe(c.t.at(k + "_clean"), c.t.at(k + "_noise")), KeyframeAnchor::kReference, {}});
   }
   return in;
 }
@@ -125,11 +125,72 @@ TEST(Ref2va, BadReferencesAreRefusedNamingThem) {
   };
   auto in = inputs_of(cases().front());
   // A reference off the patch grid.
-  in.keyframes.push_back({at::zeros({1, 24, 1, 5, 4}), KeyframeAnchor::kReference});
+  in.keyframes.push_back({at::zeros({1, 24, 1, 5, 4}), KeyframeAnchor::kReference, {}});
   expect_refused(in, "'keyframe 2' (a reference) has shape [1, 24, 1, 5, 4]");
   // References and FL2VA keyframes together.
-  in.keyframes.back() = {at::zeros({1, 24, 1, 4, 6}), KeyframeAnchor::kFirst};
+  in.keyframes.back() = {at::zeros({1, 24, 1, 4, 6}), KeyframeAnchor::kFirst, {}};
   expect_refused(in, "mix FL2VA keyframes with Ref2VA references");
+  // Sound on an image, and sound of the wrong width.
+  in.keyframes.back() = {at::zeros({1, 24, 1, 4, 6}), KeyframeAnchor::kReference, at::zeros({4, 32})};
+  expect_refused(in, "is an image reference with sound: only a video has a soundtrack");
+  in.keyframes.back() = {at::Tensor(), KeyframeAnchor::kReference, at::zeros({4, 31})};
+  expect_refused(in, "'keyframe 2''s sound has shape [4, 31]");
+}
+
+// Sound in the packed sequence: an image, an audio reference (its rows on the clock where it stands,
+// pinned to the generated grid's edges) and a video with its soundtrack (the soundtrack's rows just
+// before its frames, from the same time, pinned to its own grid's edges; the clock moves on by the
+// longer of the two), each sound row tagged audio and held at t = 1.
+TEST(Ref2va, SoundIsPackedOnTheClockBeforeItsFrames) {
+  const auto model = Transformer::load(golden_dir() + "/transformer_tiny");
+  DitInputs in;
+  in.text = at::randn({4, model.config().text_dim});
+  in.video = at::randn({1, 24, 7, 4, 4});  // a 2 x 2 patch grid
+  in.audio = at::randn({4, 32});           // 2 latents a channel
+  in.t_video = 0.5f;
+  in.t_audio = 0.25f;
+  in.keyframes.push_back({at::randn({1, 24, 1, 4, 4}), KeyframeAnchor::kReference, {}});
+  in.keyframes.push_back({at::Tensor(), KeyframeAnchor::kReference, at::randn({6, 32})});
+  in.keyframes.push_back({at::randn({1, 24, 7, 4, 6}), KeyframeAnchor::kReference, at::randn({10, 32})});
+  const PackedSequence s = pack(model.config(), in);
+  EXPECT_EQ(s.layout.keyframes, 4 + 6 + 10 + 7 * 2 * 3);
+  ASSERT_EQ(s.condition_runs.size(), 4u);
+  EXPECT_FALSE(s.condition_runs[0].audio);
+  EXPECT_TRUE(s.condition_runs[1].audio && s.condition_runs[2].audio);
+  EXPECT_EQ(s.condition_runs[2].rows, 10);
+  EXPECT_EQ(s.condition_audio_rows.size(0), 16);
+  EXPECT_TRUE(at::equal(s.condition_audio_rows.narrow(0, 6, 10), in.keyframes[2].audio_rows));
+  const auto pos = s.positions.accessor<double, 2>();
+  const std::vector<double> target_w = spatial_grid(2, 2, 2), own_w = spatial_grid(3, 2, 3);
+  EXPECT_EQ(pos[4][0], 4.0);  // the image: one slot from L
+  for (int64_t a = 0; a < 3; ++a) {
+    EXPECT_EQ(pos[8 + a][0], 5.0 + static_cast<double>(a));  // the audio reference from 5
+    EXPECT_EQ(pos[8 + a][1], 0.0);
+    EXPECT_EQ(pos[8 + a][2], target_w.front());
+    EXPECT_EQ(pos[11 + a][2], target_w.back());
+  }
+  for (int64_t a = 0; a < 5; ++a) {
+    EXPECT_EQ(pos[14 + a][0], 8.0 + static_cast<double>(a));  // the soundtrack from 8
+    EXPECT_EQ(pos[14 + a][2], own_w.front());
+    EXPECT_EQ(pos[19 + a][2], own_w.back());
+  }
+  EXPECT_EQ(pos[24][0], 8.0);  // the video's first latent frame, with its soundtrack
+  // The video's 7 latent frames span 5/3 * 22 > 5 latents: the target starts there.
+  double span = 0;
+  for (int k = 0; k < 7; ++k) span += 5.0 / 3.0 * (k % 5 == 0 ? 1 : 4);
+  EXPECT_EQ(pos[s.layout.audio_begin()][0], 8.0 + span);
+  for (int64_t r = 0; r < s.layout.rows(); ++r) {
+    const bool sound = r >= 8 && r < 24;
+    if (r < 4) continue;
+    if (r < s.layout.audio_begin()) {
+      EXPECT_EQ(s.tags[r].item<int64_t>(), sound ? kTagAudio : kTagVideo) << r;
+      EXPECT_EQ(s.timesteps[r].item<float>(), sound ? kSoundTimestep : kKeyframeTimestep) << r;
+    }
+  }
+  // A forward runs on it and returns velocities for the generated rows only.
+  const Velocity v = model.forward(in);
+  EXPECT_EQ(v.audio.sizes(), in.audio.sizes());
+  EXPECT_EQ(v.video.sizes(), in.video.sizes());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -36,7 +37,7 @@ GenerationRequest request(std::vector<Picture> references) {
   r.num_frames = 22;
   r.steps = 3;
   r.seed = 7;
-  for (Picture& p : references) r.references.push_back({std::move(p), {}});
+  for (Picture& p : references) r.references.push_back({std::move(p), {}, {}});
   return r;
 }
 
@@ -101,7 +102,8 @@ TEST(Ref2vaPlan, BadReferencesAreRefusedNamingThem) {
   for (int i = 0; i < 10; ++i) ten.push_back(picture(64, 64, static_cast<uint64_t>(i)));
   EXPECT_NE(
       refusal(m, request(ten))
-          .find("10 image and 0 video references: the released model reads at most 9 images and 3 videos"),
+          .find("10 image, 0 video and 0 audio references: the released model reads at most 9 images, 3 "
+                "videos and 3 audio references, 12 in all"),
       std::string::npos);
   EXPECT_NE(
       refusal(m, request({picture(64, 64, 1), picture(200, 40, 2, "wide.png")}))
@@ -123,14 +125,30 @@ TEST(Ref2vaPlan, BadReferencesAreRefusedNamingThem) {
   EXPECT_NE(refusal(m, causal).find("references condition the euler sampler only"), std::string::npos);
 }
 
-// A synthetic video reference: `n` frames of w x h at fps_n / 1.
+// Sound: `seconds` of a 440 Hz tone at `rate`, `channels` interleaved.
+Audio tone(double seconds, int64_t rate, int64_t channels, const std::string& source = "voice.wav") {
+  Audio a;
+  a.source = source;
+  a.rate = rate;
+  a.channels = channels;
+  const auto n = static_cast<int64_t>(seconds * static_cast<double>(rate));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < channels; ++ch)
+      a.samples.push_back(
+          static_cast<float>(0.5 * std::sin(2 * M_PI * 440.0 * static_cast<double>(i) / rate)));
+  }
+  return a;
+}
+
+// A synthetic video reference: `n` frames of w x h at fps_n / 1 (with a 2 s stereo 48 kHz
+// soundtrack when `sound`).
 Reference video(int64_t n, int64_t w, int64_t h, int64_t fps_n, bool sound = false) {
   Reference r;
   r.video.source = "clip.mp4";
   r.video.width = w;
   r.video.height = h;
   r.video.fps_n = fps_n;
-  r.video.has_audio = sound;
+  if (sound) r.video.soundtrack = tone(2.0, 48000, 2, "clip.mp4");
   for (int64_t i = 0; i < n; ++i) r.video.frames.push_back(picture(w, h, static_cast<uint64_t>(i)).rgb);
   return r;
 }
@@ -149,10 +167,12 @@ TEST(Ref2vaPlan, AVideoReferenceIsPlannedOnItsOwnCanvasAtTwentyFourFps) {
   EXPECT_EQ(v.latent_frames, 7);
   EXPECT_EQ(v.width, 192);  // 5:4 on the model's canvas rule (short edge 160)
   EXPECT_EQ(v.height, 160);
-  EXPECT_EQ(p.condition_rows, 7 * 6 * 5);
-  // Its soundtrack is said to be left out.
-  ASSERT_EQ(p.warnings.size(), 1u);
-  EXPECT_NE(p.warnings[0].find("has a soundtrack, which is not conditioned on"), std::string::npos);
+  // Its soundtrack, cut to the clip's 39 frames (int(39 / 24 * 48000) = 78000 samples), onto
+  // 32 kHz (52000) and 800-sample latents (65 a channel), packed before its frames.
+  EXPECT_EQ(v.audio_samples, 52000);
+  EXPECT_EQ(v.audio_latents, 65);
+  EXPECT_EQ(p.condition_rows, 7 * 6 * 5 + 2 * 65);
+  EXPECT_TRUE(p.warnings.empty());
   // A video longer than the clip is cut to the clip's generated frames.
   r.references = {video(100, 80, 64, 24)};
   EXPECT_EQ(make_plan(m, r).references[0].frames, 39);
@@ -165,13 +185,72 @@ TEST(Ref2vaPlan, BadVideoReferencesAreRefusedNamingThem) {
   EXPECT_NE(refusal(m, shortr).find("reference 1 'clip.mp4' gives 10 frames at 24 fps"), std::string::npos);
   GenerationRequest four = request({});
   for (int i = 0; i < 4; ++i) four.references.push_back(video(24, 32, 32, 24));
-  EXPECT_NE(refusal(m, four).find("0 image and 4 video references"), std::string::npos);
+  EXPECT_NE(refusal(m, four).find("0 image, 4 video and 0 audio references"), std::string::npos);
   GenerationRequest wide = request({});
   wide.references.push_back(video(24, 200, 40, 24));
   EXPECT_NE(refusal(m, wide).find("reference 1 'clip.mp4'"), std::string::npos);
   GenerationRequest no_rate = request({});
   no_rate.references.push_back(video(24, 64, 64, 0));
   EXPECT_NE(refusal(m, no_rate).find("needs a positive frame rate"), std::string::npos);
+}
+
+// An audio reference alone (the generated audio's grid) and a soundtrack: cut to the clip, onto the
+// VAE's 32 kHz, in 800-sample latents; labelled and packed in order.
+TEST(Ref2vaPlan, SoundIsCutToTheClipResampledAndCountedInLatents) {
+  const ModelInfo m = read_model(model_dir(), true);
+  GenerationRequest r = request({picture(64, 64, 1)});
+  Reference voice;
+  voice.audio = tone(1.5, 44100, 1);
+  r.references.push_back(voice);
+  const ClipPlan p = make_plan(m, r);  // 22 frames: int(22 / 24 * 44100) = 40425 samples kept
+  ASSERT_EQ(p.references.size(), 2u);
+  const PlannedReference& a = p.references[1];
+  EXPECT_EQ(a.kind, "audio");
+  EXPECT_EQ(a.width, 0);
+  EXPECT_EQ(a.latent_frames, 0);
+  EXPECT_EQ(a.audio_samples, 29334);  // ceil(40425 * 320 / 441)
+  EXPECT_EQ(a.audio_latents, 37);     // ceil(29334 / 800)
+  EXPECT_EQ(p.references[0].audio_latents, 0);
+  EXPECT_EQ(p.condition_rows, 3 * 3 + 2 * 37);  // the image's 96 x 96 latent patches, then the sound
+  // Shorter than the clip: all of it, at the VAE's rate already.
+  r.references[1].audio = tone(0.25, 32000, 2);
+  EXPECT_EQ(make_plan(m, r).references[1].audio_samples, 8000);
+  EXPECT_EQ(make_plan(m, r).references[1].audio_latents, 10);
+}
+
+TEST(Ref2vaPlan, BadSoundIsRefusedNamingIt) {
+  const ModelInfo m = read_model(model_dir(), true);
+  Reference voice;
+  voice.audio = tone(1.0, 16000, 1);
+  GenerationRequest alone = request({});
+  alone.references = {voice, voice};
+  EXPECT_NE(
+      refusal(m, alone).find("an audio reference needs at least one image or video reference beside it"),
+      std::string::npos);
+  GenerationRequest four = request({picture(64, 64, 1)});
+  for (int i = 0; i < 4; ++i) four.references.push_back(voice);
+  EXPECT_NE(refusal(m, four).find("1 image, 0 video and 4 audio references"), std::string::npos);
+  GenerationRequest thirteen = request({});
+  for (int i = 0; i < 9; ++i)
+    thirteen.references.push_back({picture(64, 64, static_cast<uint64_t>(i)), {}, {}});
+  for (int i = 0; i < 3; ++i) thirteen.references.push_back(video(24, 32, 32, 24));
+  thirteen.references.push_back(voice);
+  EXPECT_NE(refusal(m, thirteen).find("12 in all"), std::string::npos);
+  GenerationRequest odd = request({picture(64, 64, 1)});
+  Reference bad = voice;
+  bad.audio.channels = 6;
+  odd.references.push_back(bad);
+  EXPECT_NE(refusal(m, odd).find("reference 2 'voice.wav': sound needs a positive rate and 1 or 2"),
+            std::string::npos);
+  bad = voice;
+  bad.audio.rate = 0;
+  odd.references.back() = bad;
+  EXPECT_NE(refusal(m, odd).find("reference 2 'voice.wav'"), std::string::npos);
+  // A soundtrack is named as the video's.
+  GenerationRequest track = request({});
+  track.references.push_back(video(24, 32, 32, 24, /*sound=*/true));
+  track.references[0].video.soundtrack.channels = 3;
+  EXPECT_NE(refusal(m, track).find("reference 1's soundtrack 'clip.mp4'"), std::string::npos);
 }
 
 TEST(Ref2vaPlan, EachDitServesItsOwnTasks) {

@@ -2,9 +2,10 @@
 // bench/reference/ref2va/make_pipeline_vectors.py on the model `h3 make-tiny --conditioning` writes,
 // its transformer_ref/): the references decoded by GStreamer and resized to their planned sizes,
 // the presentation's ids and tags and its hidden states, the references' latents, the packed
-// rows' positions, tags and timesteps, and the final video and audio latents of whole requests
-// with one, two and three image references and with video references (resampled onto 24 fps,
-// compared by digest), at 1 and 2 ranks.
+// rows' positions, tags and timesteps, the references' sound rows, and the final video and audio
+// latents of whole requests with one, two and three image references, with video references
+// (resampled onto 24 fps, compared by digest), with audio references and a video's soundtrack, at
+// 1 and 2 ranks.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "../text/golden_encoder.h"
+#include "audio/audio_encoder.h"
 #include "dist/crypto.h"
 #include "dit/packed_sequence.h"
 #include "engine/reference_frames.h"
@@ -39,8 +41,10 @@ const std::string& vector_model() {
 
 const char* kPrompt = "a red kite over a green hill";
 
-// cases.json's cases: image references (PNGs) and video references ("v1": video_v1.safetensors at
-// 30 fps, "v2": video_v2.safetensors at 24 fps), the canvas (0: unset) and the frames asked for.
+// cases.json's cases: image references (PNGs), video references ("v1": video_v1.safetensors at
+// 30 fps, "v2": video_v2.safetensors at 24 fps), audio references ("s1" ... "s3":
+// sound_<name>.safetensors, a waveform [C, N] and its rate) and a video with a soundtrack
+// ("v1+s2"), the canvas (0: unset) and the frames asked for.
 struct Case {
   std::string name;
   std::vector<std::string> refs;
@@ -53,23 +57,51 @@ const std::vector<Case>& cases() {
                                    {"three_sized", {"b.png", "c.png", "a.png"}, 224, 192},
                                    {"video", {"v1"}, 0, 0, 39},
                                    {"image_video", {"a.png", "v2"}, 0, 0, 39},
-                                   {"video_image", {"v1", "a.png"}, 224, 192, 39}};
+                                   {"video_image", {"v1", "a.png"}, 224, 192, 39},
+                                   {"image_audio", {"a.png", "s1"}},
+                                   {"video_sound", {"v1+s2"}, 0, 0, 39},
+                                   {"audio_video_image", {"s3", "v2", "a.png"}, 224, 192, 39}};
   return c;
 }
 
 bool is_video(const std::string& ref) {
   return ref[0] == 'v';
 }
+bool is_sound(const std::string& ref) {
+  return ref[0] == 's';
+}
+bool has_sound(const std::string& ref) {
+  return is_sound(ref) || ref.find('+') != std::string::npos;
+}
+
+// A sound file of the vectors as a caller hands it over: interleaved samples at its rate.
+Audio sound(const std::string& name) {
+  const auto t = test::read_tensors(data("sound_" + name + ".safetensors"));
+  const at::Tensor w = t.at("wave").t().contiguous();  // [N, C]
+  Audio a;
+  a.source = name;
+  a.rate = t.at("rate").item<int64_t>();
+  a.channels = w.size(1);
+  a.samples.assign(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
+  return a;
+}
 
 Reference reference(const std::string& ref) {
-  if (!is_video(ref)) return {pictures::read_picture(data(ref), "reference"), {}};
-  const at::Tensor f = test::read_tensors(data("video_" + ref + ".safetensors")).at("frames").contiguous();
+  if (is_sound(ref)) {
+    Reference r;
+    r.audio = sound(ref);
+    return r;
+  }
+  if (!is_video(ref)) return {pictures::read_picture(data(ref), "reference"), {}, {}};
+  const std::string frames = ref.substr(0, 2);
+  const at::Tensor f = test::read_tensors(data("video_" + frames + ".safetensors")).at("frames").contiguous();
   Reference r;
   Video& v = r.video;
   v.source = ref;
   v.height = f.size(1);
   v.width = f.size(2);
-  v.fps_n = ref == "v1" ? 30 : 24;
+  v.fps_n = frames == "v1" ? 30 : 24;
+  if (has_sound(ref)) v.soundtrack = sound(ref.substr(3));
   for (int64_t i = 0; i < f.size(0); ++i) {
     const uint8_t* p = f[i].data_ptr<uint8_t>();
     v.frames.emplace_back(p, p + f[i].numel());
@@ -107,12 +139,16 @@ class Ref2vaParity : public ::testing::TestWithParam<int> {
     return {};
   }
   // Each reference as the engine shows it to the encoders: an image at its planned size, a video
-  // on 24 fps and its canvas.
+  // on 24 fps and its canvas; undefined for sound alone.
   std::vector<at::Tensor> pixels() const {
     std::vector<at::Tensor> out;
     for (size_t i = 0; i < c_.refs.size(); ++i) {
       const Reference& r = r_.references[i];
       const PlannedReference& planned = p_.references[i];
+      if (r.is_audio()) {
+        out.emplace_back();
+        continue;
+      }
       if (r.is_video()) {
         out.push_back(normalized_video(r.video, planned));
         continue;
@@ -134,6 +170,14 @@ TEST_P(Ref2vaParity, TheReferencesOnTheirPlannedSizesAndClockAreThePipelines) {
   for (size_t i = 0; i < c_.refs.size(); ++i) {
     const std::string k = std::to_string(i);
     const PlannedReference& planned = p_.references[i];
+    // Sound: as many latents a channel as the pipeline packed rows for it.
+    EXPECT_EQ(planned.audio_latents,
+              has_sound(c_.refs[i]) ? t_.at("reference" + k + "_sound_rows").size(0) / 2 : 0)
+        << c_.refs[i];
+    if (is_sound(c_.refs[i])) {
+      EXPECT_EQ(planned.kind, "audio");
+      continue;
+    }
     const at::Tensor z = t_.at("condition_latents" + k);
     EXPECT_EQ(planned.kind, is_video(c_.refs[i]) ? "video" : "image") << c_.refs[i];
     EXPECT_EQ(planned.latent_frames, z.size(2)) << c_.refs[i];
@@ -144,7 +188,7 @@ TEST_P(Ref2vaParity, TheReferencesOnTheirPlannedSizesAndClockAreThePipelines) {
     // The pipeline's frames, by digest: v1's 48 at 30 fps are 38 at 24 fps; v2's 40 are cut to 39.
     const nlohmann::json d = details(i);
     EXPECT_EQ(planned.frames, d.at("normalized_frames").get<int64_t>()) << c_.refs[i];
-    EXPECT_EQ(planned.frames, c_.refs[i] == "v1" ? 38 : 39);
+    EXPECT_EQ(planned.frames, c_.refs[i].substr(0, 2) == "v1" ? 38 : 39);
     const at::Tensor v = got[i].contiguous();
     EXPECT_EQ(dist::sha256_hex(std::string(reinterpret_cast<const char*>(v.data_ptr<uint8_t>()), v.numel())),
               d.at("normalized_sha256").get<std::string>())
@@ -159,17 +203,24 @@ TEST_P(Ref2vaParity, ThePresentationAndItsHiddenStatesAreThePipelines) {
   const text::VisionTower tower = text::VisionTower::load(text::text_encoder_dir_of(vector_model()));
   std::vector<text::VisionFeatures> features;
   std::vector<text::PresentedReference> presented;
-  for (const at::Tensor& px : pixels()) {
-    if (px.dim() == 3) {
+  const std::vector<at::Tensor> got = pixels();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const at::Tensor& px = got[i];
+    text::PresentedReference shown;
+    if (!px.defined()) {
+      shown.audio_only = true;
+    } else if (px.dim() == 3) {
       const text::VisionInputs in = tower.preprocess(px);
       features.push_back(tower.forward(in));
-      presented.push_back({false, in.grid_thw, {}});
-      continue;
+      shown = {false, in.grid_thw, {}};
+    } else {
+      const std::vector<int64_t> read = conditioner_frames(px.size(0));
+      const text::VisionInputs in = tower.preprocess_video(px.index_select(0, at::tensor(read, at::kLong)));
+      features.push_back(tower.forward(in));
+      shown = {true, in.grid_thw, block_seconds(static_cast<int64_t>(read.size()))};
     }
-    const std::vector<int64_t> read = conditioner_frames(px.size(0));
-    const text::VisionInputs in = tower.preprocess_video(px.index_select(0, at::tensor(read, at::kLong)));
-    features.push_back(tower.forward(in));
-    presented.push_back({true, in.grid_thw, block_seconds(static_cast<int64_t>(read.size()))});
+    shown.sound = has_sound(c_.refs[i]);
+    presented.push_back(shown);
   }
   const text::VisionPrompt p =
       text::present_references(encoder.tokenizer(), kPrompt, tower.config(), presented);
@@ -191,8 +242,24 @@ TEST_P(Ref2vaParity, TheReferencesLatentsAndPackedRowsAreThePipelines) {
   in.t_video = t_.at("timesteps")[1].item<float>();
   in.t_audio = t_.at("audio_timesteps")[1].item<float>();
   const std::vector<at::Tensor> got = pixels();
+  const audio::AudioEncoder sound_encoder = audio::AudioEncoder::load(vector_model() + "/audio_vae");
+  std::vector<at::Tensor> sounds;
   for (size_t i = 0; i < got.size(); ++i) {
     const std::string k = std::to_string(i);
+    dit::Keyframe kf{{}, dit::KeyframeAnchor::kReference, {}};
+    if (const Audio* a = r_.references[i].sound()) {
+      // Cut, upmixed, resampled and encoded as the engine does it.
+      const at::Tensor rows = sound_encoder.encode(normalized_sound(*a, p_.generated_frames, 32000));
+      const double d = test::max_abs_diff(rows, t_.at("reference" + k + "_sound_rows"));
+      std::printf("%s: reference %zu max |d sound rows| = %.3g\n", c_.name.c_str(), i, d);
+      EXPECT_LE(d, 1e-4);
+      kf.audio_rows = rows;
+      sounds.push_back(t_.at("reference" + k + "_sound_rows"));
+    }
+    if (!got[i].defined()) {
+      in.keyframes.push_back(kf);
+      continue;
+    }
     const at::Tensor z =
         got[i].dim() == 3
             ? enc.encode_image(got[i].permute({2, 0, 1}))
@@ -200,22 +267,28 @@ TEST_P(Ref2vaParity, TheReferencesLatentsAndPackedRowsAreThePipelines) {
     const double d = test::max_abs_diff(z, t_.at("condition_latents" + k));
     std::printf("%s: reference %zu max |d latents| = %.3g\n", c_.name.c_str(), i, d);
     EXPECT_LE(d, 1e-4);
-    in.keyframes.push_back(
-        {dit::noised_keyframe(t_.at("condition_latents" + k), t_.at("reference" + k + "_noise")),
-         dit::KeyframeAnchor::kReference});
+    kf.latent = dit::noised_keyframe(t_.at("condition_latents" + k), t_.at("reference" + k + "_noise"));
+    in.keyframes.push_back(kf);
   }
   const dit::PackedSequence s = dit::pack(m_.dit, in);
-  // The engine packs [text | references | audio | video]; the pipeline's rows are in its own order,
-  // found through its indices (video_indices: the reference rows first).
-  const at::Tensor video_idx = t_.at("video_indices"), refs = video_idx.narrow(0, 0, s.layout.keyframes);
-  const at::Tensor order = at::cat({t_.at("text_indices"), refs, t_.at("audio_indices"),
-                                    video_idx.narrow(0, refs.size(0), s.layout.video)});
-  ASSERT_EQ(order.size(0), s.layout.rows());
+  // Both pack [text | reference blocks, each its sound then its frames | audio | video]: the
+  // pipeline's index lists say so (text first; its video and audio rows each in packed order).
+  const int64_t rows = s.layout.rows();
+  ASSERT_EQ(t_.at("position_ids").size(0), rows);
+  EXPECT_TRUE(at::equal(t_.at("text_indices"), at::arange(s.layout.text, at::kLong)));
+  const at::Tensor audio_idx = t_.at("audio_indices"), video_idx = t_.at("video_indices");
+  EXPECT_TRUE(at::equal(audio_idx.narrow(0, audio_idx.size(0) - s.layout.audio, s.layout.audio),
+                        at::arange(s.layout.audio_begin(), s.layout.video_begin(), at::kLong)));
+  EXPECT_TRUE(at::equal(video_idx.narrow(0, video_idx.size(0) - s.layout.video, s.layout.video),
+                        at::arange(s.layout.video_begin(), rows, at::kLong)));
   EXPECT_EQ(s.layout.keyframes, p_.condition_rows);
-  EXPECT_TRUE(at::equal(s.positions, t_.at("position_ids").index_select(0, order)));
-  EXPECT_TRUE(at::equal(s.tags, t_.at("token_tags").index_select(0, order)));
-  EXPECT_TRUE(at::equal(s.timesteps, t_.at("row_timesteps")[1].index_select(0, order)));
+  EXPECT_TRUE(at::equal(s.positions, t_.at("position_ids")));
+  EXPECT_TRUE(at::equal(s.tags, t_.at("token_tags")));
+  EXPECT_TRUE(at::equal(s.timesteps, t_.at("row_timesteps")[1]));
   EXPECT_TRUE(at::equal(s.keyframe_rows, t_.at("condition_rows")));
+  if (!sounds.empty()) {
+    EXPECT_LE(test::max_abs_diff(s.condition_audio_rows, at::cat(sounds)), 1e-4);
+  }
 }
 
 TEST_P(Ref2vaParity, TheRequestsFinalLatentsAreThePipelines) {
@@ -231,7 +304,7 @@ TEST_P(Ref2vaParity, TheRequestsFinalLatentsAreThePipelines) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Ref2vaParity, ::testing::Range(0, 6),
+INSTANTIATE_TEST_SUITE_P(Cases, Ref2vaParity, ::testing::Range(0, static_cast<int>(cases().size())),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return cases()[static_cast<size_t>(i.param)].name;
                          });
