@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "dist/agree.h"
 #include "engine/reference_frames.h"
+#include "engine/reference_vision.h"
 #include "image/keyframes.h"
 
 namespace h3::engine_detail {
@@ -76,19 +77,8 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
         for (image::Rgb8& p : image::onto_canvas(given, c.plan.canvas_width, c.plan.canvas_height))
           k.pixels.push_back(tensor(p));
       }
-      if (own->references.size() != references.size()) {
-        throw Error(ErrorKind::kInternal, "rank 0's request and its plan disagree on the references");
-      }
-      for (size_t i = 0; i < references.size(); ++i) {
-        const Reference& ref = own->references[i];
-        if (references[i].kind == "audio") continue;
-        if (ref.is_video()) {
-          k.pixels.push_back(normalized_video(ref.video, references[i]));
-          continue;
-        }
-        // Stretched to the size the plan chose for it (its own aspect ratio, rounded to 32 px).
-        image::Rgb8 p = image::stretch_onto(rgb8(ref.image), references[i].width, references[i].height);
-        k.pixels.push_back(tensor(p));
+      for (at::Tensor& px : reference_pixels(own->references, references)) {
+        if (px.defined()) k.pixels.push_back(std::move(px));
       }
     } catch (...) {
       f.capture();
@@ -134,22 +124,11 @@ KeyframeVision keyframe_vision_stage(const StageContext& c, const KeyframePictur
   if (k.empty()) return v;
   ensure_vision_tower(c);
   std::vector<text::VisionInputs> inputs;
-  std::vector<text::PresentedReference> shown;  // one per picture
+  std::vector<text::PresentedReference> shown(k.pixels.size());  // one per picture
   dist::LocalFailure f;
   try {
-    for (const at::Tensor& pixels : k.pixels) {
-      if (pixels.dim() == 3) {
-        inputs.push_back(c.parts.vision->preprocess(pixels));
-        shown.push_back({false, inputs.back().grid_thw, {}});
-        continue;
-      }
-      // A video: the frames the conditioner reads at 2 fps, a block per pair.
-      const std::vector<int64_t> read = conditioner_frames(pixels.size(0));
-      const at::Tensor index =
-          at::from_blob(const_cast<int64_t*>(read.data()), {static_cast<int64_t>(read.size())}, at::kLong);
-      inputs.push_back(c.parts.vision->preprocess_video(pixels.index_select(0, index)));
-      shown.push_back({true, inputs.back().grid_thw, block_seconds(static_cast<int64_t>(read.size()))});
-    }
+    for (size_t i = 0; i < k.pixels.size(); ++i)
+      inputs.push_back(reference_vision_inputs(*c.parts.vision, k.pixels[i], &shown[i]));
   } catch (...) {
     f.capture();
   }
@@ -158,22 +137,8 @@ KeyframeVision keyframe_vision_stage(const StageContext& c, const KeyframePictur
     v.features.push_back(c.parts.vision->forward(in));
     v.grids.push_back(in.grid_thw);
   }
-  if (c.plan.references.empty()) {
-    v.references = std::move(shown);
-    return v;
-  }
-  // Every reference in order, sound alone included, each with its "<Audio j>: " when it has sound.
-  size_t picture = 0;
-  for (const PlannedReference& r : c.plan.references) {
-    text::PresentedReference p;
-    if (r.kind == "audio") {
-      p.audio_only = true;
-    } else {
-      p = shown.at(picture++);
-    }
-    p.sound = r.audio_latents > 0;
-    v.references.push_back(std::move(p));
-  }
+  // Ref2VA: every reference in order, sound alone included; FL2VA: the keyframes.
+  v.references = c.plan.references.empty() ? std::move(shown) : presentation_order(c.plan.references, shown);
   return v;
 }
 

@@ -100,7 +100,7 @@ TinySpec tiny_spec() {
   e.mrope_interleaved = true;
   s.text_encoder_layer = 2;
   s.vae = vae::small_config(/*layers=*/2, /*heads=*/2, /*head_dim=*/32, /*stats_seed=*/7);
-  // Small enough to ship (~0.2 M parameters, bf16): the release's rates and upsampling
+  // Small (the decoder ~0.23 M parameters, bf16): the release's rates and upsampling
   // kernels, but one AMP kernel per stage instead of three.
   s.audio = audio::small_config(/*latent_dim=*/32, /*decoder_dim=*/128, /*stats_seed=*/9);
   s.audio.resblock_kernel_sizes = {3};

@@ -15,6 +15,7 @@
 #include "dist/world.h"
 #include "engine/limits.h"
 #include "engine/model.h"
+#include "engine/reference_vision.h"
 #include "image/keyframes.h"
 #include "io/safetensors.h"
 #include "pictures/picture_file.h"
@@ -69,6 +70,41 @@ text::Conditioning encode_with_keyframes(const std::string& model, int64_t layer
       pe.encoder(), text::present_images(pe.tokenizer(), prompt, tower.config(), grids), features);
 }
 
+// Ref2VA's presentation, as the engine builds it for the same request (frames, canvas and
+// references): each reference decoded by GStreamer, sized by the request's plan, seen by the
+// vision tower; sound labelled only.
+text::Conditioning encode_with_references(const std::string& model, int64_t layer,
+                                          const text::EncoderOptions& eo, const std::string& prompt,
+                                          const std::vector<std::string>& files, int64_t width,
+                                          int64_t height, int64_t frames, int64_t* k) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.width = width;
+  r.height = height;
+  r.num_frames = frames;
+  const ModelInfo m = read_model(model, /*ref2va=*/true);
+  const int64_t read_frames = std::max<int64_t>(frames > 0 ? frames : m.defaults.num_frames, 22) + 17;
+  for (size_t i = 0; i < files.size(); ++i) {
+    r.references.push_back(pictures::read_reference(files[i], "--reference " + std::to_string(i + 1),
+                                                    static_cast<double>(read_frames) / 24.0));
+  }
+  const ClipPlan p = make_plan(m, r);  // the references' sizes, frames and sound, checked
+  const auto pe = text::PromptEncoder::load(model, layer, nullptr, eo);
+  const auto tower = text::VisionTower::load(text::text_encoder_dir_of(model), nullptr, pe.options());
+  std::vector<text::VisionFeatures> features;
+  std::vector<text::PresentedReference> shown;
+  for (const at::Tensor& pixels : reference_pixels(r.references, p.references)) {
+    if (!pixels.defined()) continue;
+    shown.emplace_back();
+    features.push_back(tower.forward(reference_vision_inputs(tower, pixels, &shown.back())));
+  }
+  *k = pe.encoder().layer();
+  return text::encode_with_images(pe.encoder(),
+                                  text::present_references(pe.tokenizer(), prompt, tower.config(),
+                                                           presentation_order(p.references, shown)),
+                                  features);
+}
+
 int run(Args& a) {
   const std::string model = a.string("model");
   const auto prompt_arg = a.opt_string("prompt");
@@ -80,7 +116,9 @@ int run(Args& a) {
   const std::string device = a.string_or("device", "cpu");
   const auto first_frame = a.opt_string("first-frame");
   const auto last_frame = a.opt_string("last-frame");
+  const std::vector<std::string> references = a.strings("reference");
   const int64_t width = a.int_or("width", 0, 0, kMaxSide), height = a.int_or("height", 0, 0, kMaxSide);
+  const int64_t frames = a.int_or("frames", 0, 0, kMaxFrames);
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
   if (prompt_arg.has_value() == prompt_file.has_value())
@@ -90,8 +128,12 @@ int run(Args& a) {
   const std::string prompt = prompt_arg ? *prompt_arg : read_prompt_file(*prompt_file);
   const std::string origin = prompt_file ? "prompt file " + *prompt_file : "--prompt";
   const bool pictures = first_frame || last_frame;
-  if (pictures && (ids_only || ranks != 1)) {
-    throw UsageError{"--first-frame / --last-frame: encode with --ranks 1 and --out FILE"};
+  if ((pictures || !references.empty()) && (ids_only || ranks != 1)) {
+    throw UsageError{"--first-frame / --last-frame / --reference: encode with --ranks 1 and --out FILE"};
+  }
+  if (pictures && !references.empty()) {
+    throw UsageError{
+        "--reference (Ref2VA) and --first-frame / --last-frame (FL2VA) are different tasks: give one"};
   }
 
   if (ids_only) {
@@ -107,7 +149,9 @@ int run(Args& a) {
   const auto start = std::chrono::steady_clock::now();
   text::Conditioning c;
   int64_t k = 0;
-  if (pictures) {
+  if (!references.empty()) {
+    c = encode_with_references(model, layer, eo, prompt, references, width, height, frames, &k);
+  } else if (pictures) {
     c = encode_with_keyframes(model, layer, eo, prompt, first_frame, last_frame, width, height, &k);
   } else if (ranks == 1) {
     const auto pe = text::PromptEncoder::load(model, layer, nullptr, eo);
@@ -145,6 +189,7 @@ H3_REGISTER_COMMAND(
     "usage: h3 encode-prompt --model DIR (--prompt TEXT | --prompt-file FILE)\n"
     "                        (--out FILE | --ids-only) [--layer K] [--ranks N] [--device cpu|cuda]\n"
     "                        [--first-frame PICTURE] [--last-frame PICTURE] [--width W --height H]\n"
+    "                        [--reference FILE ... [--frames F]]\n"
     "\n"
     "Tokenizes the prompt verbatim with DIR/tokenizer (no chat template, no special tokens\n"
     "added) and runs DIR/text_encoder's first K decoder layers: the DiT's conditioning,\n"
@@ -165,7 +210,11 @@ H3_REGISTER_COMMAND(
     "  --first-frame PICTURE --last-frame PICTURE  FL2VA: the presentation with the keyframes, as\n"
     "                      `h3 generate` with the same pictures and size shows it (the canvas of the\n"
     "                      request's plan; DIR must then be a whole model folder with a vision tower);\n"
-    "                      tags are 0 for the vision blocks. --ranks 1 only",
+    "                      tags are 0 for the vision blocks. --ranks 1 only\n"
+    "  --reference FILE    Ref2VA (repeatable, in order): the presentation with the references'\n"
+    "                      labels and vision blocks, as `h3 generate` with the same references, size\n"
+    "                      and --frames F shows it (DIR must have Ref2VA's DiT, which sizes them, and\n"
+    "                      a vision tower). --ranks 1 only",
     run);
 
 }  // namespace

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "../cli_run.h"
 #include "../text/golden_encoder.h"
+#include "audio/audio_decoder.h"
 #include "audio/audio_encoder.h"
 #include "dist/crypto.h"
 #include "dit/packed_sequence.h"
@@ -308,6 +310,52 @@ INSTANTIATE_TEST_SUITE_P(Cases, Ref2vaParity, ::testing::Range(0, static_cast<in
                          [](const ::testing::TestParamInfo<int>& i) {
                            return cases()[static_cast<size_t>(i.param)].name;
                          });
+
+// `h3 encode-prompt --reference ... --frames F` writes the presentation the engine builds itself
+// for the same references (a video with its soundtrack, a sound, an image): a request with those
+// embeddings and references gives the prompt's clip bit for bit.
+TEST(Ref2vaEncodePrompt, EmbeddingsOfThePresentationGiveThePromptsClip) {
+  const test::TempDir dir("encode-ref2va");
+  const std::string embeds = dir / "embeds.safetensors";
+  // The vectors' sounds as WAVs, for the CLI to decode.
+  const std::string wav = dir / "s3.wav";
+  const Audio s3 = sound("s3");
+  audio::write_wav(wav,
+                   at::from_blob(const_cast<float*>(s3.samples.data()), {s3.frames(), 2}).t().contiguous(),
+                   static_cast<int>(s3.rate));
+  const test::CliRun run =
+      test::run_h3("encode-prompt --model '" + vector_model() + "' --prompt '" + kPrompt + "' --reference '" +
+                   data("b.png") + "' --reference '" + wav + "' --frames 22 --out '" + embeds + "'");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto t = test::read_tensors(embeds);
+  EXPECT_GT(t.at("tags").eq(0).sum().item<int64_t>(), 0);  // a vision block
+  GenerationRequest r;
+  r.prompt = kPrompt;
+  r.num_frames = 22;
+  r.steps = 3;
+  r.seed = 7;
+  r.references.push_back(reference("b.png"));
+  r.references.push_back(pictures::read_reference(wav, "reference 2", 2.0));
+  ASSERT_TRUE(r.references[1].is_audio());
+  const auto engine = test::open_conditioning_model(1, /*ref2va=*/true);
+  const test::Clip prompted = test::generate_clip(*engine, r);
+  r.prompt.clear();
+  r.embeds_path = embeds;
+  const test::Clip embedded = test::generate_clip(*engine, r);
+  EXPECT_TRUE(at::equal(prompted.video, embedded.video));
+  EXPECT_TRUE(at::equal(prompted.frames, embedded.frames));
+  // Without the sound, the presentation lacks its "<Audio 1>: " label.
+  const test::CliRun unlabelled =
+      test::run_h3("encode-prompt --model '" + vector_model() + "' --prompt '" + kPrompt + "' --reference '" +
+                   data("b.png") + "' --frames 22 --out '" + dir / "image_only.safetensors" + "'");
+  ASSERT_EQ(unlabelled.code, 0) << unlabelled.output;
+  EXPECT_LT(test::read_tensors(dir / "image_only.safetensors").at("tags").size(0), t.at("tags").size(0));
+  const test::CliRun refused =
+      test::run_h3("encode-prompt --model '" + vector_model() + "' --prompt x --reference '" + data("b.png") +
+                   "' --first-frame '" + data("b.png") + "' --out x");
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.output.find("different tasks"), std::string::npos) << refused.output;
+}
 
 }  // namespace
 }  // namespace h3
