@@ -81,6 +81,36 @@ std::vector<std::pair<std::string, at::Tensor>> random_encoder_checkpoint(const 
   return std::move(w.out);
 }
 
+namespace {
+
+// Counts what a declaration's modules hold, by the shapes it names.
+struct ParameterCounter {
+  int64_t n = 0;
+  static int64_t numel(const std::vector<int64_t>& shape) {
+    int64_t k = 1;
+    for (int64_t d : shape) k *= d;
+    return k;
+  }
+  void conv(const ConvSpec& s, Conv&) {
+    n += numel(s.shape) + (s.bias == ConvSpec::Bias::kNone ? 0 : s.out_channels()) +
+         (s.weight_normed ? s.shape[0] : 0);
+  }
+  void snake1d(const std::string&, int64_t channels, at::Tensor&) { n += channels; }
+  void linear(const LinearSpec& s, Linear&) { n += s.out * s.in + (s.bias ? s.out : 0); }
+  void layer_norm(const std::string&, int64_t channels, LayerNormWeights&) { n += 2 * channels; }
+  void vector(const std::string&, int64_t k, at::Tensor&) { n += k; }
+  void unread(const std::string&, const std::vector<int64_t>& shape, double) { n += numel(shape); }
+};
+
+}  // namespace
+
+int64_t encoder_parameters(const AudioVaeConfig& c) {
+  ParameterCounter counter;
+  EncoderWeights slots;
+  declare_encoder_modules(c, slots, counter);
+  return counter.n;
+}
+
 AudioEncoder::AudioEncoder(AudioVaeConfig config, EncoderWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)) {}
 

@@ -66,6 +66,10 @@ EncoderWeights bind_encoder_weights(const AudioVaeConfig& c, const std::string& 
 std::vector<std::pair<std::string, at::Tensor>> random_encoder_checkpoint(const AudioVaeConfig& c,
                                                                           uint64_t seed);
 
+// The encoder's parameters as a checkpoint stores them (the declaration walked, nothing allocated):
+// 86.4 M at the release's sizes.
+int64_t encoder_parameters(const AudioVaeConfig& c);
+
 class AudioEncoder {
  public:
   AudioEncoder(AudioVaeConfig config, EncoderWeights weights);

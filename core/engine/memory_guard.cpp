@@ -74,6 +74,16 @@ int64_t decode_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s
 // tower's about 2.2 GB beside its weights): the encoder holds about 12 maps of a tile at its first
 // level's width; the tower, per frame of patches, two copies of the attention scores and 16 rows
 // of its width per patch.
+// Ref2VA's sound, on rank 0 alone: the audio VAE's encoder in fp32 (kept once read) and, for the
+// longest sound, about five maps of its first width over both channels (calibrated on the release's
+// sizes, docs/performance.md "Image conditioning": +1118 MiB for 10.1 s, 346 MB of it weights).
+int64_t sound_bytes(const ModelInfo& m, const ClipPlan& p) {
+  int64_t samples = 0;
+  for (const PlannedReference& r : p.references) samples = std::max(samples, r.audio_latents * m.audio_hop);
+  if (samples == 0) return 0;
+  return m.audio_encoder_params * kF32 + 5 * 2 * samples * std::max<int64_t>(m.audio_encoder_dim, 1) * kF32;
+}
+
 int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s) {
   if (p.keyframe_anchors.empty() && p.references.empty()) return 0;
   // The largest picture: the canvas for keyframes, else the largest reference; a video's
@@ -106,8 +116,9 @@ int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemorySh
     const int64_t patches = (hw[0] / t.patch_size) * (hw[1] / t.patch_size);
     tower_act = 2 * patches * patches * t.num_heads * kF32 + 16 * patches * t.hidden_size * kF32;
   }
-  return s.ranks_here *
-         ((encoder_params * kF32 + tower_params * s.activation_bytes) + std::max(encoder_act, tower_act));
+  return s.ranks_here * ((encoder_params * kF32 + tower_params * s.activation_bytes) +
+                         std::max(encoder_act, tower_act)) +
+         sound_bytes(m, p);
 }
 
 int64_t read_int_file(const char* path) {
@@ -296,7 +307,7 @@ void check_request_memory(const ModelInfo& m, const GenerationRequest& req, cons
                                        " rows: " + format_bytes(e.dit_bytes)
           : largest == e.decode_bytes
               ? "the video decode of one clip: " + format_bytes(e.decode_bytes)
-              : "the pictures' VAE encoder and vision tower: " + format_bytes(e.conditioning_bytes))
+              : "the references' encoders and vision tower: " + format_bytes(e.conditioning_bytes))
       << ", for " << s.ranks_here << (s.ranks_here == 1 ? " rank" : " ranks") << " in this process), but "
       << format_bytes(limit)
       << (given ? " is the max-memory limit" : " is available (MemAvailable, or the cgroup's memory.max)")

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "audio/audio_encoder.h"
 #include "audio/config.h"
 #include "audio/resample.h"
 #include "common/error.h"
@@ -174,6 +175,8 @@ ModelInfo read_model(const std::string& dir, bool ref2va) {
       const audio::AudioVaeConfig a = audio::find_audio_vae(m.audio_vae_dir).config;
       m.audio_rate = a.sample_rate;
       m.audio_hop = a.hop();
+      m.audio_encoder_dim = a.encoder_dim;
+      m.audio_encoder_params = audio::encoder_parameters(a);
     } catch (const std::exception&) {
       // Left 0: a request with audio loads the decoder first, and that load names the problem.
     }

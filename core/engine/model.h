@@ -37,6 +37,9 @@ struct ModelInfo {
   // The audio VAE's waveform (audio_vae/ config): samples per second and per latent. 0 when the
   // folder has no audio VAE, or its config cannot be read (the decoder's load says why).
   int64_t audio_rate = 0, audio_hop = 0;
+  // Its encoder (Ref2VA's sound): the first convolution's width and the parameters a checkpoint
+  // holds for it; 0 as above.
+  int64_t audio_encoder_dim = 0, audio_encoder_params = 0;
   ModelDefaults defaults;
   // The tasks the checkpoint partition was released for (model_index.json "_minimax_h3" "tasks",
   // as the native FL2VA/ and Ref2VA/ folders say: "t2va", "fl2va", "ref2va"); empty where the

@@ -289,6 +289,22 @@ TEST(Ref2vaPlan, TheMemoryEstimateCountsTheReferencesRowsAndEncoders) {
   EXPECT_GT(b.conditioning_bytes, 0);
   EXPECT_EQ(b.dit_rows, a.dit_rows + p.condition_rows + p.vision_rows);
   EXPECT_GT(b.dit_bytes, a.dit_bytes);
+  // Sound adds the audio encoder's weights (fp32) and about five maps of its first width over 2 s
+  // of stereo at 32 kHz, and its rows.
+  GenerationRequest voiced = request({picture(96, 72, 1), picture(50, 120, 3)});
+  Reference voice;
+  voice.audio = tone(2.0, 32000, 2);
+  voiced.references.push_back(voice);
+  voiced.num_frames = 48;
+  GenerationRequest silent = voiced;
+  silent.references.pop_back();
+  const ClipPlan pv = make_plan(m, voiced), ps = make_plan(m, silent);
+  const MemoryEstimate v = estimate_request_memory(m, pv, MemoryShape{}),
+                       q = estimate_request_memory(m, ps, MemoryShape{});
+  EXPECT_EQ(m.audio_encoder_params, 267912);  // the tiny model's encoder (4 ... 128 channels)
+  const int64_t samples = pv.references[2].audio_latents * 800;
+  EXPECT_EQ(v.conditioning_bytes - q.conditioning_bytes, 267912 * 4 + 5 * 2 * samples * 4 * 4);
+  EXPECT_EQ(v.dit_rows, q.dit_rows + 2 * pv.references[2].audio_latents + 8);
 }
 
 TEST(Ref2vaEngine, TheReferencesConditionTheClipInTheirOrder) {

@@ -96,6 +96,15 @@ TEST(AudioReferenceSound, IsCutToTheClipUpmixedAndResampled) {
   EXPECT_EQ(v[1][5].item<float>(), -5.f);
 }
 
+// The memory guard's count of the encoder walks the same declaration as the checkpoint.
+TEST(AudioEncoder, ItsParameterCountIsTheCheckpoints) {
+  const audio::AudioVaeConfig c = tiny_encoder().config();
+  int64_t stored = 0;
+  for (const auto& named : audio::random_encoder_checkpoint(c, 1)) stored += named.second.numel();
+  EXPECT_EQ(audio::encoder_parameters(c), stored);
+  EXPECT_EQ(audio::encoder_parameters(audio::AudioVaeConfig{}), 86387232);  // the release's widths (86.4 M)
+}
+
 TEST(AudioEncoder, BadInputsAndADecodeOnlyCheckpointAreRefusedNamingThem) {
   test::expect_error(
       [] {
