@@ -130,6 +130,20 @@ void copy_rgb(GstSample* sample, const std::string& name, int* width, int* heigh
   gst_video_frame_unmap(&frame);
 }
 
+// gst_parse_launch of a reading pipeline; throws naming what it was to read.
+GstElement* launch(const std::string& desc, const std::string& name) {
+  GError* err = nullptr;
+  GstElement* raw = gst_parse_launch(desc.c_str(), &err);
+  if (!raw) {
+    const std::string why = err ? err->message : "unknown error";
+    g_clear_error(&err);
+    throw Error(ErrorKind::kInternal, "could not build the pipeline that reads " + name + ": " + why +
+                                          " (are GStreamer's base plugins installed?)");
+  }
+  g_clear_error(&err);
+  return raw;
+}
+
 struct SampleUnref {
   void operator()(GstSample* s) const { gst_sample_unref(s); }
 };
@@ -156,14 +170,7 @@ class Decoder {
         std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) + "],height=[" +
         std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) +
         "] ! appsink name=sink sync=false max-buffers=1";
-    GstElement* raw = gst_parse_launch(desc.c_str(), &err);
-    if (!raw) {
-      const std::string why = err ? err->message : "unknown error";
-      g_clear_error(&err);
-      throw Error(ErrorKind::kInternal, "could not build the pipeline that reads " + name + ": " + why +
-                                            " (are GStreamer's base plugins installed?)");
-    }
-    g_clear_error(&err);
+    GstElement* raw = launch(desc, name);
     pipeline_.reset(raw);
     GstElement* src = gst_bin_get_by_name(GST_BIN(raw), "src");
     g_object_set(src, "uri", uri.c_str(), nullptr);
@@ -252,15 +259,7 @@ Audio read_sound(const std::string& location, const std::string& name, double ma
       "uridecodebin name=src caps=audio/x-raw expose-all-streams=false ! audioconvert ! "
       "audio/x-raw,format=F32LE,layout=interleaved,channels=[1,2] ! appsink name=sink sync=false "
       "max-buffers=16";
-  GError* err = nullptr;
-  GstElement* raw = gst_parse_launch(desc.c_str(), &err);
-  if (!raw) {
-    const std::string why = err ? err->message : "unknown error";
-    g_clear_error(&err);
-    throw Error(ErrorKind::kInternal, "could not build the pipeline that reads " + name + ": " + why +
-                                          " (are GStreamer's base plugins installed?)");
-  }
-  g_clear_error(&err);
+  GstElement* raw = launch(desc, name);
   Pipeline pipeline(raw);
   GstElement* src = gst_bin_get_by_name(GST_BIN(raw), "src");
   g_object_set(src, "uri", uri.c_str(), nullptr);

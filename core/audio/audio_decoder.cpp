@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "audio/weight_visitors.h"
 #include "common/error.h"
 #include "io/checkpoint.h"
 
@@ -39,21 +40,13 @@ AudioDecoder AudioDecoder::load(const std::filesystem::path& audio_vae_dir) {
   }
   const io::Checkpoint ckpt = io::Checkpoint::open(src.weights_path);
   // Only the decode path is read; the encoder, the latent projections and pre_block stay unread.
-  DecoderWeights w = bind_decoder_weights(src.config, ckpt.path(), [&](const std::string& name) {
-    return ckpt.find(name) ? ckpt.view(name) : at::Tensor();
-  });
-  return AudioDecoder(src.config, std::move(w));
+  return AudioDecoder(src.config, bind_decoder_weights(src.config, ckpt.path(), fetch_from(ckpt)));
 }
 
 AudioDecoder AudioDecoder::random(const AudioVaeConfig& config, uint64_t seed) {
   config.validate("random audio VAE config");
-  std::map<std::string, at::Tensor> stored;
-  for (auto& [name, t] : random_checkpoint(config, seed)) stored.emplace(name, t);
-  DecoderWeights w = bind_decoder_weights(config, "random audio VAE weights", [&](const std::string& name) {
-    auto it = stored.find(name);
-    return it == stored.end() ? at::Tensor() : it->second;
-  });
-  return AudioDecoder(config, std::move(w));
+  return AudioDecoder(config, bind_decoder_weights(config, "random audio VAE weights",
+                                                   fetch_from(random_checkpoint(config, seed))));
 }
 
 AudioDecoder AudioDecoder::to(const c10::Device& device) const {

@@ -129,21 +129,13 @@ AudioEncoder AudioEncoder::load(const std::filesystem::path& audio_vae_dir) {
                     ": this audio VAE holds no encoder (no 'encoder.block.0' tensors): audio references and "
                     "video soundtracks need the full audio_vae/ of the release, not a decode-only export");
   }
-  EncoderWeights w = bind_encoder_weights(src.config, ckpt.path(), [&](const std::string& name) {
-    return ckpt.find(name) ? ckpt.view(name) : at::Tensor();
-  });
-  return AudioEncoder(src.config, std::move(w));
+  return AudioEncoder(src.config, bind_encoder_weights(src.config, ckpt.path(), fetch_from(ckpt)));
 }
 
 AudioEncoder AudioEncoder::random(const AudioVaeConfig& config, uint64_t seed) {
   config.validate("random audio VAE config");
-  std::map<std::string, at::Tensor> stored;
-  for (auto& [name, t] : random_encoder_checkpoint(config, seed)) stored.emplace(name, t);
-  EncoderWeights w = bind_encoder_weights(config, "random audio VAE weights", [&](const std::string& name) {
-    auto it = stored.find(name);
-    return it == stored.end() ? at::Tensor() : it->second;
-  });
-  return AudioEncoder(config, std::move(w));
+  return AudioEncoder(config, bind_encoder_weights(config, "random audio VAE weights",
+                                                   fetch_from(random_encoder_checkpoint(config, seed))));
 }
 
 at::Tensor AudioEncoder::posterior_mean(const at::Tensor& mono) const {

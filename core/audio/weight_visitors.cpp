@@ -3,11 +3,29 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
 
 #include "common/error.h"
 #include "common/shape.h"
+#include "io/checkpoint.h"
 
 namespace h3::audio {
+
+Fetch fetch_from(std::vector<std::pair<std::string, at::Tensor>> tensors) {
+  auto held = std::make_shared<std::map<std::string, at::Tensor>>();
+  for (auto& [name, t] : tensors) held->emplace(name, std::move(t));
+  return [held](const std::string& name) {
+    const auto it = held->find(name);
+    return it == held->end() ? at::Tensor() : it->second;
+  };
+}
+
+Fetch fetch_from(const io::Checkpoint& checkpoint) {
+  return [&checkpoint](const std::string& name) {
+    return checkpoint.find(name) ? checkpoint.view(name) : at::Tensor();
+  };
+}
 
 at::Tensor Binder::optional(const std::string& name, at::IntArrayRef shape) const {
   at::Tensor t = fetch_(name);

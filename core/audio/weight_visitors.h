@@ -15,7 +15,18 @@
 #include "audio/bigvgan.h"
 #include "audio/decoder_modules.h"
 
+namespace h3::io {
+class Checkpoint;
+}
+
 namespace h3::audio {
+
+// A tensor by checkpoint name, undefined for a name not held.
+using Fetch = std::function<at::Tensor(const std::string&)>;
+// Over tensors held in memory (seeded random weights).
+Fetch fetch_from(std::vector<std::pair<std::string, at::Tensor>> tensors);
+// Over an open checkpoint's views (the checkpoint must outlive the binding).
+Fetch fetch_from(const io::Checkpoint& checkpoint);
 
 struct Linear {  // an nn.Linear: weight [out, in], bias [out] (undefined without one)
   at::Tensor weight, bias;
