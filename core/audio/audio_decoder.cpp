@@ -32,15 +32,10 @@ AudioDecoder::AudioDecoder(AudioVaeConfig config, DecoderWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)), context_latents_(config_.context_latents()) {}
 
 AudioDecoder AudioDecoder::load(const std::filesystem::path& audio_vae_dir) {
-  const AudioVaeSource src = find_audio_vae(audio_vae_dir.string());
-  if (src.native && !std::filesystem::is_regular_file(src.weights_path)) {
-    throw Error(ErrorKind::kNotFound, src.weights_path +
-                                          ": missing (the native audio VAE's weights, named by " +
-                                          (audio_vae_dir / "config.json").string() + ")");
-  }
-  const io::Checkpoint ckpt = io::Checkpoint::open(src.weights_path);
+  const OpenedAudioVae vae = open_audio_vae(audio_vae_dir);
+  const io::Checkpoint& ckpt = vae.checkpoint;
   // Only the decode path is read; the encoder, the latent projections and pre_block stay unread.
-  return AudioDecoder(src.config, bind_decoder_weights(src.config, ckpt.path(), fetch_from(ckpt)));
+  return AudioDecoder(vae.config, bind_decoder_weights(vae.config, ckpt.path(), fetch_from(ckpt)));
 }
 
 AudioDecoder AudioDecoder::random(const AudioVaeConfig& config, uint64_t seed) {

@@ -115,13 +115,8 @@ AudioEncoder::AudioEncoder(AudioVaeConfig config, EncoderWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)) {}
 
 AudioEncoder AudioEncoder::load(const std::filesystem::path& audio_vae_dir) {
-  const AudioVaeSource src = find_audio_vae(audio_vae_dir.string());
-  if (src.native && !std::filesystem::is_regular_file(src.weights_path)) {
-    throw Error(ErrorKind::kNotFound, src.weights_path +
-                                          ": missing (the native audio VAE's weights, named by " +
-                                          (audio_vae_dir / "config.json").string() + ")");
-  }
-  const io::Checkpoint ckpt = io::Checkpoint::open(src.weights_path);
+  const OpenedAudioVae vae = open_audio_vae(audio_vae_dir);
+  const io::Checkpoint& ckpt = vae.checkpoint;
   if (!ckpt.find("encoder.block.0.weight_g") && !ckpt.find("encoder.block.0.weight") &&
       !ckpt.find("encoder.block.0.parametrizations.weight.original0")) {
     throw Error(ErrorKind::kNotFound,
@@ -129,7 +124,7 @@ AudioEncoder AudioEncoder::load(const std::filesystem::path& audio_vae_dir) {
                     ": this audio VAE holds no encoder (no 'encoder.block.0' tensors): audio references and "
                     "video soundtracks need the full audio_vae/ of the release, not a decode-only export");
   }
-  return AudioEncoder(src.config, bind_encoder_weights(src.config, ckpt.path(), fetch_from(ckpt)));
+  return AudioEncoder(vae.config, bind_encoder_weights(vae.config, ckpt.path(), fetch_from(ckpt)));
 }
 
 AudioEncoder AudioEncoder::random(const AudioVaeConfig& config, uint64_t seed) {

@@ -21,6 +21,16 @@ Fetch fetch_from(std::vector<std::pair<std::string, at::Tensor>> tensors) {
   };
 }
 
+OpenedAudioVae open_audio_vae(const std::filesystem::path& audio_vae_dir) {
+  const AudioVaeSource src = find_audio_vae(audio_vae_dir.string());
+  if (src.native && !std::filesystem::is_regular_file(src.weights_path)) {
+    throw Error(ErrorKind::kNotFound, src.weights_path +
+                                          ": missing (the native audio VAE's weights, named by " +
+                                          (audio_vae_dir / "config.json").string() + ")");
+  }
+  return {src.config, io::Checkpoint::open(src.weights_path)};
+}
+
 Fetch fetch_from(const io::Checkpoint& checkpoint) {
   return [&checkpoint](const std::string& name) {
     return checkpoint.find(name) ? checkpoint.view(name) : at::Tensor();

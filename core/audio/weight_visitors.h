@@ -7,17 +7,16 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "audio/bigvgan.h"
+#include "audio/config.h"
 #include "audio/decoder_modules.h"
-
-namespace h3::io {
-class Checkpoint;
-}
+#include "io/checkpoint.h"
 
 namespace h3::audio {
 
@@ -27,6 +26,14 @@ using Fetch = std::function<at::Tensor(const std::string&)>;
 Fetch fetch_from(std::vector<std::pair<std::string, at::Tensor>> tensors);
 // Over an open checkpoint's views (the checkpoint must outlive the binding).
 Fetch fetch_from(const io::Checkpoint& checkpoint);
+
+// An audio VAE folder's config and its weights, opened (either layout: find_audio_vae). Throws
+// h3::Error naming the missing weights file.
+struct OpenedAudioVae {
+  AudioVaeConfig config;
+  io::Checkpoint checkpoint;
+};
+OpenedAudioVae open_audio_vae(const std::filesystem::path& audio_vae_dir);
 
 struct Linear {  // an nn.Linear: weight [out, in], bias [out] (undefined without one)
   at::Tensor weight, bias;
