@@ -13,10 +13,16 @@ namespace {
 constexpr double kZeroCrossings = 6.0;  // the filter's half width, in zero crossings
 constexpr double kRolloff = 0.99;       // cutoff as a fraction of the lower rate's Nyquist
 
+// The filter's half width in input samples, `to` and `from` reduced.
+int64_t half_width(int64_t from, int64_t to) {
+  const double base = static_cast<double>(std::min(from, to)) * kRolloff;
+  return static_cast<int64_t>(std::ceil(kZeroCrossings * static_cast<double>(from) / base));
+}
+
 // One kernel per output phase: [to, 1, 2·width + from] fp32, `to` and `from` reduced.
 at::Tensor sinc_kernels(int64_t from, int64_t to, int64_t* width) {
   const double base = static_cast<double>(std::min(from, to)) * kRolloff;
-  *width = static_cast<int64_t>(std::ceil(kZeroCrossings * static_cast<double>(from) / base));
+  *width = half_width(from, to);
   const auto f64 = at::TensorOptions().dtype(at::kDouble);
   const at::Tensor idx = at::arange(-*width, *width + from, f64).view({1, 1, -1}) / static_cast<double>(from);
   at::Tensor t = at::arange(0, -to, -1, f64).view({-1, 1, 1}) / static_cast<double>(to) + idx;
@@ -42,6 +48,12 @@ int64_t resampled_length(int64_t samples, int64_t from, int64_t to) {
   from /= g;
   to /= g;
   return (samples * to + from - 1) / from;
+}
+
+int64_t resample_kernel_elements(int64_t from, int64_t to) {
+  check_rates(from, to);
+  const int64_t g = std::gcd(from, to), f = from / g, t = to / g;
+  return t * (2 * half_width(f, t) + f);
 }
 
 at::Tensor resample(const at::Tensor& wave, int64_t from, int64_t to) {

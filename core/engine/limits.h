@@ -20,6 +20,11 @@ constexpr int64_t kMinPictureSide = 16, kMaxPicturePixels = int64_t(8192) * 8192
 // all.
 constexpr int64_t kMaxReferenceImages = 9, kMaxReferenceVideos = 3, kMaxReferenceAudios = 3;
 constexpr int64_t kMaxReferences = 12;
+// A reference's sound is resampled as the reference pipelines do it (torchaudio's sinc kernels, one
+// per output phase of the reduced rates): its filters at most 64 Mi elements (256 MiB in fp32).
+// Every common rate needs far less (44.1 kHz: 147 k; 11,025 Hz: 582 k); a rate such as 44,101 Hz
+// would need 1.4 G.
+constexpr int64_t kMaxResampleKernel = int64_t(1) << 26;
 // A video reference as decoded: its frames within the clip's longest duration, at most 2 GiB of
 // RGB (diffusers decodes the whole file); at 24 fps at least one VAE clip's 22 frames.
 constexpr int64_t kMaxReferenceVideoBytes = int64_t(2) << 30, kMinReferenceVideoFrames = 22;

@@ -282,6 +282,16 @@ void plan_sound(const ModelInfo& m, const Audio& a, int64_t generated_frames, co
                     std::to_string(a.rate) + " Hz, " + std::to_string(a.channels) + " channels, " +
                     std::to_string(a.samples.size()) + " samples); downmix it to stereo");
   }
+  // The reference's resampling builds one filter per output phase of the rates reduced by their
+  // gcd: common rates need a few MB of them, an odd one gigabytes.
+  if (a.rate != m.audio_rate && audio::resample_kernel_elements(a.rate, m.audio_rate) > kMaxResampleKernel) {
+    throw Error(ErrorKind::kInvalidArgument,
+                name + ": its rate of " + std::to_string(a.rate) +
+                    " Hz shares too small a divisor with the audio VAE's " + std::to_string(m.audio_rate) +
+                    " Hz for the reference's resampling (its filters would take " +
+                    std::to_string(audio::resample_kernel_elements(a.rate, m.audio_rate) * 4 >> 20) +
+                    " MiB); resample it to a common rate (e.g. 48000 or 44100 Hz) first");
+  }
   const auto kept = std::min(a.frames(), static_cast<int64_t>(static_cast<double>(generated_frames) / 24.0 *
                                                               static_cast<double>(a.rate)));
   if (kept < 1) throw Error(ErrorKind::kInvalidArgument, name + ": holds no sound (0 samples)");

@@ -246,6 +246,11 @@ TEST(Ref2vaPlan, BadSoundIsRefusedNamingIt) {
   bad.audio.rate = 0;
   odd.references.back() = bad;
   EXPECT_NE(refusal(m, odd).find("reference 2 'voice.wav'"), std::string::npos);
+  // A rate whose resampling filters would take gigabytes.
+  bad = voice;
+  bad.audio.rate = 44101;
+  odd.references.back() = bad;
+  EXPECT_NE(refusal(m, odd).find("its rate of 44101 Hz shares too small a divisor"), std::string::npos);
   // A soundtrack is named as the video's.
   GenerationRequest track = request({});
   track.references.push_back(video(24, 32, 32, 24, /*sound=*/true));

@@ -62,6 +62,9 @@ TEST(AudioResample, EachRateIsTorchaudiosResample) {
     std::printf("resample %lld -> 32000: max |d| = %.3g\n", static_cast<long long>(rate), d);
     EXPECT_LE(d, 1e-5) << rate;
   }
+  // The kernels' size: 320 phases of 459 taps for 44.1 kHz; a rate sharing 1 with 32 kHz, 32,000.
+  EXPECT_EQ(audio::resample_kernel_elements(44100, 32000), 320 * 459);
+  EXPECT_EQ(audio::resample_kernel_elements(44101, 32000), int64_t{32000} * (2 * 9 + 44101));
   // The VAE's own rate: the samples as they are.
   const at::Tensor same = at::randn({2, 100});
   EXPECT_TRUE(at::equal(audio::resample(same, 32000, 32000), same));
