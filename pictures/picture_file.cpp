@@ -149,7 +149,8 @@ struct SampleUnref {
 };
 using Sample = std::unique_ptr<GstSample, SampleUnref>;
 
-// uridecodebin ! videoconvert ! RGB within the side limits ! appsink, playing. Only raw video is
+// uridecodebin ! videoconvert ! videoflip (upright by the stream's orientation tag: a JPEG's EXIF,
+// a video's display matrix) ! videoconvert ! RGB within the side limits ! appsink, playing. Only raw video is
 // exposed (a video's audio is noticed here, and decoded by read_sound in a pass of its own); the converter's
 // input is watched for the announced size, and the caps refuse a picture too small or too large before the
 // converter allocates anything for it.
@@ -165,7 +166,8 @@ class Decoder {
     }
     const std::string uri = to_uri(location, name);
     const std::string desc =
-        "uridecodebin name=src caps=video/x-raw expose-all-streams=false ! videoconvert name=conv ! "
+        "uridecodebin name=src caps=video/x-raw expose-all-streams=false ! videoconvert ! "
+        "videoflip video-direction=auto ! videoconvert name=conv ! "
         "video/x-raw,format=RGB,width=[" +
         std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) + "],height=[" +
         std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) +
@@ -175,6 +177,7 @@ class Decoder {
     GstElement* src = gst_bin_get_by_name(GST_BIN(raw), "src");
     g_object_set(src, "uri", uri.c_str(), nullptr);
     g_signal_connect(src, "autoplug-continue", G_CALLBACK(on_autoplug), &streams_);
+    g_signal_connect(src, "autoplug-factories", G_CALLBACK(on_factories), nullptr);
     gst_object_unref(src);
     GstElement* conv = gst_bin_get_by_name(GST_BIN(raw), "conv");
     GstPad* conv_sink = gst_element_get_static_pad(conv, "sink");
@@ -215,6 +218,37 @@ class Decoder {
   struct Streams {
     std::atomic<bool> audio{false}, pictures{false};
   };
+  // decodebin plugs no JPEG parser of its own accord (jpegparse has no rank), and the parser is what
+  // reads a JPEG's EXIF orientation into the image-orientation tag that videoflip turns the
+  // picture upright by, as the reference pipelines' load_image (Pillow's exif_transpose) does. It
+  // is offered for unparsed JPEG; every other stream gets the factories decodebin itself would
+  // try (the decodable ones of at least marginal rank, best first, that take its caps): a handler's
+  // answer replaces decodebin's own.
+  static GValueArray* on_factories(GstElement*, GstPad*, GstCaps* caps, gpointer) {
+    static GList* const decodable = g_list_sort(
+        gst_element_factory_list_get_elements(GST_ELEMENT_FACTORY_TYPE_DECODABLE, GST_RANK_MARGINAL),
+        gst_plugin_feature_rank_compare_func);
+    const GstStructure* s = caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
+    gboolean parsed = FALSE;
+    const bool jpeg = s && gst_structure_has_name(s, "image/jpeg") &&
+                      !(gst_structure_get_boolean(s, "parsed", &parsed) && parsed);
+    GstElementFactory* parser = jpeg ? gst_element_factory_find("jpegparse") : nullptr;
+    GList* chosen =
+        parser ? g_list_append(nullptr, parser)
+               : gst_element_factory_list_filter(decodable, caps, GST_PAD_SINK, gst_caps_is_fixed(caps));
+    G_GNUC_BEGIN_IGNORE_DEPRECATIONS  // the signal's type is GValueArray
+        GValueArray* factories = g_value_array_new(g_list_length(chosen));
+    for (GList* f = chosen; f; f = f->next) {
+      GValue v = G_VALUE_INIT;
+      g_value_init(&v, G_TYPE_OBJECT);
+      g_value_set_object(&v, f->data);
+      g_value_array_append(factories, &v);
+      g_value_unset(&v);
+    }
+    G_GNUC_END_IGNORE_DEPRECATIONS
+    gst_plugin_feature_list_free(chosen);
+    return factories;
+  }
   // Every stream the decoder meets on its way passes here: an audio one is noted, then left; a
   // stream of pictures (video or image caps with a width: a container's caps have none) is noted
   // too, so that a file whose pictures fail to decode is never read as sound alone.

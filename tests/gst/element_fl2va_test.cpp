@@ -59,6 +59,14 @@ class H3VideoSrcFl2va : public ::testing::Test {
         "sound.avi");
     write_picture("audiotestsrc num-buffers=10 ! audio/x-raw,rate=48000,channels=2,format=F32LE ! wavenc",
                   "voice.wav");
+    // The same JPEG twice, the second with an EXIF orientation of 6 (shown turned 90 degrees clockwise).
+    write_picture(
+        "videotestsrc pattern=smpte num-buffers=1 ! video/x-raw,width=64,height=32 ! jpegenc ! jifmux",
+        "upright.jpg");
+    write_picture(
+        "videotestsrc pattern=smpte num-buffers=1 ! video/x-raw,width=64,height=32 ! jpegenc ! "
+        "taginject tags=\"image-orientation=rotate-90\" ! jifmux",
+        "turned.jpg");
     std::ofstream(g_dir + "/notes.png") << "these are notes, not a picture\n";
   }
   static void TearDownTestSuite() {
@@ -303,6 +311,29 @@ TEST_F(H3VideoSrcFl2va, AVideoReferenceConditionsTheClip) {
   EXPECT_TRUE(got.eos);
   EXPECT_EQ(got.frames, 22);
   EXPECT_EQ(got.width, 256);
+}
+
+// A JPEG's EXIF orientation is applied, as the reference pipelines' load_image (Pillow's
+// exif_transpose) applies it: orientation 6 is the stored picture turned 90 degrees clockwise.
+TEST_F(H3VideoSrcFl2va, AJpegIsTurnedUprightByItsExifOrientation) {
+  const h3::Picture up = h3::pictures::read_picture(g_dir + "/upright.jpg", "first-frame");
+  const h3::Picture turned = h3::pictures::read_picture(g_dir + "/turned.jpg", "first-frame");
+  ASSERT_EQ(up.width, 64);
+  ASSERT_EQ(up.height, 32);
+  ASSERT_EQ(turned.width, 32);
+  ASSERT_EQ(turned.height, 64);
+  int worst = 0;
+  for (int r = 0; r < 64; ++r) {
+    for (int c = 0; c < 32; ++c) {
+      for (int k = 0; k < 3; ++k) {
+        // Turned clockwise: row r, column c shows the upright picture's row 31 - c, column r.
+        const int a = turned.rgb[(static_cast<size_t>(r) * 32 + c) * 3 + k];
+        const int b = up.rgb[(static_cast<size_t>(31 - c) * 64 + r) * 3 + k];
+        worst = std::max(worst, std::abs(a - b));
+      }
+    }
+  }
+  EXPECT_EQ(worst, 0);
 }
 
 // Sound through the element: a video with its soundtrack, a picture and a WAV of sound alone; and
