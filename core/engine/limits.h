@@ -26,8 +26,9 @@ constexpr int64_t kMaxReferences = 12;
 // would need 1.4 G.
 constexpr int64_t kMaxResampleKernel = int64_t(1) << 26;
 // A video reference as decoded: its frames within the clip's longest duration, at most 2 GiB of
-// RGB (diffusers decodes the whole file); at 24 fps at least one VAE clip's 22 frames.
-constexpr int64_t kMaxReferenceVideoBytes = int64_t(2) << 30, kMinReferenceVideoFrames = 22;
+// RGB (diffusers decodes the whole file); at 24 fps at least the 13 frames whose 0th and 12th the
+// conditioner reads at 2 fps (Qwen3-VL merges frames in pairs), as diffusers requires.
+constexpr int64_t kMaxReferenceVideoBytes = int64_t(2) << 30, kMinReferenceVideoFrames = 13;
 
 // The chunk-causal sampler (docs/causal.md): forwards per chunk, pinned KV-cache records (the
 // text first), recent chunks kept (-1: none evicted), and RAVEN's defaults.

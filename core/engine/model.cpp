@@ -382,7 +382,8 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
                       std::to_string(v.frames.size()) + " at " + std::to_string(fps) +
                       " fps): a video reference "
                       "needs at least " +
-                      std::to_string(kMinReferenceVideoFrames) + " (one VAE clip, 0.92 s)");
+                      std::to_string(kMinReferenceVideoFrames) +
+                      " (0.54 s: the two frames the conditioner reads at 2 fps)");
     }
     const auto hw =
         image::resolve_canvas(v.width, v.height, multiple, std::min(m.defaults.width, m.defaults.height),
@@ -390,7 +391,7 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
     planned.height = hw[0];
     planned.width = hw[1];
     planned.encoded_frames = encoded_frames(planned.frames);
-    planned.latent_frames = dit::latent_geometry(planned.encoded_frames, planned.width, planned.height).t;
+    planned.latent_frames = encoded_latent_frames(planned.encoded_frames);
     if (!v.soundtrack.empty())
       plan_sound(m, v.soundtrack, p.generated_frames, label + "'s soundtrack", planned);
     p.references.push_back(planned);

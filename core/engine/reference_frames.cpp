@@ -31,7 +31,15 @@ std::vector<int64_t> frame_repeats(int64_t n, double fps) {
 }
 
 int64_t encoded_frames(int64_t frames) {
-  return std::max<int64_t>(1, (frames - 5) / 17) * 17 + 5;
+  // The reference snaps to max(1, (n - 5) // 17) * 17 + 5 and takes that many of the frames: a
+  // video shorter than 22 frames is encoded whole.
+  return std::min(frames, std::max<int64_t>(1, (frames - 5) / 17) * 17 + 5);
+}
+
+int64_t encoded_latent_frames(int64_t encoded) {
+  // The VAE encodes whole clips of 17 (the last frame repeated), 5 latent frames each, and drops
+  // the last 3: 17n+5 frames give 5n+2, 13 to 17 give 2, 18 to 21 give 7.
+  return (encoded + 16) / 17 * 5 - 3;
 }
 
 std::vector<int64_t> conditioner_frames(int64_t frames) {

@@ -19,8 +19,12 @@ namespace h3 {
 // ffmpeg's fps filter drops and repeats. fps 24: once each.
 std::vector<int64_t> frame_repeats(int64_t n, double fps);
 
-// The frames the VAE encodes of `frames` at 24 fps: snapped down to 17m + 5 (at least 22).
+// The frames the VAE encodes of `frames` at 24 fps: snapped down to 17m + 5 (at least 22), or all
+// of them when there are fewer than 22.
 int64_t encoded_frames(int64_t frames);
+// The latent frames the VAE makes of `encoded` frames (whole clips of 17, the last 3 latents
+// dropped): 5n+2 for 17n+5, 2 for 13 to 17, 7 for 18 to 21.
+int64_t encoded_latent_frames(int64_t encoded);
 
 // The indices of the frames (of `frames` at 24 fps) the conditioner reads: one every 12.
 std::vector<int64_t> conditioner_frames(int64_t frames);

@@ -10,11 +10,12 @@ conditioning model of `h3 make-tiny --conditioning`.
 model is written by `h3 make-tiny --conditioning` into a temporary folder (or taken from --model DIR, a folder that
 command wrote, which is copied and left untouched). The copy gets what diffusers' ModularPipeline needs beyond the
 engine's layout (see `prepare_folder`). Three seeded pictures are saved as OUT/a.png (96 x 72), OUT/b.png (64 x 80)
-and OUT/c.png (50 x 120, whose 96 short-edge scaling rounds), and two seeded videos are made in memory
-(`video_frames`: v1, 48 frames of 80 x 64 said to run at 30 fps; v2, 40 frames of 96 x 54 at 24 fps; each frame a
-colour gradient whose phase moves from frame to frame, plus seeded noise) and three seeded sounds are saved as
+and OUT/c.png (50 x 120, whose 96 short-edge scaling rounds), and three seeded videos are made in memory
+(`video_frames`: v1, 48 frames of 80 x 64 said to run at 30 fps; v2, 40 frames of 96 x 54 at 24 fps; v3, 20 frames of
+64 x 48 at 30 fps, 16 at 24 fps, shorter than one 22-frame encode; each frame a colour gradient whose phase moves from
+frame to frame, plus seeded noise) and three seeded sounds are saved as
 OUT/sound_<name>.safetensors (`sound_wave`, two seeded-phase sines plus seeded noise, float32: s1 mono 44,100 Hz
-1.5 s; s2 stereo 48,000 Hz 2.0 s; s3 stereo 16,000 Hz 0.5 s, shorter than any clip), then the pipeline runs nine times,
+1.5 s; s2 stereo 48,000 Hz 2.0 s; s3 stereo 16,000 Hz 0.5 s, shorter than any clip), then the pipeline runs ten times,
 fp32 on the CPU, with SDPA's math kernel:
 
 - `one`: `references` = [a.png], height and width unset, num_frames 22;
@@ -26,6 +27,7 @@ fp32 on the CPU, with SDPA's math kernel:
 - `image_audio`: `references` = [a.png, s1], height and width unset, num_frames 22;
 - `video_sound`: `references` = [v1 with s2 as its soundtrack] (named "v1+s2"), height and width unset, num_frames 39;
 - `audio_video_image`: `references` = [s3, v2, a.png], height 192 and width 224 passed, num_frames 39;
+- `short_video`: `references` = [v3, a.png], height and width unset, num_frames 22;
 
 every picture a `MiniMaxH3ImageReference(image=Image.open(png).convert("RGB"))`, every video a
 `MiniMaxH3VideoReference(frames=<uint8 [N, H, W, 3] array>, fps=<its rate>)` (v1+s2 adds `audio=<s2's wave>,
@@ -125,8 +127,10 @@ PICTURE_SEED = 20260821
 PICTURES = [("a", 96, 72), ("b", 64, 80), ("c", 50, 120)]
 VIDEO_SEED = 20260831
 # name, width, height, number of frames, the frame rate the reference says its frames run at. v1's 30 fps is
-# resampled onto 24 fps (48 frames to 38); v2's 96 x 54 is not a multiple of 32 (the canvas rule and LANCZOS).
-VIDEOS = [("v1", 80, 64, 48, 30.0), ("v2", 96, 54, 40, 24.0)]
+# resampled onto 24 fps (48 frames to 38); v2's 96 x 54 is not a multiple of 32 (the canvas rule and LANCZOS); v3's
+# 20 frames at 30 fps are 16 at 24 fps, fewer than one 22-frame encode: encoded whole (one clip of 17, the last frame
+# repeated), 2 latent frames.
+VIDEOS = [("v1", 80, 64, 48, 30.0), ("v2", 96, 54, 40, 24.0), ("v3", 64, 48, 20, 30.0)]
 SOUND_SEED = 20260901
 # name, channels, sample rate, samples (`sound_wave`). s1 (mono, 1.5 s at 44.1 kHz) is upmixed and resampled; s2
 # (stereo, 2 s at 48 kHz) is cut to the 39-frame clip's 1.625 s, then resampled; s3 (stereo, 0.5 s at 16 kHz) is
@@ -144,6 +148,7 @@ CASES = [
     ("image_audio", ("a", "s1"), None, NUM_FRAMES),
     ("video_sound", ("v1+s2",), None, NUM_FRAMES_VIDEO),
     ("audio_video_image", ("s3", "v2", "a"), (192, 224), NUM_FRAMES_VIDEO),
+    ("short_video", ("v3", "a"), None, NUM_FRAMES),
 ]
 # The two small vector files of the audio VAE's input path (written once, not per case): audio_encoder.safetensors
 # (the tiny audio VAE's encoder on a stereo 32 kHz waveform of ENCODER_SAMPLES samples, not a multiple of the
@@ -776,7 +781,8 @@ def run_case(pipe, name: str, refs: tuple, canvas, num_frames: int, media: dict)
                 "normalized_frame_sha256": [sha256(f) for f in images[i]],
                 "normalized_fps": float(normalized[i].fps),
                 "normalized_from": resampled_from(pipe, frames, float(r.fps), num_frames, images[i]),
-                "encoded_frames": int((condition_of[i].shape[2] - 2) // 5 * 17 + 5),
+                # what the reference-encoder step hands the VAE: max(1, (n - 5) // 17) * 17 + 5 of the n frames
+                "encoded_frames": min(int(images[i].shape[0]), max(1, (int(images[i].shape[0]) - 5) // 17) * 17 + 5),
                 "sample_fps": float(smp["sample_fps"]),
                 "sampled_indices": smp["indices"],
                 "block_timestamps": smp["timestamps"],
@@ -983,7 +989,7 @@ def main() -> None:
                                    "for a sound (s1), MiniMaxH3VideoReference(frames=..., fps=..., audio=<wave>, "
                                    "sample_rate=<its rate>) for a video with its soundtrack (v1+s2); the frames and "
                                    "waves read back from video_<name>.safetensors / sound_<name>.safetensors",
-                     "num_frames": f"{NUM_FRAMES} (cases one, two, three_sized, image_audio; the others: "
+                     "num_frames": f"{NUM_FRAMES} (cases one, two, three_sized, image_audio, short_video; the others: "
                                    f"{NUM_FRAMES_VIDEO})",
                      "num_inference_steps": NUM_INFERENCE_STEPS,
                      "generator": f"torch.Generator().manual_seed({GENERATOR_SEED})",

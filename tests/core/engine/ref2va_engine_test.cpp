@@ -87,6 +87,14 @@ TEST(Ref2vaFrames, AVideoIsResampledCutAndReadAsThePipelineDoes) {
   EXPECT_EQ(encoded_frames(38), 22);
   EXPECT_EQ(encoded_frames(39), 39);
   EXPECT_EQ(encoded_frames(56), 56);
+  // Shorter than one 22-frame encode: all of them, whole clips of 17 with 3 latents dropped.
+  EXPECT_EQ(encoded_frames(13), 13);
+  EXPECT_EQ(encoded_frames(21), 21);
+  EXPECT_EQ(encoded_latent_frames(13), 2);
+  EXPECT_EQ(encoded_latent_frames(17), 2);
+  EXPECT_EQ(encoded_latent_frames(18), 7);
+  EXPECT_EQ(encoded_latent_frames(22), 7);
+  EXPECT_EQ(encoded_latent_frames(39), 12);
   EXPECT_EQ(conditioner_frames(38), (std::vector<int64_t>{0, 12, 24, 36}));
   EXPECT_EQ(conditioner_frames(22), (std::vector<int64_t>{0, 12}));
   EXPECT_EQ(block_seconds(4), (std::vector<double>{0.25, 1.25}));
@@ -181,8 +189,15 @@ TEST(Ref2vaPlan, AVideoReferenceIsPlannedOnItsOwnCanvasAtTwentyFourFps) {
 TEST(Ref2vaPlan, BadVideoReferencesAreRefusedNamingThem) {
   const ModelInfo m = read_model(model_dir(), true);
   GenerationRequest shortr = request({});
-  shortr.references.push_back(video(10, 64, 64, 24));
-  EXPECT_NE(refusal(m, shortr).find("reference 1 'clip.mp4' gives 10 frames at 24 fps"), std::string::npos);
+  shortr.references.push_back(video(12, 64, 64, 24));
+  EXPECT_NE(refusal(m, shortr).find("reference 1 'clip.mp4' gives 12 frames at 24 fps"), std::string::npos);
+  EXPECT_NE(refusal(m, shortr).find("needs at least 13"), std::string::npos);
+  // 13 frames are enough: encoded whole, two latent frames.
+  shortr.references = {video(13, 64, 64, 24)};
+  const PlannedReference shortest = make_plan(m, shortr).references[0];
+  EXPECT_EQ(shortest.frames, 13);
+  EXPECT_EQ(shortest.encoded_frames, 13);
+  EXPECT_EQ(shortest.latent_frames, 2);
   GenerationRequest four = request({});
   for (int i = 0; i < 4; ++i) four.references.push_back(video(24, 32, 32, 24));
   EXPECT_NE(refusal(m, four).find("0 image, 4 video and 0 audio references"), std::string::npos);

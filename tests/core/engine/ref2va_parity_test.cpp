@@ -4,8 +4,8 @@
 // the presentation's ids and tags and its hidden states, the references' latents, the packed
 // rows' positions, tags and timesteps, the references' sound rows, and the final video and audio
 // latents of whole requests with one, two and three image references, with video references
-// (resampled onto 24 fps, compared by digest), with audio references and a video's soundtrack, at
-// 1 and 2 ranks.
+// (resampled onto 24 fps, compared by digest; one shorter than a 22-frame encode), with audio
+// references and a video's soundtrack, at 1 and 2 ranks.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -46,7 +46,8 @@ const char* kPrompt = "a red kite over a green hill";
 // cases.json's cases: image references (PNGs), video references ("v1": video_v1.safetensors at
 // 30 fps, "v2": video_v2.safetensors at 24 fps), audio references ("s1" ... "s3":
 // sound_<name>.safetensors, a waveform [C, N] and its rate) and a video with a soundtrack
-// ("v1+s2"), the canvas (0: unset) and the frames asked for.
+// ("v1+s2"); "v3": 20 frames at 30 fps, 16 at 24, shorter than one 22-frame encode; the canvas (0:
+// unset) and the frames asked for.
 struct Case {
   std::string name;
   std::vector<std::string> refs;
@@ -62,7 +63,8 @@ const std::vector<Case>& cases() {
                                    {"video_image", {"v1", "a.png"}, 224, 192, 39},
                                    {"image_audio", {"a.png", "s1"}},
                                    {"video_sound", {"v1+s2"}, 0, 0, 39},
-                                   {"audio_video_image", {"s3", "v2", "a.png"}, 224, 192, 39}};
+                                   {"audio_video_image", {"s3", "v2", "a.png"}, 224, 192, 39},
+                                   {"short_video", {"v3", "a.png"}}};
   return c;
 }
 
@@ -102,7 +104,7 @@ Reference reference(const std::string& ref) {
   v.source = ref;
   v.height = f.size(1);
   v.width = f.size(2);
-  v.fps_n = frames == "v1" ? 30 : 24;
+  v.fps_n = frames == "v2" ? 24 : 30;
   if (has_sound(ref)) v.soundtrack = sound(ref.substr(3));
   for (int64_t i = 0; i < f.size(0); ++i) {
     const uint8_t* p = f[i].data_ptr<uint8_t>();
@@ -190,7 +192,9 @@ TEST_P(Ref2vaParity, TheReferencesOnTheirPlannedSizesAndClockAreThePipelines) {
     // The pipeline's frames, by digest: v1's 48 at 30 fps are 38 at 24 fps; v2's 40 are cut to 39.
     const nlohmann::json d = details(i);
     EXPECT_EQ(planned.frames, d.at("normalized_frames").get<int64_t>()) << c_.refs[i];
-    EXPECT_EQ(planned.frames, c_.refs[i].substr(0, 2) == "v1" ? 38 : 39);
+    const std::string clip = c_.refs[i].substr(0, 2);
+    EXPECT_EQ(planned.frames, clip == "v1" ? 38 : clip == "v2" ? 39 : 16);
+    EXPECT_EQ(planned.encoded_frames, d.at("encoded_frames").get<int64_t>()) << c_.refs[i];
     const at::Tensor v = got[i].contiguous();
     EXPECT_EQ(dist::sha256_hex(std::string(reinterpret_cast<const char*>(v.data_ptr<uint8_t>()), v.numel())),
               d.at("normalized_sha256").get<std::string>())
