@@ -142,6 +142,18 @@ inline std::unique_ptr<Engine> open_conditioning_model(int ranks, bool ref2va = 
   return Engine::open(o);
 }
 
+// `r` (with its prompt) and `r` with the embeddings file `embeds` instead give the same clip bit for
+// bit on `e`: what `h3 encode-prompt` writes ahead is the presentation the engine builds itself.
+inline void expect_embeddings_give_the_prompts_clip(Engine& e, GenerationRequest r,
+                                                    const std::string& embeds) {
+  const Clip prompted = generate_clip(e, r);
+  r.prompt.clear();
+  r.embeds_path = embeds;
+  const Clip embedded = generate_clip(e, r);
+  EXPECT_TRUE(at::equal(prompted.video, embedded.video));
+  EXPECT_TRUE(at::equal(prompted.frames, embedded.frames));
+}
+
 // `r` at 1 and at 2 ranks on conditioning_model_dir(): the vision tower and the DiT split over
 // the ranks sum in another order, so within 1e-4 (latents) and 1 (frames), not bit for bit.
 inline void expect_two_ranks_give_one_ranks_clip(const GenerationRequest& r, bool ref2va) {

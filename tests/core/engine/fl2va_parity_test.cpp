@@ -145,16 +145,9 @@ TEST(Fl2vaEncodePrompt, EmbeddingsOfThePresentationGiveThePromptsClip) {
   const auto t = test::read_tensors(embeds);
   // The tags of the vision blocks are 0: this is the presentation, not the prompt alone.
   EXPECT_GT(t.at("tags").eq(0).sum().item<int64_t>(), 0);
-  GenerationRequest r = pipeline_request(true);
   EngineOptions o;
   o.model_dir = vector_model();
-  const auto engine = Engine::open(o);
-  const test::Clip prompted = test::generate_clip(*engine, r);
-  r.prompt.clear();
-  r.embeds_path = embeds;
-  const test::Clip embedded = test::generate_clip(*engine, r);
-  EXPECT_TRUE(at::equal(prompted.video, embedded.video));
-  EXPECT_TRUE(at::equal(prompted.frames, embedded.frames));
+  test::expect_embeddings_give_the_prompts_clip(*Engine::open(o), pipeline_request(true), embeds);
   // Only with --ranks 1 and --out.
   const test::CliRun refused =
       test::run_h3("encode-prompt --model '" + vector_model() + "' --prompt x --first-frame '" +

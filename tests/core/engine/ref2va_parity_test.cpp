@@ -341,13 +341,8 @@ TEST(Ref2vaEncodePrompt, EmbeddingsOfThePresentationGiveThePromptsClip) {
   r.references.push_back(reference("b.png"));
   r.references.push_back(pictures::read_reference(wav, "reference 2", 2.0));
   ASSERT_TRUE(r.references[1].is_audio());
-  const auto engine = test::open_conditioning_model(1, /*ref2va=*/true);
-  const test::Clip prompted = test::generate_clip(*engine, r);
-  r.prompt.clear();
-  r.embeds_path = embeds;
-  const test::Clip embedded = test::generate_clip(*engine, r);
-  EXPECT_TRUE(at::equal(prompted.video, embedded.video));
-  EXPECT_TRUE(at::equal(prompted.frames, embedded.frames));
+  test::expect_embeddings_give_the_prompts_clip(*test::open_conditioning_model(1, /*ref2va=*/true), r,
+                                                embeds);
   // Without the sound, the presentation lacks its "<Audio 1>: " label.
   const test::CliRun unlabelled =
       test::run_h3("encode-prompt --model '" + vector_model() + "' --prompt '" + kPrompt + "' --reference '" +
