@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "dist/listener_filter.h"
 #include "dist/membership.h"
 #include "dist/sealed_store.h"
 
@@ -185,19 +186,13 @@ std::string local_address_towards(const Address& a) {
   addrinfo* res = resolve(a.host, a.port, SOCK_DGRAM, false);
   std::string out;
   for (addrinfo* p = res; p && out.empty(); p = p->ai_next) {
-    const int fd = socket(p->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
     sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (connect(fd, p->ai_addr, p->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-      char buf[INET6_ADDRSTRLEN] = {0};
-      const void* addr = ss.ss_family == AF_INET6
-                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr)
-                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr);
-      if (inet_ntop(ss.ss_family, addr, buf, sizeof buf)) out = buf;
+    std::memcpy(&ss, p->ai_addr, std::min<size_t>(p->ai_addrlen, sizeof ss));
+    try {
+      out = source_address_towards(ip_of(ss)).str();
+    } catch (const Error&) {
+      // no route by this address: try the next
     }
-    close(fd);
   }
   freeaddrinfo(res);
   if (out.empty()) {

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
+#include <sstream>
 #include <thread>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "common/error.h"
+#include "dist/listener_filter.h"
 #include "dist/store_board.h"
 
 namespace h3::dist {
@@ -37,6 +40,89 @@ std::string first_line(const std::string& s) {
   return s.substr(0, s.find('\n'));
 }
 
+using GlooDevice = decltype(c10d::ProcessGroupGloo::createDefaultDevice());
+
+// Gloo's device for `hostname` and the listening socket it opened at once (its port is not exposed,
+// and LibTorch ships none of Gloo's headers): the one listener that appeared with it. Devices are
+// made one at a time in this process; should another part of it open a listener at that very
+// moment, the device is made again.
+std::pair<GlooDevice, int> open_device(const std::string& hostname, int rank) {
+  static std::mutex one_at_a_time;
+  constexpr int kAttempts = 3;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    std::lock_guard<std::mutex> lock(one_at_a_time);
+    const std::vector<ListeningSocket> before = listening_sockets();
+    GlooDevice device;
+    try {
+      device = hostname.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                : c10d::ProcessGroupGloo::createDeviceForHostname(hostname);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kDistributed, "rank " + std::to_string(rank) + ": Gloo could not listen on " +
+                                               (hostname.empty() ? "this host's address" : hostname) + ": " +
+                                               first_line(e.what()));
+    }
+    std::vector<int> fresh;
+    for (const ListeningSocket& l : listening_sockets()) {
+      const bool old = std::any_of(before.begin(), before.end(),
+                                   [&](const ListeningSocket& b) { return b.inode == l.inode; });
+      if (!old) fresh.push_back(l.fd);
+    }
+    if (fresh.size() == 1) return {device, fresh[0]};
+  }
+  throw Error(ErrorKind::kDistributed,
+              "rank " + std::to_string(rank) +
+                  ": could not tell Gloo's listening socket from others this process "
+                  "opened at the same time (" +
+                  std::to_string(kAttempts) + " tries)");
+}
+
+// Every rank's listening address, then every rank's source addresses towards them (a rank's
+// connections leave from the address its route picks, not necessarily the one it listens on),
+// exchanged through the group's store (sealed in a process world: a stranger cannot add itself),
+// become the members listener `fd` admits; then what it took before the filter is shut out.
+void admit_members(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout, int fd) {
+  const std::string me = "rank " + std::to_string(rank);
+  const auto exchange = [&](const std::string& what, const std::string& mine) {
+    store.set("h3-gloo-" + what + "/" + std::to_string(rank), mine);
+    std::vector<std::string> keys;
+    for (int r = 0; r < size; ++r) keys.push_back("h3-gloo-" + what + "/" + std::to_string(r));
+    try {
+      store.wait(keys, timeout);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kDistributed, me + ": the ranks did not all publish their Gloo " + what +
+                                               " within " + std::to_string(timeout.count()) +
+                                               " ms: " + first_line(e.what()));
+    }
+    std::vector<std::string> out;
+    for (const std::string& k : keys) {
+      const std::vector<uint8_t> v = store.get(k);
+      out.emplace_back(v.begin(), v.end());
+    }
+    return out;
+  };
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    throw Error(ErrorKind::kDistributed, me + ": could not read Gloo's listening address");
+  }
+  std::vector<IpAddress> members;
+  const auto add = [&](const IpAddress& a) {
+    if (std::find(members.begin(), members.end(), a) == members.end()) members.push_back(a);
+  };
+  std::string sources;
+  for (const std::string& text : exchange("listener", ip_of(bound).str())) {
+    const IpAddress listener = parse_ip(text);
+    add(listener);
+    sources += (sources.empty() ? "" : " ") + source_address_towards(listener).str();
+  }
+  for (const std::string& list : exchange("sources", sources)) {
+    std::istringstream words(list);
+    for (std::string w; words >> w;) add(parse_ip(w));
+  }
+  admit_only(fd, members);
+  shut_out_strangers(fd, members, static_cast<int>(std::min<int64_t>(timeout.count(), 1000)));
+}
+
 class GlooGroup final : public StoreBoardGroup {
  public:
   GlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -45,8 +131,9 @@ class GlooGroup final : public StoreBoardGroup {
     // Gloo's own timeout is a backstop behind ours (which names the
     // operation): it bounds an abandoned collective still on the worker.
     auto options = c10d::ProcessGroupGloo::Options::create(timeout + std::max(timeout / 2, kGlooGrace));
-    options->devices.push_back(hostname.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                                : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+    auto [device, listener] = open_device(hostname, rank);
+    admit_members(*store, rank, size, timeout, listener);
+    options->devices.push_back(device);
     options->threads = 1;  // this rank waits for each collective before it issues the next
     try {
       pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);

@@ -1,16 +1,20 @@
 // Process worlds under faults and strangers (docs/distributed.md): rank 0 killed, a worker
 // stopped, a network partition without resets, worlds of 3 and 4 ranks with a survivor that
-// forms the world again, and a stranger at every port rank 0 listens on. Every test asserts
-// every process's outcome; the bounds on waiting only keep a broken build from hanging.
+// forms the world again, a stranger at every port rank 0 listens on, and one on an address that is
+// no member's. Every test asserts every process's outcome; the bounds on waiting only keep a broken
+// build from hanging.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
-#include <set>
+#include <thread>
 
+#include "dist/listener_filter.h"
 #include "engine/tiny_model.h"
 #include "process_world_util.h"
 
@@ -267,32 +271,49 @@ TEST(ProcessWorldFaults, AWorldOfFourGivesTheFramesOfFourThreadRanksAndTheSurviv
   world_of(4);
 }
 
-// The TCP ports this process listens on, other than `except`.
-std::vector<int> own_listening_ports(int except) {
-  std::set<unsigned long> mine;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (dirent* e = readdir(d)) {
-      char link[64] = {0};
-      unsigned long ino = 0;
-      if (readlink((std::string("/proc/self/fd/") + e->d_name).c_str(), link, sizeof link - 1) > 0 &&
-          std::sscanf(link, "socket:[%lu]", &ino) == 1)
-        mine.insert(ino);
-    }
-    closedir(d);
-  }
+// The TCP ports this process listens on.
+std::vector<int> own_listening_ports() {
   std::vector<int> ports;
-  std::ifstream in("/proc/self/net/tcp");
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string slot, local, remote, state, q, t, r, uid, to;
-    unsigned long ino = 0;
-    f >> slot >> local >> remote >> state >> q >> t >> r >> uid >> to >> ino;
-    const int port = static_cast<int>(std::strtol(local.substr(local.find(':') + 1).c_str(), nullptr, 16));
-    if (state == "0A" && mine.count(ino) && port != except) ports.push_back(port);  // 0A: LISTEN
+  for (const dist::ListeningSocket& l : dist::listening_sockets()) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    if (getsockname(l.fd, reinterpret_cast<sockaddr*>(&a), &len) == 0 && a.sin_family == AF_INET)
+      ports.push_back(ntohs(a.sin_port));
   }
   return ports;
+}
+
+// A non-blocking connection from `from` to 127.0.0.1:port, started: its descriptor.
+int start_connect(const char* from, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in src{}, dst{};
+  src.sin_family = dst.sin_family = AF_INET;
+  inet_pton(AF_INET, from, &src.sin_addr);
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  dst.sin_port = htons(static_cast<uint16_t>(port));
+  bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src);
+  connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst);
+  return fd;
+}
+
+// Whether a connection from `from` to 127.0.0.1:port completes within 700 ms.
+bool connects_from(const char* from, int port) {
+  const int fd = start_connect(from, port);
+  pollfd p{fd, POLLOUT, 0};
+  int err = 0;
+  socklen_t len = sizeof err;
+  const bool ok = poll(&p, 1, 700) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+  close(fd);
+  return ok;
+}
+
+int open_descriptors() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
 }
 
 TEST(ProcessWorldFaults, AStrangerAtEveryPortRankZeroListensOnIsRefusedAndRankZeroGoesOn) {
@@ -301,7 +322,7 @@ TEST(ProcessWorldFaults, AStrangerAtEveryPortRankZeroListensOnIsRefusedAndRankZe
   auto e = Engine::open(w.rank0());
   const at::Tensor frames = generate_frames(*e);
   // Gloo's listener (and the store on loopback): junk of every shape, then connections left open.
-  const std::vector<int> ports = own_listening_ports(-1);
+  const std::vector<int> ports = own_listening_ports();
   ASSERT_FALSE(ports.empty());
   std::vector<int> held;
   for (int port : ports) {
@@ -317,6 +338,40 @@ TEST(ProcessWorldFaults, AStrangerAtEveryPortRankZeroListensOnIsRefusedAndRankZe
   EXPECT_TRUE(at::equal(generate_frames(*e), frames)) << "rank 0 does not serve as before";
   for (int fd : held) close(fd);
   EXPECT_TRUE(at::equal(generate_frames(*e), frames));
+  e.reset();
+  EXPECT_TRUE(exited_with(worker.wait(), 0)) << worker.output();
+}
+
+// 127.0.0.2 is this host as well, but not the address of any member of the world: to Gloo's
+// listener it is a stranger on another host, whose SYNs the listener's filter drops. Without the
+// filter a flood of its connections would each take one of rank 0's descriptors (and an accept
+// failing for want of them aborts the process inside Gloo).
+TEST(ProcessWorldFaults, AStrangerOnAnotherAddressNeverReachesGlooAndItsFloodCostsRankZeroNothing) {
+  World w;
+  Child worker = w.worker("worker");
+  auto e = Engine::open(w.rank0());
+  const at::Tensor frames = generate_frames(*e);
+  std::vector<int> closed;
+  for (int port : own_listening_ports()) {
+    if (!connects_from("127.0.0.2", port)) closed.push_back(port);
+  }
+  ASSERT_FALSE(closed.empty()) << "every port rank 0 listens on let 127.0.0.2 in";
+  for (int port : closed)
+    EXPECT_TRUE(connects_from("127.0.0.1", port)) << "port " << port << " shut to members too";
+  const int before = open_descriptors();
+  const pid_t flood = fork();
+  if (flood == 0) {
+    for (int i = 0; i < 400; ++i) start_connect("127.0.0.2", closed[static_cast<size_t>(i) % closed.size()]);
+    sleep(30);
+    _exit(0);
+  }
+  ASSERT_GT(flood, 0);
+  std::this_thread::sleep_for(1500ms);  // the flood's SYNs have arrived (and been dropped) by now
+  const int during = open_descriptors();
+  kill(flood, SIGKILL);
+  waitpid(flood, nullptr, 0);
+  EXPECT_LT(during - before, 10) << "rank 0 took descriptors for the stranger's connections";
+  EXPECT_TRUE(at::equal(generate_frames(*e), frames)) << "rank 0 does not serve as before";
   e.reset();
   EXPECT_TRUE(exited_with(worker.wait(), 0)) << worker.output();
 }

@@ -1,0 +1,266 @@
+#include "dist/listener_filter.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <linux/filter.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "common/error.h"
+
+namespace h3::dist {
+
+namespace {
+
+IpAddress v4(const void* four_bytes) {
+  IpAddress a;
+  a.family = AF_INET;
+  std::memcpy(a.bytes.data(), four_bytes, 4);
+  return a;
+}
+
+IpAddress v6(const uint8_t* sixteen) {
+  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(sixteen, kMapped, sizeof kMapped) == 0) return v4(sixteen + 12);
+  IpAddress a;
+  a.family = AF_INET6;
+  std::memcpy(a.bytes.data(), sixteen, 16);
+  return a;
+}
+
+uint32_t word(const IpAddress& a, int i) {  // the i-th 32-bit word as BPF loads it (big-endian)
+  const uint8_t* b = a.bytes.data() + 4 * i;
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+}
+
+// socket inode -> this process's descriptor, from /proc/self/fd's "socket:[N]" links.
+std::map<uint64_t, int> socket_descriptors() {
+  std::map<uint64_t, int> out;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    char target[64] = {0};
+    const std::string path = std::string("/proc/self/fd/") + e->d_name;
+    const ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
+    unsigned long long inode = 0;
+    if (n > 0 && std::sscanf(target, "socket:[%llu]", &inode) == 1) out[inode] = std::atoi(e->d_name);
+  }
+  closedir(d);
+  return out;
+}
+
+// One line of /proc/self/net/tcp{,6}.
+struct TcpEntry {
+  IpAddress local, remote;
+  int local_port = 0;
+  int state = 0;  // the kernel's TCP_* numbering: 1 established, 3 SYN received, 10 listening
+  uint64_t inode = 0;
+};
+
+// "0100007F:1F90" (IPv4) or 32 hex digits then ":PORT" (IPv6): each 32-bit word as the kernel
+// printed it, in this host's byte order.
+bool parse_endpoint(const std::string& s, IpAddress& ip, int& port) {
+  const size_t colon = s.find(':');
+  if (colon == std::string::npos || (colon != 8 && colon != 32)) return false;
+  uint8_t bytes[16];
+  for (size_t w = 0; w < colon / 8; ++w) {
+    const uint32_t v = static_cast<uint32_t>(std::stoul(s.substr(8 * w, 8), nullptr, 16));
+    std::memcpy(bytes + 4 * w, &v, 4);
+  }
+  ip = colon == 8 ? v4(bytes) : v6(bytes);
+  port = static_cast<int>(std::stoul(s.substr(colon + 1), nullptr, 16));
+  return true;
+}
+
+std::vector<TcpEntry> tcp_entries() {
+  std::vector<TcpEntry> out;
+  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
+      unsigned long long inode = 0;
+      if (!(f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >>
+            inode))
+        continue;
+      TcpEntry e;
+      int remote_port = 0;
+      try {
+        if (!parse_endpoint(local, e.local, e.local_port) || !parse_endpoint(remote, e.remote, remote_port))
+          continue;
+        e.state = static_cast<int>(std::stoul(state, nullptr, 16));
+      } catch (const std::exception&) {
+        continue;
+      }
+      e.inode = inode;
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+bool is_member(const IpAddress& a, const std::vector<IpAddress>& members) {
+  return std::find(members.begin(), members.end(), a) != members.end();
+}
+
+}  // namespace
+
+std::string IpAddress::str() const {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (!inet_ntop(family, bytes.data(), buf, sizeof buf)) return "(no address)";
+  return buf;
+}
+
+IpAddress ip_of(const sockaddr_storage& ss) {
+  if (ss.ss_family == AF_INET) return v4(&reinterpret_cast<const sockaddr_in&>(ss).sin_addr);
+  if (ss.ss_family == AF_INET6) return v6(reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr.s6_addr);
+  throw Error(ErrorKind::kInternal, "ip_of: address family " + std::to_string(ss.ss_family) + " is not IP");
+}
+
+IpAddress parse_ip(const std::string& text) {
+  uint8_t bytes[16];
+  if (inet_pton(AF_INET, text.c_str(), bytes) == 1) return v4(bytes);
+  if (inet_pton(AF_INET6, text.c_str(), bytes) == 1) return v6(bytes);
+  throw Error(ErrorKind::kInvalidArgument, "'" + text + "' is not an IPv4 or IPv6 address");
+}
+
+IpAddress source_address_towards(const IpAddress& to) {
+  sockaddr_storage dst{};
+  socklen_t dst_len = 0;
+  if (to.family == AF_INET) {
+    auto& a = reinterpret_cast<sockaddr_in&>(dst);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(9);  // any port: connect() on UDP only looks up the route
+    std::memcpy(&a.sin_addr, to.bytes.data(), 4);
+    dst_len = sizeof a;
+  } else {
+    auto& a = reinterpret_cast<sockaddr_in6&>(dst);
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(9);
+    std::memcpy(a.sin6_addr.s6_addr, to.bytes.data(), 16);
+    dst_len = sizeof a;
+  }
+  const int fd = socket(to.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage src{};
+  socklen_t src_len = sizeof src;
+  const bool ok = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&dst), dst_len) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&src), &src_len) == 0;
+  const int err = errno;
+  if (fd >= 0) close(fd);
+  if (!ok) {
+    throw Error(ErrorKind::kDistributed,
+                "no route from this host to " + to.str() + ": " + std::strerror(err));
+  }
+  return ip_of(src);
+}
+
+std::vector<ListeningSocket> listening_sockets() {
+  const std::map<uint64_t, int> mine = socket_descriptors();
+  std::vector<ListeningSocket> out;
+  for (const TcpEntry& e : tcp_entries()) {
+    constexpr int kListen = 10;
+    if (e.state != kListen) continue;
+    const auto it = mine.find(e.inode);
+    if (it != mine.end()) out.push_back({it->second, e.inode});
+  }
+  return out;
+}
+
+void admit_only(int fd, const std::vector<IpAddress>& members) {
+  constexpr uint32_t kNet = static_cast<uint32_t>(SKF_NET_OFF);
+  constexpr uint32_t kPass = 0xffffffffu, kDrop = 0;
+  std::vector<IpAddress> four, six;
+  for (const IpAddress& m : members) (m.family == AF_INET ? four : six).push_back(m);
+  // Dispatch on the IP version, then compare the source address with each member's. Every
+  // conditional jump is short (cBPF's are 8-bit); the long ones are unconditional.
+  std::vector<sock_filter> v4_block, v6_block;
+  v4_block.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNet + 12));  // IPv4 source
+  for (const IpAddress& m : four) {
+    v4_block.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, word(m, 0), 0, 1));
+    v4_block.push_back(BPF_STMT(BPF_RET | BPF_K, kPass));
+  }
+  v4_block.push_back(BPF_STMT(BPF_RET | BPF_K, kDrop));
+  for (const IpAddress& m : six) {
+    for (int w = 0; w < 4; ++w) {
+      v6_block.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNet + 8 + 4 * w));  // IPv6 source, word w
+      v6_block.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, word(m, w), 0, static_cast<uint8_t>(7 - 2 * w)));
+    }
+    v6_block.push_back(BPF_STMT(BPF_RET | BPF_K, kPass));
+  }
+  v6_block.push_back(BPF_STMT(BPF_RET | BPF_K, kDrop));
+  std::vector<sock_filter> prog = {
+      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kNet + 0),  // version and header length
+      BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 4),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 4, 0, 1),
+      BPF_STMT(BPF_JMP | BPF_JA, 3),  // to the IPv4 block
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 6, 0, 1),
+      BPF_STMT(BPF_JMP | BPF_JA, static_cast<uint32_t>(1 + v4_block.size())),  // to the IPv6 block
+      BPF_STMT(BPF_RET | BPF_K, kDrop),
+  };
+  prog.insert(prog.end(), v4_block.begin(), v4_block.end());
+  prog.insert(prog.end(), v6_block.begin(), v6_block.end());
+  if (prog.size() > BPF_MAXINSNS) {
+    throw Error(ErrorKind::kDistributed, "a filter for " + std::to_string(members.size()) +
+                                             " member addresses is longer than the kernel takes (" +
+                                             std::to_string(BPF_MAXINSNS) + " instructions)");
+  }
+  sock_fprog fprog{static_cast<unsigned short>(prog.size()), prog.data()};
+  if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog) != 0) {
+    throw Error(ErrorKind::kDistributed, "could not restrict a listening socket to the world's members: " +
+                                             std::string(std::strerror(errno)));
+  }
+}
+
+int shut_out_strangers(int listener_fd, const std::vector<IpAddress>& members, int wait_ms) {
+  constexpr int kEstablished = 1, kCloseWait = 8;
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  if (getsockname(listener_fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    throw Error(ErrorKind::kDistributed,
+                "could not read a listening socket's address: " + std::string(std::strerror(errno)));
+  }
+  const IpAddress local = ip_of(bound);
+  const bool any_local =
+      std::all_of(local.bytes.begin(), local.bytes.end(), [](uint8_t b) { return b == 0; });
+  const int port = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(bound).sin_port
+                                                    : reinterpret_cast<const sockaddr_in6&>(bound).sin6_port);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  std::set<uint64_t> done;
+  for (;;) {
+    const std::map<uint64_t, int> mine = socket_descriptors();
+    bool waiting = false;  // a stranger's connection still in the accept queue (no descriptor yet)
+    for (const TcpEntry& e : tcp_entries()) {
+      if (e.local_port != port || (!any_local && !(e.local == local))) continue;
+      if (e.state != kEstablished && e.state != kCloseWait) continue;
+      if (is_member(e.remote, members) || done.count(e.inode)) continue;
+      const auto it = e.inode ? mine.find(e.inode) : mine.end();
+      if (it == mine.end()) {
+        waiting = waiting || e.inode == 0;
+        continue;  // another process's (a listener of the same port), or not accepted yet
+      }
+      shutdown(it->second, SHUT_RDWR);
+      done.insert(e.inode);
+    }
+    if (!waiting) return static_cast<int>(done.size());
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error(ErrorKind::kDistributed, "a stranger's connection to " + local.str() + " port " +
+                                               std::to_string(port) + " was still not accepted after " +
+                                               std::to_string(wait_ms) + " ms, so it could not be shut out");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace h3::dist
