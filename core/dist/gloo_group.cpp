@@ -73,7 +73,9 @@ std::pair<GlooDevice, int> open_device(const std::string& hostname, int rank) {
               "rank " + std::to_string(rank) +
                   ": could not tell Gloo's listening socket from others this process "
                   "opened at the same time (" +
-                  std::to_string(kAttempts) + " tries)");
+                  std::to_string(kAttempts) +
+                  " tries; it is found through /proc/self/fd and /proc/self/net/tcp, which must be "
+                  "readable)");
 }
 
 // Every rank's listening address, then every rank's source addresses towards them (a rank's
