@@ -41,7 +41,7 @@ case "$target" in
     # No LibTorch: the records and the handshake need libcrypto and nlohmann_json only.
     # shellcheck disable=SC2086
     "$cxx" $flags -I"$src/core" \
-      "$src/tests/fuzz/door_records_fuzz.cpp" "$src/core/dist/door_records.cpp" "$src/core/dist/store_front.cpp" \
+      "$src/tests/fuzz/door_records_fuzz.cpp" "$src/core/dist/door_records.cpp" "$src/core/dist/store_front.cpp" "$src/core/dist/proc_sockets.cpp" \
       "$src/core/dist/crypto.cpp" "$src/core/common/error.cpp" -lcrypto -pthread -o "$out"
     ;;
   *)

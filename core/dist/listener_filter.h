@@ -10,40 +10,15 @@
 // trust as for the store, which listens on loopback.
 #pragma once
 
-#include <sys/socket.h>
-
-#include <array>
-#include <cstdint>
-#include <string>
 #include <vector>
 
+#include "dist/proc_sockets.h"
+
 namespace h3::dist {
-
-// An IPv4 or IPv6 address. An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is held as the IPv4
-// address it maps, as the kernel's packets carry it.
-struct IpAddress {
-  int family = 0;                   // AF_INET or AF_INET6
-  std::array<uint8_t, 16> bytes{};  // network order; the first 4 for AF_INET
-  std::string str() const;
-  bool operator==(const IpAddress& o) const { return family == o.family && bytes == o.bytes; }
-};
-
-// The address of a sockaddr_in / sockaddr_in6.
-IpAddress ip_of(const sockaddr_storage& ss);
-
-// "10.0.0.2", "::1": throws h3::Error(kInvalidArgument) naming `text` if it is neither.
-IpAddress parse_ip(const std::string& text);
 
 // This host's source address on the route to `to` (a UDP connect picks the route; nothing is
 // sent). Throws h3::Error(kDistributed) when there is no route.
 IpAddress source_address_towards(const IpAddress& to);
-
-// This process's listening TCP sockets: descriptor and socket inode, from /proc.
-struct ListeningSocket {
-  int fd = -1;
-  uint64_t inode = 0;
-};
-std::vector<ListeningSocket> listening_sockets();
 
 // Attaches the filter to listening socket `fd`: packets from `members` pass, every other is
 // dropped. Throws h3::Error(kDistributed) if the kernel refuses it.

@@ -1,7 +1,6 @@
 #include "dist/store_front.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -16,15 +15,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <map>
 #include <mutex>
-#include <set>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "common/error.h"
 #include "dist/crypto.h"
+#include "dist/proc_sockets.h"
 
 namespace h3::dist {
 
@@ -194,22 +192,6 @@ Fd connect_to(const std::string& host, int port, std::chrono::milliseconds bound
   return out;
 }
 
-// The socket inodes this process holds.
-std::set<unsigned long> own_socket_inodes() {
-  std::set<unsigned long> out;
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    char link[64] = {0};
-    const std::string path = std::string("/proc/self/fd/") + e->d_name;
-    const ssize_t n = readlink(path.c_str(), link, sizeof link - 1);
-    unsigned long ino = 0;
-    if (n > 0 && std::sscanf(link, "socket:[%lu]", &ino) == 1) out.insert(ino);
-  }
-  closedir(d);
-  return out;
-}
-
 // Whether the loopback connection `fd` (accepted by the tunnel) comes from this very process:
 // the socket at its peer's port, connected to the tunnel's port, is one of ours.
 bool from_this_process(int fd, int tunnel_port) {
@@ -218,22 +200,9 @@ bool from_this_process(int fd, int tunnel_port) {
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
   const int peer_port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                                                        : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  const std::set<unsigned long> mine = own_socket_inodes();
-  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
-    std::ifstream in(table);
-    std::string line;
-    std::getline(in, line);  // the column names
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
-      unsigned long inode = 0;
-      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
-      const auto port_of = [](const std::string& a) {
-        const size_t c = a.rfind(':');
-        return c == std::string::npos ? -1 : static_cast<int>(std::strtol(a.c_str() + c + 1, nullptr, 16));
-      };
-      if (port_of(local) == peer_port && port_of(remote) == tunnel_port && mine.count(inode)) return true;
-    }
+  const std::map<uint64_t, int> mine = socket_descriptors();
+  for (const TcpEntry& e : tcp_entries()) {
+    if (e.local_port == peer_port && e.remote_port == tunnel_port && mine.count(e.inode)) return true;
   }
   return false;
 }

@@ -14,7 +14,7 @@
 
 #include <thread>
 
-#include "dist/listener_filter.h"
+#include "dist/proc_sockets.h"
 #include "engine/tiny_model.h"
 #include "process_world_util.h"
 
