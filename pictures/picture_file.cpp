@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "engine/limits.h"
+#include "pictures/stored_orientation.h"
 
 namespace h3::pictures {
 namespace {
@@ -69,6 +70,16 @@ std::string to_uri(const std::string& location, const std::string& name) {
   }
   std::string out(uri);
   g_free(uri);
+  return out;
+}
+
+// The file name of a local picture (a name, or a file:// URI); empty for any other URI.
+std::string local_path(const std::string& location) {
+  if (!gst_uri_is_valid(location.c_str())) return location;
+  if (!gst_uri_has_protocol(location.c_str(), "file")) return {};
+  gchar* path = g_filename_from_uri(location.c_str(), nullptr, nullptr);
+  std::string out = path ? path : "";
+  g_free(path);
   return out;
 }
 
@@ -150,7 +161,9 @@ struct SampleUnref {
 using Sample = std::unique_ptr<GstSample, SampleUnref>;
 
 // uridecodebin ! videoconvert ! videoflip (upright by the stream's orientation tag: a JPEG's EXIF,
-// a video's display matrix) ! videoconvert ! RGB within the side limits ! appsink, playing. Only raw video is
+// a video's display matrix; for a local PNG or WebP file, by the EXIF orientation read from the
+// file, which their decoders do not report) ! videoconvert ! RGB within the side limits ! appsink,
+// playing. Only raw video is
 // exposed (a video's audio is noticed here, and decoded by read_sound in a pass of its own); the converter's
 // input is watched for the announced size, and the caps refuse a picture too small or too large before the
 // converter allocates anything for it.
@@ -167,7 +180,7 @@ class Decoder {
     const std::string uri = to_uri(location, name);
     const std::string desc =
         "uridecodebin name=src caps=video/x-raw expose-all-streams=false ! videoconvert ! "
-        "videoflip video-direction=auto ! videoconvert name=conv ! "
+        "videoflip name=flip video-direction=auto ! videoconvert name=conv ! "
         "video/x-raw,format=RGB,width=[" +
         std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) + "],height=[" +
         std::to_string(kMinPictureSide) + "," + std::to_string(kMaxPictureSide) +
@@ -179,6 +192,13 @@ class Decoder {
     g_signal_connect(src, "autoplug-continue", G_CALLBACK(on_autoplug), &streams_);
     g_signal_connect(src, "autoplug-factories", G_CALLBACK(on_factories), nullptr);
     gst_object_unref(src);
+    if (const std::string path = local_path(location); !path.empty()) {
+      if (const auto method = stored_orientation(path)) {
+        GstElement* flip = gst_bin_get_by_name(GST_BIN(raw), "flip");
+        g_object_set(flip, "video-direction", *method, nullptr);  // instead of the tag it never gets
+        gst_object_unref(flip);
+      }
+    }
     GstElement* conv = gst_bin_get_by_name(GST_BIN(raw), "conv");
     GstPad* conv_sink = gst_element_get_static_pad(conv, "sink");
     gst_pad_add_probe(conv_sink, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_caps, &announced_, nullptr);

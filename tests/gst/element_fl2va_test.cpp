@@ -67,7 +67,67 @@ class H3VideoSrcFl2va : public ::testing::Test {
         "videotestsrc pattern=smpte num-buffers=1 ! video/x-raw,width=64,height=32 ! jpegenc ! "
         "taginject tags=\"image-orientation=rotate-90\" ! jifmux",
         "turned.jpg");
+    // A PNG and a lossless WebP of the same picture, then each again with an EXIF block in its own
+    // chunk: a PNG's eXIf (orientation 6, turned 90 degrees clockwise) and, in an extended WebP, an
+    // EXIF chunk (orientation 8, turned 90 degrees anticlockwise; and 1, upright).
+    write_picture("videotestsrc pattern=smpte num-buffers=1 ! video/x-raw,width=64,height=32 ! pngenc",
+                  "upright.png");
+    write_picture(
+        "videotestsrc pattern=smpte num-buffers=1 ! video/x-raw,width=64,height=32 ! webpenc lossless=true",
+        "upright.webp");
+    write_bytes("turned.png", png_with_exif(read_bytes("upright.png"), exif_orientation(6)));
+    write_bytes("turned.webp", webp_with_exif(read_bytes("upright.webp"), exif_orientation(8), 64, 32));
+    write_bytes("level.webp", webp_with_exif(read_bytes("upright.webp"), exif_orientation(1), 64, 32));
     std::ofstream(g_dir + "/notes.png") << "these are notes, not a picture\n";
+  }
+  static std::string read_bytes(const char* name) {
+    std::ifstream in(g_dir + "/" + name, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  static void write_bytes(const char* name, const std::string& bytes) {
+    std::ofstream(g_dir + "/" + name, std::ios::binary) << bytes;
+  }
+  // A big-endian TIFF block with one IFD entry: Orientation (0x0112), a SHORT.
+  static std::string exif_orientation(int orientation) {
+    const char tiff[] = {'M',  'M',  0, 42, 0, 0, 0, 8,  // header, IFD at 8
+                         0,    1,                        // one entry
+                         0x01, 0x12, 0, 3,  0, 0, 0, 1, 0, static_cast<char>(orientation),
+                         0,    0,    0, 0,  0, 0};  // no next IFD
+    return std::string(tiff, sizeof tiff);
+  }
+  static std::string be32(uint32_t v) {
+    return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+            static_cast<char>(v)};
+  }
+  static std::string le32(uint32_t v) {
+    return {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16),
+            static_cast<char>(v >> 24)};
+  }
+  // PNG's CRC-32 (ISO 3309) over a chunk's type and data.
+  static uint32_t crc32(const std::string& bytes) {
+    uint32_t c = 0xffffffffu;
+    for (unsigned char b : bytes) {
+      c ^= b;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+  }
+  // The eXIf chunk right after IHDR (8 bytes of signature, then IHDR's 8 + 13 + 4).
+  static std::string png_with_exif(const std::string& png, const std::string& exif) {
+    const std::string body = "eXIf" + exif;
+    return png.substr(0, 33) + be32(static_cast<uint32_t>(exif.size())) + body + be32(crc32(body)) +
+           png.substr(33);
+  }
+  // A simple WebP (RIFF, WEBP, one image chunk) made extended: a VP8X chunk saying that an EXIF
+  // chunk follows, the image chunk, the EXIF chunk.
+  static std::string webp_with_exif(const std::string& webp, const std::string& exif, int width, int height) {
+    std::string vp8x = std::string("VP8X") + le32(10) + std::string(1, '\x08') + std::string(3, '\0');
+    vp8x += le32(static_cast<uint32_t>(width - 1)).substr(0, 3) +
+            le32(static_cast<uint32_t>(height - 1)).substr(0, 3);
+    std::string chunk = "EXIF" + le32(static_cast<uint32_t>(exif.size())) + exif;
+    if (exif.size() % 2) chunk += '\0';
+    const std::string body = "WEBP" + vp8x + webp.substr(12) + chunk;
+    return "RIFF" + le32(static_cast<uint32_t>(body.size())) + body;
   }
   static void TearDownTestSuite() {
     gchar* argv[] = {const_cast<gchar*>("rm"), const_cast<gchar*>("-rf"), const_cast<gchar*>(g_dir.c_str()),
@@ -329,27 +389,51 @@ TEST_F(H3VideoSrcFl2va, AVideoReferenceConditionsTheClip) {
   EXPECT_EQ(got.width, 256);
 }
 
+// The largest difference between `turned` (32 x 64) and the 64 x 32 picture `up` turned a quarter
+// clockwise or anticlockwise.
+int worst_against_quarter_turn(const h3::Picture& up, const h3::Picture& turned, bool clockwise) {
+  EXPECT_EQ(up.width, 64);
+  EXPECT_EQ(up.height, 32);
+  EXPECT_EQ(turned.width, 32);
+  EXPECT_EQ(turned.height, 64);
+  if (up.width != 64 || up.height != 32 || turned.width != 32 || turned.height != 64) return 255;
+  int worst = 0;
+  for (int r = 0; r < 64; ++r) {
+    for (int c = 0; c < 32; ++c) {
+      for (int k = 0; k < 3; ++k) {
+        // Clockwise, row r and column c show the upright picture's row 31 - c, column r;
+        // anticlockwise, its row c, column 63 - r.
+        const int a = turned.rgb[(static_cast<size_t>(r) * 32 + c) * 3 + k];
+        const int b = clockwise ? up.rgb[(static_cast<size_t>(31 - c) * 64 + r) * 3 + k]
+                                : up.rgb[(static_cast<size_t>(c) * 64 + (63 - r)) * 3 + k];
+        worst = std::max(worst, std::abs(a - b));
+      }
+    }
+  }
+  return worst;
+}
+
 // A JPEG's EXIF orientation is applied, as the reference pipelines' load_image (Pillow's
 // exif_transpose) applies it: orientation 6 is the stored picture turned 90 degrees clockwise.
 TEST_F(H3VideoSrcFl2va, AJpegIsTurnedUprightByItsExifOrientation) {
   const h3::Picture up = h3::pictures::read_picture(g_dir + "/upright.jpg", "first-frame");
   const h3::Picture turned = h3::pictures::read_picture(g_dir + "/turned.jpg", "first-frame");
-  ASSERT_EQ(up.width, 64);
-  ASSERT_EQ(up.height, 32);
-  ASSERT_EQ(turned.width, 32);
-  ASSERT_EQ(turned.height, 64);
-  int worst = 0;
-  for (int r = 0; r < 64; ++r) {
-    for (int c = 0; c < 32; ++c) {
-      for (int k = 0; k < 3; ++k) {
-        // Turned clockwise: row r, column c shows the upright picture's row 31 - c, column r.
-        const int a = turned.rgb[(static_cast<size_t>(r) * 32 + c) * 3 + k];
-        const int b = up.rgb[(static_cast<size_t>(31 - c) * 64 + r) * 3 + k];
-        worst = std::max(worst, std::abs(a - b));
-      }
-    }
-  }
-  EXPECT_EQ(worst, 0);
+  EXPECT_EQ(worst_against_quarter_turn(up, turned, true), 0);
+}
+
+// So are a PNG's (its eXIf chunk) and a WebP's (its EXIF chunk), which pngdec and webpdec do not
+// report: orientation 6 clockwise, 8 anticlockwise, 1 as stored; pixel for pixel, both lossless.
+TEST_F(H3VideoSrcFl2va, APngAndAWebpAreTurnedUprightByTheirExifOrientation) {
+  const h3::Picture png = h3::pictures::read_picture(g_dir + "/upright.png", "first-frame");
+  const h3::Picture turned_png = h3::pictures::read_picture(g_dir + "/turned.png", "first-frame");
+  EXPECT_EQ(worst_against_quarter_turn(png, turned_png, true), 0);
+  const h3::Picture webp = h3::pictures::read_picture(g_dir + "/upright.webp", "first-frame");
+  const h3::Picture turned_webp =
+      h3::pictures::read_picture("file://" + g_dir + "/turned.webp", "first-frame");
+  EXPECT_EQ(worst_against_quarter_turn(webp, turned_webp, false), 0);
+  const h3::Picture level = h3::pictures::read_picture(g_dir + "/level.webp", "first-frame");
+  EXPECT_EQ(level.width, 64);
+  EXPECT_EQ(level.rgb, webp.rgb);
 }
 
 // Sound through the element: a video with its soundtrack, a picture and a WAV of sound alone; and
