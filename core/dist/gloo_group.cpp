@@ -46,7 +46,7 @@ using GlooDevice = decltype(c10d::ProcessGroupGloo::createDefaultDevice());
 // and LibTorch ships none of Gloo's headers): the one listener that appeared with it. Devices are
 // made one at a time in this process; should another part of it open a listener at that very
 // moment, the device is made again.
-std::pair<GlooDevice, int> open_device(const std::string& hostname, int rank) {
+std::pair<GlooDevice, ListeningSocket> open_device(const std::string& hostname, int rank) {
   static std::mutex one_at_a_time;
   constexpr int kAttempts = 3;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
@@ -61,11 +61,11 @@ std::pair<GlooDevice, int> open_device(const std::string& hostname, int rank) {
                                                (hostname.empty() ? "this host's address" : hostname) + ": " +
                                                first_line(e.what()));
     }
-    std::vector<int> fresh;
+    std::vector<ListeningSocket> fresh;
     for (const ListeningSocket& l : listening_sockets()) {
       const bool old = std::any_of(before.begin(), before.end(),
                                    [&](const ListeningSocket& b) { return b.inode == l.inode; });
-      if (!old) fresh.push_back(l.fd);
+      if (!old) fresh.push_back(l);
     }
     if (fresh.size() == 1) return {device, fresh[0]};
   }
@@ -81,8 +81,9 @@ std::pair<GlooDevice, int> open_device(const std::string& hostname, int rank) {
 // Every rank's listening address, then every rank's source addresses towards them (a rank's
 // connections leave from the address its route picks, not necessarily the one it listens on),
 // exchanged through the group's store (sealed in a process world: a stranger cannot add itself),
-// become the members listener `fd` admits; then what it took before the filter is shut out.
-void admit_members(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout, int fd) {
+// become the members `listener` admits; then what it took before the filter is shut out.
+void admit_members(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout,
+                   const ListeningSocket& listener) {
   const std::string me = "rank " + std::to_string(rank);
   const auto exchange = [&](const std::string& what, const std::string& mine) {
     store.set("h3-gloo-" + what + "/" + std::to_string(rank), mine);
@@ -102,27 +103,22 @@ void admit_members(c10d::Store& store, int rank, int size, std::chrono::millisec
     }
     return out;
   };
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
-    throw Error(ErrorKind::kDistributed, me + ": could not read Gloo's listening address");
-  }
   std::vector<IpAddress> members;
   const auto add = [&](const IpAddress& a) {
     if (std::find(members.begin(), members.end(), a) == members.end()) members.push_back(a);
   };
   std::string sources;
-  for (const std::string& text : exchange("listener", ip_of(bound).str())) {
-    const IpAddress listener = parse_ip(text);
-    add(listener);
-    sources += (sources.empty() ? "" : " ") + source_address_towards(listener).str();
+  for (const std::string& text : exchange("listener", listener.address.str())) {
+    const IpAddress peer = parse_ip(text);
+    add(peer);
+    sources += (sources.empty() ? "" : " ") + source_address_towards(peer).str();
   }
   for (const std::string& list : exchange("sources", sources)) {
     std::istringstream words(list);
     for (std::string w; words >> w;) add(parse_ip(w));
   }
-  admit_only(fd, members);
-  shut_out_strangers(fd, members, static_cast<int>(std::min<int64_t>(timeout.count(), 1000)));
+  admit_only(listener.fd, members);
+  shut_out_strangers(listener, members, static_cast<int>(std::min<int64_t>(timeout.count(), 1000)));
 }
 
 class GlooGroup final : public StoreBoardGroup {

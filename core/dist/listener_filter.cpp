@@ -105,19 +105,12 @@ void admit_only(int fd, const std::vector<IpAddress>& members) {
   }
 }
 
-int shut_out_strangers(int listener_fd, const std::vector<IpAddress>& members, int wait_ms) {
+int shut_out_strangers(const ListeningSocket& listener, const std::vector<IpAddress>& members, int wait_ms) {
   constexpr int kEstablished = 1, kCloseWait = 8;
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  if (getsockname(listener_fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
-    throw Error(ErrorKind::kDistributed,
-                "could not read a listening socket's address: " + std::string(std::strerror(errno)));
-  }
-  const IpAddress local = ip_of(bound);
+  const IpAddress& local = listener.address;
+  const int port = listener.port;
   const bool any_local =
       std::all_of(local.bytes.begin(), local.bytes.end(), [](uint8_t b) { return b == 0; });
-  const int port = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(bound).sin_port
-                                                    : reinterpret_cast<const sockaddr_in6&>(bound).sin6_port);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   std::set<uint64_t> done;
   for (;;) {

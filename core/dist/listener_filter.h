@@ -24,10 +24,10 @@ IpAddress source_address_towards(const IpAddress& to);
 // dropped. Throws h3::Error(kDistributed) if the kernel refuses it.
 void admit_only(int fd, const std::vector<IpAddress>& members);
 
-// Connections from addresses that are not members, which listening socket `listener_fd` took
-// before its filter was attached, are shut down (their owner, Gloo's listener, sees them fail and
-// drops them). Returns how many. Waits up to `wait_ms` for ones still in the accept queue to be
-// accepted, then throws h3::Error(kDistributed).
-int shut_out_strangers(int listener_fd, const std::vector<IpAddress>& members, int wait_ms);
+// Connections from addresses that are not members, which `listener` took before its filter was
+// attached, are shut down (their owner, Gloo's listener, sees them fail and drops them). Returns
+// how many. Waits up to `wait_ms` for ones still in the accept queue to be accepted, then throws
+// h3::Error(kDistributed).
+int shut_out_strangers(const ListeningSocket& listener, const std::vector<IpAddress>& members, int wait_ms);
 
 }  // namespace h3::dist

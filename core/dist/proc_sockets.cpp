@@ -119,7 +119,7 @@ std::vector<ListeningSocket> listening_sockets() {
     constexpr int kListen = 10;
     if (e.state != kListen) continue;
     const auto it = mine.find(e.inode);
-    if (it != mine.end()) out.push_back({it->second, e.inode});
+    if (it != mine.end()) out.push_back({it->second, e.inode, e.local, e.local_port});
   }
   return out;
 }

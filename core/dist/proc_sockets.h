@@ -41,10 +41,12 @@ struct TcpEntry {
 };
 std::vector<TcpEntry> tcp_entries();
 
-// This process's listening TCP sockets: descriptor and socket inode.
+// This process's listening TCP sockets: descriptor, socket inode and the address and port bound.
 struct ListeningSocket {
   int fd = -1;
   uint64_t inode = 0;
+  IpAddress address;  // all zeros for a wildcard
+  int port = 0;
 };
 std::vector<ListeningSocket> listening_sockets();
 

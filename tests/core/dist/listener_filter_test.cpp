@@ -4,7 +4,6 @@
 #include "dist/listener_filter.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -13,31 +12,16 @@
 #include <algorithm>
 #include <string>
 
+#include "../../free_port.h"
 #include "common/error.h"
 
 namespace h3::dist {
 namespace {
 
-sockaddr_storage endpoint(const std::string& ip, int port) {
-  sockaddr_storage ss{};
-  const IpAddress a = parse_ip(ip);
-  if (a.family == AF_INET && ip.find(':') == std::string::npos) {
-    auto& in = reinterpret_cast<sockaddr_in&>(ss);
-    in.sin_family = AF_INET;
-    in.sin_port = htons(static_cast<uint16_t>(port));
-    std::copy_n(a.bytes.data(), 4, reinterpret_cast<uint8_t*>(&in.sin_addr));
-  } else {
-    auto& in6 = reinterpret_cast<sockaddr_in6&>(ss);
-    in6.sin6_family = AF_INET6;
-    in6.sin6_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET6, ip.c_str(), &in6.sin6_addr);
-  }
-  return ss;
-}
-
-socklen_t length(const sockaddr_storage& ss) {
-  return ss.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-}
+using h3test_net::connect_from;
+using h3test_net::connects;
+using h3test_net::endpoint;
+using h3test_net::length;
 
 // A listener on `ip`, port chosen by the kernel: {fd, port}.
 std::pair<int, int> listen_on(const std::string& ip) {
@@ -57,31 +41,6 @@ std::pair<int, int> listen_on(const std::string& ip) {
   return {fd, port};
 }
 
-// A connection from `from` to `to`:port that completes within `ms`: its descriptor, else -1.
-int connect_from(const std::string& from, const std::string& to, int port, int ms = 700) {
-  sockaddr_storage src = endpoint(from, 0), dst = endpoint(to, port);
-  const int fd = socket(dst.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&src), length(src)) != 0) {
-    close(fd);
-    return -1;
-  }
-  connect(fd, reinterpret_cast<sockaddr*>(&dst), length(dst));
-  pollfd p{fd, POLLOUT, 0};
-  int err = 0;
-  socklen_t len = sizeof err;
-  if (poll(&p, 1, ms) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool connects(const std::string& from, const std::string& to, int port) {
-  const int fd = connect_from(from, to, port);
-  if (fd >= 0) close(fd);
-  return fd >= 0;
-}
-
 TEST(ListenerFilter, AddressesParsePrintAndMapIpv4InIpv6ToIpv4) {
   EXPECT_EQ(parse_ip("10.0.0.2").str(), "10.0.0.2");
   EXPECT_EQ(parse_ip("10.0.0.2").family, AF_INET);
@@ -98,11 +57,24 @@ TEST(ListenerFilter, AddressesParsePrintAndMapIpv4InIpv6ToIpv4) {
   EXPECT_EQ(source_address_towards(parse_ip("127.0.0.1")), parse_ip("127.0.0.1"));
 }
 
-TEST(ListenerFilter, ListeningSocketsFindsANewListenerByItsDescriptor) {
+// The entry listening_sockets() gives for descriptor `fd`; a default one (fd -1) if none.
+ListeningSocket listener_of(int fd) {
+  for (const ListeningSocket& l : listening_sockets())
+    if (l.fd == fd) return l;
+  return {};
+}
+
+TEST(ListenerFilter, ListeningSocketsFindsANewListenerByItsDescriptorWithItsAddressAndPort) {
   const auto [fd, port] = listen_on("127.0.0.1");
-  const auto all = listening_sockets();
-  EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const ListeningSocket& l) { return l.fd == fd; }))
-      << "port " << port;
+  const ListeningSocket l = listener_of(fd);
+  EXPECT_EQ(l.fd, fd);
+  EXPECT_GT(l.inode, 0u);
+  EXPECT_EQ(l.address, parse_ip("127.0.0.1"));
+  EXPECT_EQ(l.port, port);
+  const auto [fd6, port6] = listen_on("::1");
+  EXPECT_EQ(listener_of(fd6).address, parse_ip("::1"));
+  EXPECT_EQ(listener_of(fd6).port, port6);
+  close(fd6);
   close(fd);
   const auto after = listening_sockets();
   EXPECT_FALSE(std::any_of(after.begin(), after.end(), [&](const ListeningSocket& l) { return l.fd == fd; }));
@@ -152,7 +124,7 @@ TEST(ListenerFilter, ConnectionsTakenBeforeTheFilterFromStrangersAreShutOutAndMe
   ASSERT_GE(accepted_member, 0);
   admit_only(fd, {parse_ip("127.0.0.1")});
   try {
-    shut_out_strangers(fd, {parse_ip("127.0.0.1")}, 200);
+    shut_out_strangers(listener_of(fd), {parse_ip("127.0.0.1")}, 200);
     FAIL() << "a stranger left in the accept queue must fail the call";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("was still not accepted after 200 ms"), std::string::npos)
@@ -164,7 +136,7 @@ TEST(ListenerFilter, ConnectionsTakenBeforeTheFilterFromStrangersAreShutOutAndMe
   EXPECT_EQ(read(stranger, &byte, 1), 0) << "the accepted stranger's connection ended all the same";
   const int accepted_queued = accept(fd, nullptr, nullptr);
   ASSERT_GE(accepted_queued, 0);
-  EXPECT_EQ(shut_out_strangers(fd, {parse_ip("127.0.0.1")}, 200), 1) << "the one accepted since";
+  EXPECT_EQ(shut_out_strangers(listener_of(fd), {parse_ip("127.0.0.1")}, 200), 1) << "the one accepted since";
   pollfd q{queued, POLLIN, 0};
   ASSERT_EQ(poll(&q, 1, 2000), 1);
   EXPECT_EQ(read(queued, &byte, 1), 0);

@@ -8,7 +8,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -275,36 +274,9 @@ TEST(ProcessWorldFaults, AWorldOfFourGivesTheFramesOfFourThreadRanksAndTheSurviv
 std::vector<int> own_listening_ports() {
   std::vector<int> ports;
   for (const dist::ListeningSocket& l : dist::listening_sockets()) {
-    sockaddr_in a{};
-    socklen_t len = sizeof a;
-    if (getsockname(l.fd, reinterpret_cast<sockaddr*>(&a), &len) == 0 && a.sin_family == AF_INET)
-      ports.push_back(ntohs(a.sin_port));
+    if (l.address.family == AF_INET) ports.push_back(l.port);
   }
   return ports;
-}
-
-// A non-blocking connection from `from` to 127.0.0.1:port, started: its descriptor.
-int start_connect(const char* from, int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_in src{}, dst{};
-  src.sin_family = dst.sin_family = AF_INET;
-  inet_pton(AF_INET, from, &src.sin_addr);
-  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
-  dst.sin_port = htons(static_cast<uint16_t>(port));
-  bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src);
-  connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst);
-  return fd;
-}
-
-// Whether a connection from `from` to 127.0.0.1:port completes within 700 ms.
-bool connects_from(const char* from, int port) {
-  const int fd = start_connect(from, port);
-  pollfd p{fd, POLLOUT, 0};
-  int err = 0;
-  socklen_t len = sizeof err;
-  const bool ok = poll(&p, 1, 700) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
-  close(fd);
-  return ok;
 }
 
 int open_descriptors() {
@@ -353,15 +325,17 @@ TEST(ProcessWorldFaults, AStrangerOnAnotherAddressNeverReachesGlooAndItsFloodCos
   const at::Tensor frames = generate_frames(*e);
   std::vector<int> closed;
   for (int port : own_listening_ports()) {
-    if (!connects_from("127.0.0.2", port)) closed.push_back(port);
+    if (!h3test_net::connects("127.0.0.2", "127.0.0.1", port)) closed.push_back(port);
   }
   ASSERT_FALSE(closed.empty()) << "every port rank 0 listens on let 127.0.0.2 in";
   for (int port : closed)
-    EXPECT_TRUE(connects_from("127.0.0.1", port)) << "port " << port << " shut to members too";
+    EXPECT_TRUE(h3test_net::connects("127.0.0.1", "127.0.0.1", port))
+        << "port " << port << " shut to members too";
   const int before = open_descriptors();
   const pid_t flood = fork();
   if (flood == 0) {
-    for (int i = 0; i < 400; ++i) start_connect("127.0.0.2", closed[static_cast<size_t>(i) % closed.size()]);
+    for (int i = 0; i < 400; ++i)
+      h3test_net::start_connect("127.0.0.2", "127.0.0.1", closed[static_cast<size_t>(i) % closed.size()]);
     sleep(30);
     _exit(0);
   }
