@@ -7,8 +7,8 @@
 #                                         (gloo, nlohmann_json, GoogleTest) into .gpu-carry/
 #   bash scripts/gpu-check.sh             there, with .gpu-carry carried along
 #
-# Steps: the GoogleTest cases that need a GPU (DiT forward fp32/bf16 and VAE decode against the
-# golden vectors, the NCCL group's collectives at world size = GPUs present, device checks);
+# Steps: the GoogleTest cases that need a GPU (DiT forward fp32/bf16, the video and audio VAE
+# decodes and encoders against the golden and reference vectors, the NCCL group's collectives at world size = GPUs present, device checks);
 # `h3 generate --device cuda` on the tiny model against the CPU run (euler and causal samplers);
 # `h3 bench dit|vae|generate
 # --device cuda`. Exits non-zero at the first failure, and with "no GPU" where there is none.
@@ -74,7 +74,8 @@ run_gtest() {  # run_gtest BINARY FILTER
 }
 run_gtest build-gpu/tests/core/core_test 'Device.*'
 run_gtest build-gpu/tests/core/core_test 'Cuda.*:ReleasePrecision.*'
-run_gtest build-gpu/tests/core/core_test 'GoldenCuda.*'
+run_gtest build-gpu/tests/core/core_test 'GoldenCuda.*:AudioGolden.OnTheGpu'
+run_gtest build-gpu/tests/core/core_test 'VaeEncoderCuda.*:AudioEncoder.OnTheGpu'
 run_gtest build-gpu/tests/core/core_test 'Nccl.*'
 if [ "$GPUS" -ge 2 ]; then
   "$H3" bench comm --backend nccl --ranks "$GPUS" --max-mib 64 || fail "h3 bench comm --backend nccl"

@@ -111,6 +111,42 @@ int64_t encoder_parameters(const AudioVaeConfig& c) {
   return counter.n;
 }
 
+namespace {
+
+// Moves every declared tensor of a copy of the weights (the walk binding and counting take).
+struct DeviceMover {
+  c10::Device device;
+  void move(at::Tensor& t) const {
+    if (t.defined()) t = t.to(device);
+  }
+  void conv(const ConvSpec&, Conv& c) const {
+    move(c.weight);
+    move(c.bias);
+  }
+  void snake1d(const std::string&, int64_t, at::Tensor& alpha) const { move(alpha); }
+  void linear(const LinearSpec&, Linear& l) const {
+    move(l.weight);
+    move(l.bias);
+  }
+  void layer_norm(const std::string&, int64_t, LayerNormWeights& n) const {
+    move(n.weight);
+    move(n.bias);
+  }
+  void vector(const std::string&, int64_t, at::Tensor& t) const { move(t); }
+  void unread(const std::string&, const std::vector<int64_t>&, double) const {}
+};
+
+}  // namespace
+
+AudioEncoder AudioEncoder::to(const c10::Device& device) const {
+  EncoderWeights moved = weights_;
+  const DeviceMover mover{device};
+  mover.move(moved.latents_mean);
+  mover.move(moved.latents_std);
+  declare_encoder_modules(config_, moved, mover);
+  return AudioEncoder(config_, std::move(moved));
+}
+
 AudioEncoder::AudioEncoder(AudioVaeConfig config, EncoderWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)) {}
 
@@ -143,7 +179,7 @@ at::Tensor AudioEncoder::posterior_mean(const at::Tensor& mono) const {
   const EncoderWeights& w = weights_;
   const int64_t hop = config_.hop(), n = mono.size(2);
   const int64_t padded = latents_for(n) * hop;
-  at::Tensor x = mono.to(at::kCPU, at::kFloat);
+  at::Tensor x = mono.to(device(), at::kFloat);
   if (padded > n) x = at::constant_pad_nd(x, {0, padded - n}, 0.0);
   x = conv(x, w.conv_in, 1, 3);
   for (const EncoderStage& s : w.stages) {
@@ -164,6 +200,7 @@ at::Tensor AudioEncoder::encode(const at::Tensor& stereo) const {
   const at::Tensor z = posterior_mean(stereo.unsqueeze(1)).transpose(1, 2);  // [2, A, C]
   return ((z - weights_.latents_mean) / weights_.latents_std)
       .reshape({-1, config_.latent_channels})
+      .to(at::kCPU)
       .contiguous();
 }
 

@@ -8,7 +8,8 @@
 // then a GeGLU MLP) -> mean_proj: the posterior mean, which H3 takes (never a sample) ->
 // (z - mean) / std per channel -> rows [2·A, C], the left channel's A rows first.
 //
-// Weight norm is folded once at load. fp32 on the CPU: a reference is at most a clip long.
+// Weight norm is folded once at load. fp32, on the CPU unless moved with to() (beside the GPU
+// decode with device = cuda).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -82,16 +83,20 @@ class AudioEncoder {
   static AudioEncoder random(const AudioVaeConfig& config, uint64_t seed);
 
   const AudioVaeConfig& config() const { return config_; }
+  const EncoderWeights& weights() const { return weights_; }
+  // The same encoder with its weights on `device`; waveforms may live anywhere.
+  AudioEncoder to(const c10::Device& device) const;
+  c10::Device device() const { return weights_.conv_in.weight.device(); }
   int sample_rate() const { return static_cast<int>(config_.sample_rate); }
   int64_t samples_per_latent() const { return config_.hop(); }
   // Latents per channel of `samples` samples: ceil(samples / hop).
   int64_t latents_for(int64_t samples) const { return (samples + config_.hop() - 1) / config_.hop(); }
 
   // stereo: [2, N] (N >= 1) floating, at sample_rate() -> normalised rows [2·A, C] fp32 CPU,
-  // A = latents_for(N), the left channel's rows first.
+  // A = latents_for(N), the left channel's rows first (on the CPU whatever the device).
   at::Tensor encode(const at::Tensor& stereo) const;
   // The posterior mean before normalisation, [B, C, A] for mono signals [B, 1, N]: what the
-  // reference's encode(...).latent_dist.mode() gives (parity tests).
+  // reference's encode(...).latent_dist.mode() gives (parity tests), on the encoder's device.
   at::Tensor posterior_mean(const at::Tensor& mono) const;
 
  private:

@@ -3,7 +3,8 @@
 // stride of three dilated residual units, a Snake and a strided convolution, then a Snake and
 // the trunk's last convolution), `pre_block` (the causal-attention projection onto the latent
 // width) and the posterior heads. Binding a checkpoint and writing random weights both walk it
-// (audio/weight_visitors.h); the struct it fills is EncoderWeights (audio/audio_encoder.h).
+// (audio/weight_visitors.h), as do counting and moving to a device (audio/audio_encoder.cpp); the
+// struct it fills is EncoderWeights (audio/audio_encoder.h).
 #pragma once
 
 #include <cmath>

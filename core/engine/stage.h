@@ -41,11 +41,11 @@ struct RankParts {
   // for it); kept for the engine's lifetime.
   std::optional<audio::AudioDecoder> audio;
   // Every rank, read by the first request with keyframes (FL2VA) and kept: the video VAE's
-  // encoder and the text encoder's vision tower (this rank's shards).
+  // encoder (on the decoder's device) and the text encoder's vision tower (this rank's shards).
   std::optional<vae::VideoEncoder> vae_encoder;
   std::optional<text::VisionTower> vision;
   // Rank 0 only, read by the first request whose references carry sound (Ref2VA) and kept: the
-  // audio VAE's encoder.
+  // audio VAE's encoder (on the decoder's device).
   std::optional<audio::AudioEncoder> audio_encoder;
   // The LoRA attached to `dit` (its path as the request gave it); empty: none.
   std::string lora;

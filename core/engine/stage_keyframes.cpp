@@ -18,7 +18,8 @@ void ensure_vae_encoder(const StageContext& c) {
   dist::LocalFailure f;
   if (!c.parts.vae_encoder) {
     try {
-      c.parts.vae_encoder.emplace(vae::VideoEncoder::load(c.model.vae_dir));
+      // Beside the decoder: on the rank's GPU with device = cuda.
+      c.parts.vae_encoder.emplace(vae::VideoEncoder::load(c.model.vae_dir).to(c.parts.vae->device()));
     } catch (...) {
       f.capture();
     }

@@ -24,7 +24,8 @@ std::vector<at::Tensor> reference_sounds_stage(const StageContext& c, const Gene
         throw Error(ErrorKind::kInternal, "rank 0's request and its plan disagree on the references");
       }
       if (!c.parts.audio_encoder)
-        c.parts.audio_encoder.emplace(audio::AudioEncoder::load(c.model.audio_vae_dir));
+        c.parts.audio_encoder.emplace(
+            audio::AudioEncoder::load(c.model.audio_vae_dir).to(c.parts.vae->device()));
       const audio::AudioEncoder& encoder = *c.parts.audio_encoder;
       for (size_t i = 0; i < planned.size(); ++i) {
         const Audio* sound = own->references[i].sound();

@@ -72,6 +72,10 @@ VideoEncoder VideoEncoder::load(const std::string& vae_dir) {
   return VideoEncoder(c, std::move(w));
 }
 
+VideoEncoder VideoEncoder::to(const c10::Device& device) const {
+  return VideoEncoder(config_, to_device(config_, weights_, device));
+}
+
 int64_t VideoEncoder::latent_frames(int64_t frames) const {
   if (frames <= 1) return frames;
   int64_t per_clip = config_.clip_length;
@@ -192,7 +196,7 @@ at::Tensor VideoEncoder::pixels_checked(const at::Tensor& frames, const char* wh
                     "coarsest level); resize or crop the input first");
   }
   // ImageNet-normalised fp32 pixels [1, 3, T, H, W], in the reference's order of operations.
-  at::Tensor x = frames.to(at::kCPU).to(at::kFloat);
+  at::Tensor x = frames.to(device()).to(at::kFloat);
   if (frames.scalar_type() == at::kByte) x = x.div(255.0);
   const auto opt = x.options();
   const at::Tensor mean = at::tensor(at::ArrayRef<double>(kPixelMean, 3), opt).view({3, 1, 1, 1});
@@ -240,8 +244,10 @@ at::Tensor VideoEncoder::sample_posterior(const at::Tensor& moments, uint64_t se
   const std::vector<at::Tensor> parts = moments.chunk(2, 1);
   const at::Tensor mean = parts[0];
   const at::Tensor sd = at::exp(0.5 * at::clamp(parts[1], -30.0, 20.0));
+  // Drawn on the CPU wherever the moments are: the reference's generator is a CPU one, and a
+  // device's generator would draw other numbers.
   at::Generator gen = at::detail::createCPUGenerator(seed);
-  const at::Tensor noise = at::randn(mean.sizes(), gen, mean.options());
+  const at::Tensor noise = at::randn(mean.sizes(), gen, mean.options().device(at::kCPU)).to(mean.device());
   return mean + sd * noise;
 }
 

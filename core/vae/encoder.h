@@ -46,6 +46,12 @@ class VideoEncoder {
   const VaeConfig& config() const { return config_; }
   const EncoderWeights& weights() const { return weights_; }
 
+  // The same encoder with its weights on `device` (a CUDA device beside the GPU decode). Pixels
+  // may live anywhere and are moved there; latents and moments come back on that device. The
+  // posterior sample's noise is still drawn by a CPU generator, so a device changes no draw.
+  VideoEncoder to(const c10::Device& device) const;
+  c10::Device device() const { return weights_.conv_in_weight.device(); }
+
   // Pixels are RGB, channels first: an image [3, H, W], a video [3, T, H, W]; uint8 (0..255) or
   // floating point in [0, 1] — the range of the decoder's frames / frames_f32 (whose
   // [T, H, W, 3] layout is frames.permute({3, 0, 1, 2})). ImageNet normalisation is done here.
@@ -59,7 +65,8 @@ class VideoEncoder {
   // The posterior parameters [1, 2C, t, h, w] (mean | logvar; quant_conv output, clips joined,
   // token_drop latents dropped) of [3, T, H, W] pixels; the steps of encode_clip one by one.
   at::Tensor moments(const at::Tensor& frames, std::optional<bool> tiling = {}) const;
-  // mean + exp(0.5 * clamp(logvar, -30, 20)) * randn(mean's shape, CPU generator seeded `seed`).
+  // mean + exp(0.5 * clamp(logvar, -30, 20)) * randn(mean's shape, CPU generator seeded `seed`),
+  // on the moments' device.
   static at::Tensor sample_posterior(const at::Tensor& moments, uint64_t seed);
   // (z - latents_mean) / latents_std per channel, in fp32 (z: [1, C, t, h, w]).
   at::Tensor normalize(const at::Tensor& z) const;

@@ -12,20 +12,19 @@ std::vector<EncoderTensor> encoder_tensors(const VaeConfig& c) {
   using W = EncoderWeights;
   using Tensor = at::Tensor;
   std::vector<EncoderTensor> out;
-  auto add = [&](std::string name, std::vector<int64_t> shape, R role,
-                 std::function<void(W&, const Tensor&)> store) {
-    out.push_back({std::move(name), std::move(shape), role, std::move(store)});
+  auto add = [&](std::string name, std::vector<int64_t> shape, R role, std::function<Tensor&(W&)> slot) {
+    out.push_back({std::move(name), std::move(shape), role, std::move(slot)});
   };
   // A conv's weight and bias; `k` is the (cubic) kernel size.
   auto conv = [&](const std::string& p, int64_t in, int64_t o, int64_t k, std::function<Tensor&(W&)> w,
                   std::function<Tensor&(W&)> b) {
-    add(p + ".weight", {o, in, k, k, k}, R::kLinearWeight, [w](W& x, const Tensor& t) { w(x) = t; });
-    add(p + ".bias", {o}, R::kBias, [b](W& x, const Tensor& t) { b(x) = t; });
+    add(p + ".weight", {o, in, k, k, k}, R::kLinearWeight, std::move(w));
+    add(p + ".bias", {o}, R::kBias, std::move(b));
   };
   auto norm = [&](const std::string& p, int64_t ch, std::function<Tensor&(W&)> w,
                   std::function<Tensor&(W&)> b) {
-    add(p + ".weight", {ch}, R::kNormWeight, [w](W& x, const Tensor& t) { w(x) = t; });
-    add(p + ".bias", {ch}, R::kBias, [b](W& x, const Tensor& t) { b(x) = t; });
+    add(p + ".weight", {ch}, R::kNormWeight, std::move(w));
+    add(p + ".bias", {ch}, R::kBias, std::move(b));
   };
   const auto& ch = c.encoder_channels;
   const int64_t C2 = 2 * c.latent_channels;
@@ -96,9 +95,18 @@ EncoderWeights bind_encoder_weights(const VaeConfig& c,
                                             shape_string(t.sizes()) + " but the config needs " +
                                             shape_string(d.shape) + " (config and checkpoint disagree)");
     }
-    d.store(w, t.to(at::kCPU, at::kFloat).contiguous());
+    d.slot(w) = t.to(at::kCPU, at::kFloat).contiguous();
   }
   return w;
+}
+
+EncoderWeights to_device(const VaeConfig& c, const EncoderWeights& w, const c10::Device& device) {
+  EncoderWeights moved = w;  // the same levels and resnets, sharing the tensors until moved
+  for (const EncoderTensor& d : encoder_tensors(c)) {
+    at::Tensor& t = d.slot(moved);
+    t = t.to(device);
+  }
+  return moved;
 }
 
 }  // namespace h3::vae

@@ -26,7 +26,7 @@ struct EncoderLevelWeights {
   at::Tensor down_weight, down_bias;  // undefined for a level that does not downsample
 };
 
-// fp32, CPU, contiguous; conv weights [out, in, kt, kh, kw] as stored.
+// fp32, contiguous, on one device (the CPU as bound); conv weights [out, in, kt, kh, kw] as stored.
 struct EncoderWeights {
   at::Tensor conv_in_weight, conv_in_bias;
   std::vector<EncoderLevelWeights> levels;
@@ -39,7 +39,8 @@ struct EncoderTensor {
   std::string name;            // diffusers name
   std::vector<int64_t> shape;  // as stored in the checkpoint
   TensorRole role;
-  std::function<void(EncoderWeights&, const at::Tensor&)> store;
+  // Where EncoderWeights keeps it: binding writes through it, to_device moves through it.
+  std::function<at::Tensor&(EncoderWeights&)> slot;
 };
 
 // Every tensor of the encoder for `c` in a stable order: encoder.conv_in, each level's resnets
@@ -52,5 +53,8 @@ std::vector<EncoderTensor> encoder_tensors(const VaeConfig& c);
 // tensor, a missing one kNotFound.
 EncoderWeights bind_encoder_weights(const VaeConfig& c,
                                     const std::function<at::Tensor(const std::string&)>& get);
+
+// The same weights with every declared tensor on `device` (`w` as bound for `c`).
+EncoderWeights to_device(const VaeConfig& c, const EncoderWeights& w, const c10::Device& device);
 
 }  // namespace h3::vae

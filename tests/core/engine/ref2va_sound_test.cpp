@@ -13,7 +13,9 @@
 #include "../text/test_util.h"
 #include "audio/audio_encoder.h"
 #include "audio/bigvgan.h"
+#include "audio/encoder_modules.h"
 #include "audio/resample.h"
+#include "common/device.h"
 #include "common/error.h"
 #include "engine/reference_frames.h"
 #include "engine_test_util.h"
@@ -49,6 +51,57 @@ TEST(AudioEncoder, ThePosteriorMeanAndRowsAreTheReferences) {
   const at::Tensor left = tiny_encoder().encode(at::stack({wave[0], wave[0]}));
   EXPECT_TRUE(
       at::allclose(left.narrow(0, 0, rows.size(0) / 2), rows.narrow(0, 0, rows.size(0) / 2), 1e-5, 1e-5));
+}
+
+// to() moves every tensor and keeps the CPU encoder as it was (the meta device: shapes without
+// data; LibTorch has no meta convolution, so the encode on another device is OnTheGpu's).
+TEST(AudioEncoder, ToMovesEveryDeclaredTensor) {
+  const audio::AudioEncoder meta = tiny_encoder().to(c10::Device(c10::kMeta));
+  EXPECT_TRUE(meta.device().is_meta());
+  EXPECT_TRUE(tiny_encoder().device().is_cpu());
+  // Walks the encoder's declaration (the one binding reads) and checks where each tensor lives.
+  struct Where {
+    bool meta = false;
+    int64_t tensors = 0;
+    void check(const at::Tensor& t) {
+      if (!t.defined()) return;
+      ++tensors;
+      EXPECT_EQ(t.is_meta(), meta);
+    }
+    void conv(const audio::ConvSpec&, audio::Conv& c) { check(c.weight), check(c.bias); }
+    void snake1d(const std::string&, int64_t, at::Tensor& a) { check(a); }
+    void linear(const audio::LinearSpec&, audio::Linear& l) { check(l.weight), check(l.bias); }
+    void layer_norm(const std::string&, int64_t, audio::LayerNormWeights& n) {
+      check(n.weight), check(n.bias);
+    }
+    void vector(const std::string&, int64_t, at::Tensor& t) { check(t); }
+    void unread(const std::string&, const std::vector<int64_t>&, double) {}
+  };
+  for (const bool on_meta : {true, false}) {
+    audio::EncoderWeights w = (on_meta ? meta : tiny_encoder()).weights();
+    Where where{on_meta};
+    where.check(w.latents_mean), where.check(w.latents_std);
+    audio::declare_encoder_modules(meta.config(), w, where);
+    EXPECT_GT(where.tensors, 60) << "on_meta " << on_meta;
+  }
+}
+
+// The encoder on a GPU gives the reference's posterior mean and rows; the rows come back on the
+// CPU. Skipped where no GPU is usable.
+TEST(AudioEncoder, OnTheGpu) {
+  if (cuda_device_count() == 0)
+    GTEST_SKIP() << "no CUDA GPU usable here (a CPU-only build, no driver or no GPU)";
+  const audio::AudioEncoder gpu = tiny_encoder().to(c10::Device(c10::kCUDA, 0));
+  const auto t = test::read_tensors(data("audio_encoder.safetensors"));
+  const at::Tensor wave = t.at("wave");
+  const at::Tensor mean = gpu.posterior_mean(wave.unsqueeze(1));
+  EXPECT_TRUE(mean.is_cuda());
+  const double scale = std::max(1.0, t.at("posterior_mean").abs().max().item<double>());
+  EXPECT_LE(test::max_abs_diff(mean.cpu(), t.at("posterior_mean")), 1e-2 * scale);
+  const at::Tensor rows = gpu.encode(wave);
+  EXPECT_TRUE(rows.device().is_cpu());
+  EXPECT_LE(test::max_abs_diff(rows, t.at("rows")),
+            1e-2 * std::max(1.0, t.at("rows").abs().max().item<double>()));
 }
 
 TEST(AudioResample, EachRateIsTorchaudiosResample) {

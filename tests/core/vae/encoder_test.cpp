@@ -13,11 +13,13 @@
 #include <filesystem>
 #include <string>
 
+#include "common/device.h"
 #include "common/error.h"
 #include "common/shape.h"
 #include "dist/group.h"
 #include "dist/world.h"
 #include "io/safetensors.h"
+#include "vae/encoder_tensors.h"
 
 namespace {
 
@@ -104,6 +106,44 @@ TEST_P(VaeEncoderGolden, MatchesDiffusers) {
 INSTANTIATE_TEST_SUITE_P(VaeEncoderCases, VaeEncoderGolden,
                          ::testing::Values("image_h48w80", "image_h288w320", "clip17_h32w48", "clip34_h32w48",
                                            "clip22_h32w48", "clip17_h32w272"));
+
+// to() moves every tensor the encoder declares and leaves the original where it was (the meta
+// device: shapes without data; LibTorch has no meta convolution, so the encode itself on another
+// device is VaeEncoderCuda's, where a GPU is).
+TEST_F(VaeEncoderGolden, ToMovesEveryDeclaredTensor) {
+  const VideoEncoder meta = enc_->to(c10::Device(c10::kMeta));
+  EXPECT_TRUE(meta.device().is_meta());
+  EXPECT_TRUE(enc_->device().is_cpu());
+  h3::vae::EncoderWeights moved = meta.weights(), kept = enc_->weights();
+  for (const h3::vae::EncoderTensor& d : h3::vae::encoder_tensors(meta.config())) {
+    EXPECT_TRUE(d.slot(moved).is_meta()) << d.name;
+    EXPECT_TRUE(d.slot(kept).device().is_cpu()) << d.name;
+    EXPECT_EQ(d.slot(moved).sizes(), d.slot(kept).sizes()) << d.name;
+  }
+}
+
+// The encoder on a GPU (weights moved with to(); the posterior noise still from the CPU
+// generator): the reference's latents within what cuDNN's TF32 convolutions (PyTorch's default,
+// the reference's too on a GPU) leave, one case per path. Skipped where no GPU is usable.
+TEST(VaeEncoderCuda, MatchesDiffusersOnTheGpu) {
+  if (h3::cuda_device_count() == 0)
+    GTEST_SKIP() << "no CUDA GPU usable here (a CPU-only build, no driver or no GPU)";
+  const VideoEncoder gpu = VideoEncoder::load(data("vae")).to(c10::Device(c10::kCUDA, 0));
+  EXPECT_TRUE(gpu.device().is_cuda());
+  for (const std::string name : {"image_h288w320", "clip22_h32w48", "clip17_h32w272"}) {
+    const auto file = h3::io::SafetensorsFile::open(data("case_" + name + ".safetensors"));
+    const at::Tensor pixels = file->view("pixels_u8");
+    const at::Tensor want_m = file->view("moments"), want = file->view("latents");
+    const at::Tensor m = gpu.moments(pixels);
+    EXPECT_TRUE(m.is_cuda()) << name;
+    const double scale_m = std::max(1.0, want_m.abs().max().item<double>());
+    EXPECT_LE(max_err(m.cpu(), want_m), 1e-2 * scale_m) << name;
+    const at::Tensor z =
+        pixels.size(1) == 1 ? gpu.encode_image(pixels.select(1, 0)) : gpu.encode_clip(pixels);
+    const double scale = std::max(1.0, want.abs().max().item<double>());
+    EXPECT_LE(max_err(z.cpu(), want), 1e-2 * scale) << name;
+  }
+}
 
 // Tiles spread over 2 and 3 rank threads give the single-rank latents bit for bit (3 ranks on the
 // 2-tile clip: fewer tiles than ranks, every rank encodes both).
