@@ -56,6 +56,7 @@ struct Engine::Impl {
     s.ranks_here = processes ? 1 : opts.ranks;
     s.tp = (processes ? opts.world_size : opts.ranks) / std::max(1, opts.sp);
     s.activation_bytes = compute_dtype == "bf16" ? 2 : 4;
+    s.on_gpus = opts.device == "cuda";
     return s;
   }
 

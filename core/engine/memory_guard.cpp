@@ -40,6 +40,13 @@ int64_t dit_bytes_per_rank(const dit::DitConfig& c, int64_t rows, const MemorySh
 // The video decode of one clip: every rank stages its tiles and receives every tile of the clip
 // (fp32: two copies), the ranks' bands stitch and blend the whole clip twice over (fp32), rank 0
 // joins it as uint8; each rank runs the ViT decoder on one tile at a time.
+// Rank 0's uint8 frames of one clip: what reaches the host from a decode wherever it runs.
+int64_t clip_frame_bytes(const ModelInfo& m, const ClipPlan& p) {
+  const vae::ChunkPlan cp = vae::plan_chunks(p.latent_frames, vae::temporal_params(m.vae));
+  return (cp.tokens_chunk_size + cp.token_overlap) * cp.ratio_t * p.canvas_height * p.canvas_width *
+         m.vae.out_channels;
+}
+
 int64_t decode_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s) {
   const vae::VaeConfig& v = m.vae;
   const vae::ChunkPlan cp = vae::plan_chunks(p.latent_frames, vae::temporal_params(v));
@@ -65,7 +72,7 @@ int64_t decode_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s
                           (tiles_px / (dit::kVaeSpatialRatio * dit::kVaeSpatialRatio)) /
                           std::max<int64_t>(1, g.count()) * kF32;
   return s.ranks_here * (2 * gathered + vit) + 2 * clip_frames * clip_px * channels * kF32 +
-         clip_frames * clip_px * channels;
+         clip_frame_bytes(m, p);
 }
 
 // FL2VA's and Ref2VA's parts for `p`'s pictures: keyframes on the canvas, references at their
@@ -226,6 +233,11 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
   }
   e.decode_bytes = decode_bytes(m, p, s);
   e.conditioning_bytes = conditioning_bytes(m, p, s);
+  if (s.on_gpus) {
+    e.dit_bytes = 0;
+    e.decode_bytes = clip_frame_bytes(m, p);
+    e.conditioning_bytes = 0;
+  }
   // Per rank: the noise, the latents, the velocity and the next step's latents (video and
   // audio), and the decode's fp32 copy; rank 0 also holds the soundtrack's waveform.
   const int64_t latent_values = c.in_channels * latent_frames * lh * lw + audio_rows * c.audio_in_channels;

@@ -17,9 +17,15 @@ struct MemoryShape {
   int ranks_here = 1;        // ranks in this process (thread ranks); 1 in a process world
   int tp = 1;                // the DiT's tensor-parallel size (every rank of the world)
   int activation_bytes = 4;  // the DiT's compute dtype: 4 (fp32) or 2 (bf16)
+  // device = cuda: the DiT, the decode and the encoders work in GPU memory, and this host holds
+  // only what comes back (the sampler's host copies, rank 0's frames of one clip, the waveform).
+  // What the GPUs hold is the fit check's (engine/fit_check.h).
+  bool on_gpus = false;
 };
 
-// Bytes this process needs on top of the loaded weights, each term for all of its ranks.
+// Bytes this process needs on top of the loaded weights, each term for all of its ranks: in host
+// memory, and on the CPU that is all of it; with MemoryShape::on_gpus, the terms computed on the
+// GPUs are 0 (dit_rows is still given) and decode_bytes is the frames rank 0 receives.
 struct MemoryEstimate {
   int64_t dit_rows = 0;      // rows of the packed sequence: text bound + audio + video
   int64_t dit_bytes = 0;     // the DiT forward at its widest (one block's activations)

@@ -136,12 +136,21 @@ int run(Args& a) {
         (unsigned long long)req.seed, eo.rendezvous.empty() ? eo.ranks : eo.world_size,
         engine->compute_dtype().c_str());
     const MemoryEstimate m = engine->memory_estimate(plan);
-    std::fprintf(stderr,
-                 "h3 generate: memory beside the weights: about %s (DiT %s over %lld rows, decode %s, state "
-                 "%s, margin %s)\n",
-                 format_bytes(m.peak()).c_str(), format_bytes(m.dit_bytes).c_str(), (long long)m.dit_rows,
-                 format_bytes(m.decode_bytes).c_str(), format_bytes(m.state_bytes).c_str(),
-                 format_bytes(m.margin_bytes).c_str());
+    if (eo.device == "cuda") {
+      std::fprintf(stderr,
+                   "h3 generate: host memory beside the weights: about %s (frames of a clip %s, state %s, "
+                   "margin %s; the %lld rows' work is on the GPUs)\n",
+                   format_bytes(m.peak()).c_str(), format_bytes(m.decode_bytes).c_str(),
+                   format_bytes(m.state_bytes).c_str(), format_bytes(m.margin_bytes).c_str(),
+                   (long long)m.dit_rows);
+    } else {
+      std::fprintf(stderr,
+                   "h3 generate: memory beside the weights: about %s (DiT %s over %lld rows, decode %s, "
+                   "state %s, margin %s)\n",
+                   format_bytes(m.peak()).c_str(), format_bytes(m.dit_bytes).c_str(), (long long)m.dit_rows,
+                   format_bytes(m.decode_bytes).c_str(), format_bytes(m.state_bytes).c_str(),
+                   format_bytes(m.margin_bytes).c_str());
+    }
   }
   Y4mWriter writer(out, plan.width, plan.height, plan.fps_n, plan.fps_d);
   Y4mSink sink(writer);

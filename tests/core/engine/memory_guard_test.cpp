@@ -59,6 +59,49 @@ TEST(MemoryGuard, TheEstimateCountsTheDitRowsOfThePlanAndGrowsWithLengthSizeAndR
   EXPECT_LT(estimate_request_memory(m, p, bf16).dit_bytes, e.dit_bytes);
 }
 
+// device = cuda: the host holds what comes back from the GPUs, not their work. The DiT's and the
+// encoders' terms are 0 (the rows are still counted), the decode's is rank 0's uint8 frames of one
+// clip (the pixels' area times the clip's frames, whatever the length or the ranks), and a request
+// the host could never compute fits there when the GPUs do the work.
+TEST(MemoryGuard, OnGpusTheHostCountsTheFramesThatComeBackNotTheWork) {
+  const ModelInfo m = tiny();
+  const ClipPlan p = make_plan(m, request(256, 160, 49));
+  MemoryShape gpus;
+  gpus.on_gpus = true;
+  const MemoryEstimate cpu = estimate_request_memory(m, p, MemoryShape{});
+  const MemoryEstimate e = estimate_request_memory(m, p, gpus);
+  EXPECT_EQ(e.dit_rows, cpu.dit_rows);
+  EXPECT_EQ(e.dit_bytes, 0);
+  EXPECT_EQ(e.conditioning_bytes, 0);
+  EXPECT_EQ(e.state_bytes, cpu.state_bytes);
+  EXPECT_GT(e.decode_bytes, 0);
+  EXPECT_EQ(e.decode_bytes % (256 * 160 * 3), 0) << "whole uint8 frames of the canvas";
+  EXPECT_LT(e.decode_bytes, cpu.decode_bytes / 4);
+  EXPECT_EQ(e.peak(), e.state_bytes + e.decode_bytes + e.margin_bytes);
+  EXPECT_EQ(estimate_request_memory(m, make_plan(m, request(256, 160, 400)), gpus).decode_bytes,
+            e.decode_bytes);
+  EXPECT_EQ(estimate_request_memory(m, make_plan(m, request(1024, 640, 49)), gpus).decode_bytes,
+            16 * e.decode_bytes);
+  MemoryShape eight = gpus;
+  eight.ranks_here = 8;
+  eight.tp = 8;
+  EXPECT_EQ(estimate_request_memory(m, p, eight).decode_bytes, e.decode_bytes);
+  EXPECT_EQ(estimate_request_memory(m, p, eight).dit_bytes, 0);
+
+  const GenerationRequest big = request(1344, 768, 243);
+  const ClipPlan bp = make_plan(m, big);
+  const int64_t limit = estimate_request_memory(m, bp, gpus).peak();
+  EXPECT_GT(estimate_request_memory(m, bp, MemoryShape{}).peak(), 2 * limit);
+  EXPECT_NO_THROW(check_request_memory(m, big, bp, gpus, limit));
+  try {
+    check_request_memory(m, big, bp, MemoryShape{}, limit);
+    FAIL() << "expected kOutOfMemory on the CPU";
+  } catch (const Error& x) {
+    EXPECT_EQ(x.kind(), ErrorKind::kOutOfMemory);
+    EXPECT_THAT(x.what(), HasSubstr("needs about"));
+  }
+}
+
 // The request that grew to 24 GB until the OOM killer ended it: every value inside the ranges.
 TEST(MemoryGuard, TheRequestThatWasKilledByTheOomKillerIsEstimatedAboveThatMachine) {
   const ModelInfo m = tiny();
