@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -59,6 +60,9 @@ struct WorkerOptions {
   std::string compute_dtype;   // "fp32" or "bf16"; empty: the device's default (must be rank 0's)
   int sp = 1;                  // the DiT's Ulysses degree (must be rank 0's)
   bool ref2va = false;         // Ref2VA's DiT (EngineOptions::ref2va; must be rank 0's)
+  // The most a request may take in this process beside its weights (checked at each request, the
+  // ranks agreeing before any work); 0: what this host has available.
+  int64_t max_memory = 0;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // joining, and every collective
 };
 

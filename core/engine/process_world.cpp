@@ -79,6 +79,7 @@ void run_worker(const WorkerOptions& o) {
   setup.sp = o.sp;
   setup.thread_ranks = false;
   setup.cuda_index = o.cuda_device;
+  setup.max_memory = o.max_memory;
   engine_detail::DoorSettings door;
   door.rendezvous = o.rendezvous;
   door.world_size = o.world_size;

@@ -17,6 +17,7 @@
 #include "engine/stage_decode.h"
 #include "engine/stage_denoise.h"
 #include "engine/stage_keyframes.h"
+#include "engine/stage_memory.h"
 #include "engine/stage_sounds.h"
 #include "vae/cpu_threads.h"
 
@@ -221,6 +222,15 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
   const StageContext c{g, model_, parts, channel_.mailbox(), token, p, start};
   at::Tensor video, audio;
   if (j.kind == Job::Kind::kGenerate) {
+    // A process world's peers are their own processes, maybe on hosts with less memory than
+    // rank 0's, which Engine::plan checked: each checks its own share before anything is read.
+    if (!setup_.thread_ranks) {
+      MemoryShape one;
+      one.tp = g.size() / std::max(1, setup_.sp);
+      one.activation_bytes = setup_.compute_dtype == "bf16" ? 2 : 4;
+      one.on_gpus = setup_.device == "cuda";
+      peer_memory_stage(c, j.request, one, setup_.max_memory);
+    }
     // Before any work, so that a model without audio_vae/ fails at once.
     if (j.request.audio) load_audio_decoder(c);
     adapter_stage(c, j.request.lora);

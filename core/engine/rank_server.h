@@ -44,6 +44,9 @@ struct RankSetup {
   // keeps its parts when its world breaks and forms again.
   bool thread_ranks = true;
   int cuda_index = -1;  // device=cuda: this rank's GPU; -1: cuda:<rank> (thread ranks)
+  // A process world's peer: the most a request may take in this process beside its weights
+  // (`h3 worker --max-memory`); 0: what its host has available. Rank 0's is the engine's.
+  int64_t max_memory = 0;
 };
 
 class RankServer {

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/limits.h"
+#include "engine/memory_guard.h"
 #include "tools/command.h"
 
 namespace h3::tools {
@@ -26,6 +27,7 @@ int run(Args& a) {
   o.ref2va = a.flag("ref2va");
   o.model_dir = a.string_or("model", "");
   o.timeout = std::chrono::seconds(a.int_or("timeout", kDefaultTimeout.count(), 1, 86400));
+  if (const auto m = a.opt_string("max-memory")) o.max_memory = parse_bytes(*m, "--max-memory");
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
   if (o.model_dir.empty()) o.model_dir = default_model_dir();
@@ -55,7 +57,7 @@ H3_REGISTER_COMMAND(
     "worker", "a rank in another process or on another host, serving rank 0's requests",
     "usage: h3 worker --rendezvous HOST:PORT --world-size N --rank R --token-file FILE\n"
     "                 [--device cpu|cuda:K] [--compute-dtype fp32|bf16] [--sp S] [--ref2va] [--model DIR]\n"
-    "                 [--timeout S]\n"
+    "                 [--max-memory BYTES] [--timeout S]\n"
     "\n"
     "  --rendezvous HOST:PORT  where rank 0 (`h3 generate --rendezvous`, or the element's\n"
     "                          `rendezvous` property) serves the rendezvous store\n"
@@ -70,6 +72,9 @@ H3_REGISTER_COMMAND(
     "  --ref2va                Ref2VA's DiT (transformer_ref/): when rank 0 serves references\n"
     "                          (checked when it joins)\n"
     "  --model DIR             the same model as rank 0's (checked when it joins)\n"
+    "  --max-memory BYTES      the most a request may take in this process beside its weights\n"
+    "                          (8G, 512M, ...); default: what this host has available. A request\n"
+    "                          over it fails on every rank before any work, naming this rank\n"
     "  --timeout S             how long to wait for rank 0, and the bound on every collective\n"
     "                          (default 120)\n"
     "\n"

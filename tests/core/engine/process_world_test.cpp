@@ -6,6 +6,7 @@
 
 #include "dit/config.h"
 #include "dit/random_model.h"
+#include "engine/memory_guard.h"
 #include "process_world_util.h"
 
 namespace h3 {
@@ -119,6 +120,51 @@ void kill_worker_during(Phase phase) {
 
 // After a lost worker, only the restarted one loads: rank 0 keeps its shards (the same rank of a
 // world of the same size), so the next request reports no loading and gives the same frames.
+// Each worker checks its own host's memory (docs/engine.md, "Memory guard"): with --max-memory
+// between a small request's share and a large one's, the large request fails on every rank
+// before any work, as kOutOfMemory naming rank 1, its host and its limit, and the same world
+// then serves the small one with the thread ranks' frames.
+TEST(ProcessWorld, AWorkerWhoseHostCannotHoldTheRequestFailsItBeforeAnyWorkAndTheNextIsServed) {
+  const ModelInfo m = read_model(default_model_dir());
+  MemoryShape one_of_two;
+  one_of_two.tp = 2;
+  GenerationRequest large = small_request();
+  large.width = 512;
+  large.height = 320;
+  large.num_frames = 200;
+  const int64_t small_share = estimate_request_memory(m, make_plan(m, small_request()), one_of_two).peak();
+  const int64_t large_share = estimate_request_memory(m, make_plan(m, large), one_of_two).peak();
+  ASSERT_GT(large_share, 2 * small_share);
+  const int64_t limit = (small_share + large_share) / 2;
+
+  World w;
+  Child worker = w.waiting_worker("w1", 1, "", {"--max-memory", std::to_string(limit)});
+  auto e = Engine::open(w.rank0());
+  test::CollectSink sink;
+  CancelToken cancel;
+  int work_reports = 0;
+  try {
+    e->generate(
+        large, sink,
+        [&](const Progress& p) {
+          if (p.phase == Phase::kDenoising || p.phase == Phase::kDecoding) ++work_reports;
+        },
+        cancel);
+    ADD_FAILURE() << "the worker's limit did not refuse the request";
+  } catch (const Error& x) {
+    std::printf("the refusal: %s\n", x.what());
+    EXPECT_EQ(x.kind(), ErrorKind::kOutOfMemory) << x.what();
+    EXPECT_THAT(x.what(), HasSubstr("rank 1 on "));
+    EXPECT_THAT(x.what(), HasSubstr("is the max-memory limit"));
+    EXPECT_THAT(x.what(), HasSubstr("512x320, 200 frames"));
+  }
+  EXPECT_EQ(work_reports, 0);
+  EXPECT_TRUE(sink.chunks.empty());
+  EXPECT_TRUE(at::equal(generate_frames(*e), thread_rank_frames()));
+  e.reset();
+  EXPECT_TRUE(exited_with(worker.wait(), 0)) << worker.output();
+}
+
 TEST(ProcessWorld, RankZeroKeepsItsShardsWhenTheWorldFormsAgain) {
   World w;
   Child worker = w.worker("first");
