@@ -6,7 +6,6 @@
 #include <ATen/Parallel.h>
 #include <c10/core/CPUAllocator.h>
 #include <dlfcn.h>
-#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +28,7 @@
 #include "tools/cpu_time.h"
 #include "tools/dit_inputs_file.h"
 #include "tools/gemm_rate.h"
+#include "tools/heap_reuse.h"
 #include "tools/scratch_dir.h"
 
 namespace h3::tools {
@@ -307,14 +307,8 @@ int run(Args& args) {
   const int64_t rows = text_rows + 2 * audio + video_rows;
 
   install_counting_allocator();
-  // glibc hands every block over 32 MiB (and, by its dynamic threshold, many smaller ones) to
-  // mmap and back to the kernel on free, so each large activation of every step is page-faulted
-  // in again; serving from the heap and keeping freed memory avoids that (a process setting,
-  // recommended for CPU engine processes; --malloc-default keeps glibc's behaviour).
-  if (!malloc_default) {
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  }
+  // --malloc-default keeps glibc's behaviour (large blocks mmapped and returned on free).
+  if (!malloc_default) keep_freed_memory_in_heap();
   set_blas_threads(1);
   at::set_num_threads(1);
   std::printf(
