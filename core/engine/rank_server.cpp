@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/cpu_block_cache.h"
 #include "common/error.h"
 #include "dist/agree.h"
 #include "dit/frames.h"
@@ -60,7 +61,9 @@ void WorldHealth::clear_broken() {
 }
 
 RankServer::RankServer(const ModelInfo& model, RankSetup setup, JobChannel& channel)
-    : model_(model), setup_(std::move(setup)), channel_(channel) {}
+    : model_(model), setup_(std::move(setup)), channel_(channel) {
+  install_cpu_block_cache();
+}
 
 RankServer::Ended RankServer::run(dist::Group& g, std::exception_ptr* own_load_error) {
   const bool root = g.rank() == 0;
@@ -220,6 +223,11 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
   const Clock::time_point start = mine ? mine->start : Clock::now();
   const at::Tensor latents = mine ? mine->decode_latents : at::Tensor();
   const StageContext c{g, model_, parts, channel_.mailbox(), token, p, start};
+  // The DiT's blocks kept between its steps (common/cpu_block_cache.h) go back to the system
+  // when the request ends, however it ends.
+  struct ReleaseAtEnd {
+    ~ReleaseAtEnd() { release_cpu_block_cache(); }
+  } release_at_end;
   at::Tensor video, audio;
   if (j.kind == Job::Kind::kGenerate) {
     // A process world's peers are their own processes, maybe on hosts with less memory than

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_block_cache.h"
 #include "common/error.h"
 #include "dit/consistency_sampler.h"
 #include "dit/frames.h"
@@ -109,6 +110,10 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     };
     dit::CausalChunk chunk;
     try {
+      // A chunk's forwards ask for the blocks the last chunk's did, and an evicted KV record's
+      // block serves the next one (common/cpu_block_cache.h); the decode in between does not
+      // use the cache.
+      const CpuBlockCacheScope reuse;
       chunk = sampler_.next(on_step);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kCancelled) throw;  // agreed: every rank throws it at the same step

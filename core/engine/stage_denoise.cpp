@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_block_cache.h"
 #include "common/error.h"
 #include "dit/frames.h"
 #include "dit/sampler.h"
@@ -148,7 +149,14 @@ dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Co
   dr.video = dit::make_schedule(c.plan.steps, c.plan.video_shift);
   dr.audio = dit::make_schedule(c.plan.steps, c.plan.audio_shift);
   adaln_stage(c, job, dit::evaluation_timesteps(dr.video, dr.audio, !keyframes.empty(), sound));
-  const dit::Latents x = run_steps(c, dr);
+  dit::Latents x;
+  {
+    // Every step asks for the same large blocks as the last (common/cpu_block_cache.h); the
+    // decode asks for others, so what is kept goes back once the steps are done.
+    const CpuBlockCacheScope reuse;
+    x = run_steps(c, dr);
+  }
+  release_cpu_block_cache();
   if (job.want_latents) hand_over_latents(c, x);
   dit::Latents out;
   out.video = x.video.to(at::kCPU, at::kFloat).contiguous();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/cpu_block_cache.h"
 #include "engine_test_util.h"
 #include "io/safetensors.h"
 #include "text/prompt_encoder.h"
@@ -94,6 +95,24 @@ TEST_F(EngineTiny, DeliversExactlyTheRequestedFramesAndSize) {
     ASSERT_FALSE(out.progress.empty());
     EXPECT_EQ(out.progress.back().phase, Phase::kDone);
     EXPECT_EQ(out.progress.back().frames, 30);
+  }
+}
+
+// The DiT's steps reuse their large CPU blocks (common/cpu_block_cache.h), and a request keeps
+// none of them once it has ended, at one rank and at two.
+TEST_F(EngineTiny, ARequestReusesItsLargeBlocksAndKeepsNoneAfterwards) {
+  for (Engine* e : {one_, two_}) {
+    const int64_t reuses = cpu_block_cache_stats().reuses;
+    // Rows enough for blocks of over 1 MiB per rank at two ranks (a head each): 17 latent frames
+    // of 10 x 16 patches.
+    GenerationRequest r = small("blocks kept for the next step", 2);
+    r.width = 512;
+    r.height = 320;
+    r.num_frames = 49;
+    const Outcome out = generate_one(*e, r);
+    EXPECT_EQ(out.frames.size(0), 49);
+    EXPECT_GT(cpu_block_cache_stats().reuses, reuses);
+    EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 0);
   }
 }
 

@@ -1,0 +1,137 @@
+#include "common/cpu_block_cache.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace h3 {
+namespace {
+
+thread_local int t_scopes = 0;
+
+// Rounded up to whole pages, so that sizes a few bytes apart share their blocks.
+size_t rounded(size_t n) {
+  constexpr size_t kPage = 4096;
+  return (n + kPage - 1) / kPage * kPage;
+}
+
+class BlockCache final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    if (t_scopes == 0 || n < kCachedBlockMin) {
+      void* data = c10::alloc_cpu(n);  // what LibTorch's default allocator does
+      return c10::DataPtr(data, data, &give_back, c10::Device(c10::kCPU));
+    }
+    const size_t size = rounded(n);
+    void* data = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        data = it->second.back();
+        it->second.pop_back();
+        kept_ -= static_cast<int64_t>(size);
+        ++reuses_;
+      }
+    }
+    if (!data) {
+      data = c10::alloc_cpu(size);  // throws c10::Error when the system has none
+      std::lock_guard<std::mutex> lock(mutex_);
+      sizes_[data] = size;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      in_use_ += static_cast<int64_t>(size);
+    }
+    return c10::DataPtr(data, data, &give_back, c10::Device(c10::kCPU));
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &give_back; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  void release() {
+    std::vector<void*> blocks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& [size, list] : free_) {
+        for (void* p : list) {
+          blocks.push_back(p);
+          sizes_.erase(p);
+        }
+      }
+      free_.clear();
+      kept_ = 0;
+    }
+    for (void* p : blocks) c10::free_cpu(p);
+  }
+
+  CpuBlockCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return CpuBlockCacheStats{kept_, in_use_, reuses_};
+  }
+
+  static BlockCache* instance;
+
+ private:
+  // Every block comes back here. A cached-size one freed on a thread in scope is kept for the
+  // next step; freed elsewhere (frames the caller's sink let go of) it goes back to the system,
+  // like every other block, so that nothing is kept between requests.
+  static void give_back(void* data) {
+    if (!data) return;
+    BlockCache& c = *instance;
+    {
+      std::lock_guard<std::mutex> lock(c.mutex_);
+      if (auto it = c.sizes_.find(data); it != c.sizes_.end()) {
+        c.in_use_ -= static_cast<int64_t>(it->second);
+        if (t_scopes > 0) {
+          c.kept_ += static_cast<int64_t>(it->second);
+          c.free_[it->second].push_back(data);
+          return;
+        }
+        c.sizes_.erase(it);
+      }
+    }
+    c10::free_cpu(data);
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;  // by rounded size
+  std::unordered_map<void*, size_t> sizes_;              // every block the cache made, in use or kept
+  int64_t kept_ = 0, in_use_ = 0, reuses_ = 0;
+};
+
+BlockCache* BlockCache::instance = nullptr;
+
+}  // namespace
+
+void install_cpu_block_cache() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static BlockCache cache;
+    BlockCache::instance = &cache;
+    c10::SetCPUAllocator(&cache, /*priority=*/1);
+  });
+}
+
+CpuBlockCacheScope::CpuBlockCacheScope() {
+  ++t_scopes;
+}
+CpuBlockCacheScope::~CpuBlockCacheScope() {
+  --t_scopes;
+}
+
+void release_cpu_block_cache() {
+  if (BlockCache::instance) BlockCache::instance->release();
+}
+
+CpuBlockCacheStats cpu_block_cache_stats() {
+  return BlockCache::instance ? BlockCache::instance->stats() : CpuBlockCacheStats{};
+}
+
+}  // namespace h3

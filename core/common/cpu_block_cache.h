@@ -1,0 +1,48 @@
+// Large CPU blocks kept for reuse between the DiT's steps (docs/dit.md, "CPU memory allocation").
+//
+// glibc hands every block over its mmap threshold (at most 32 MiB, often less) to mmap and gives
+// it back to the kernel on free, so each large activation of every step is page-faulted in again:
+// on the end-to-end race's medium model a tenth of the first frame's time. The cache is LibTorch's
+// CPU allocator for the engine's rank threads (a thread opts in with CpuBlockCacheScope; every
+// other thread keeps LibTorch's default): a freed block of at least kCachedBlockMin bytes is kept
+// and handed to the next allocation of the same rounded size, which is what the next step asks
+// for. Exact sizes only, so nothing fragments. Only a block freed on a thread in scope is kept
+// (one the caller's sink lets go of goes back to the system), and the engine releases the kept
+// blocks when a phase ends (the denoising before the decode, a request at its end), so what is
+// kept never outlives the phase whose sizes it serves.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace h3 {
+
+// Blocks under this go to LibTorch's default allocator (glibc serves them from its arenas).
+constexpr size_t kCachedBlockMin = size_t{1} << 20;
+
+// Installs the cache as LibTorch's CPU allocator, once per process; later calls do nothing.
+void install_cpu_block_cache();
+
+// While one lives on a thread, that thread's large CPU allocations go through the cache (which
+// install_cpu_block_cache() must have installed). Nests.
+class CpuBlockCacheScope {
+ public:
+  CpuBlockCacheScope();
+  ~CpuBlockCacheScope();
+  CpuBlockCacheScope(const CpuBlockCacheScope&) = delete;
+  CpuBlockCacheScope& operator=(const CpuBlockCacheScope&) = delete;
+};
+
+// Gives every kept (free) block back to the system. Blocks in use are untouched and return to
+// the cache when freed.
+void release_cpu_block_cache();
+
+// Bytes the cache keeps free for reuse, and bytes of cached-size blocks in use (tests, benchmarks).
+struct CpuBlockCacheStats {
+  int64_t kept_bytes = 0;
+  int64_t in_use_bytes = 0;
+  int64_t reuses = 0;  // allocations served from a kept block since start
+};
+CpuBlockCacheStats cpu_block_cache_stats();
+
+}  // namespace h3
