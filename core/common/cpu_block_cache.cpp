@@ -113,9 +113,9 @@ BlockCache* BlockCache::instance = nullptr;
 void install_cpu_block_cache() {
   static std::once_flag once;
   std::call_once(once, [] {
-    static BlockCache cache;
-    BlockCache::instance = &cache;
-    c10::SetCPUAllocator(&cache, /*priority=*/1);
+    // Never destroyed: tensors in other statics may be freed after this one's destructor ran.
+    BlockCache::instance = new BlockCache;
+    c10::SetCPUAllocator(BlockCache::instance, /*priority=*/1);
   });
 }
 

@@ -20,7 +20,10 @@ namespace h3 {
 // Blocks under this go to LibTorch's default allocator (glibc serves them from its arenas).
 constexpr size_t kCachedBlockMin = size_t{1} << 20;
 
-// Installs the cache as LibTorch's CPU allocator, once per process; later calls do nothing.
+// Installs the cache as LibTorch's CPU allocator, once per process (the engine's rank servers
+// do); later calls do nothing. Every CPU tensor allocated after it, on any thread, is this
+// allocator's (outside a scope it allocates and frees as LibTorch's default does, without the
+// default's memory-profiler reports), and every free takes one mutex to look the block up.
 void install_cpu_block_cache();
 
 // While one lives on a thread, that thread's large CPU allocations go through the cache (which
