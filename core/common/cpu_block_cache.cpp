@@ -27,24 +27,11 @@ class BlockCache final : public c10::Allocator {
       return c10::DataPtr(data, data, &give_back, c10::Device(c10::kCPU));
     }
     const size_t size = rounded(n);
-    void* data = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = free_.find(size);
-      if (it != free_.end() && !it->second.empty()) {
-        data = it->second.back();
-        it->second.pop_back();
-        kept_ -= static_cast<int64_t>(size);
-        ++reuses_;
-      }
-    }
+    void* data = take_kept(size);
     if (!data) {
-      data = c10::alloc_cpu(size);  // throws c10::Error when the system has none
+      data = c10::alloc_cpu(size);  // throws c10::Error when the system has none; outside the lock
       std::lock_guard<std::mutex> lock(mutex_);
       sizes_[data] = size;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
       in_use_ += static_cast<int64_t>(size);
     }
     return c10::DataPtr(data, data, &give_back, c10::Device(c10::kCPU));
@@ -79,6 +66,19 @@ class BlockCache final : public c10::Allocator {
   static BlockCache* instance;
 
  private:
+  // A kept block of exactly `size` bytes, now in use; null when none is kept.
+  void* take_kept(size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(size);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* data = it->second.back();
+    it->second.pop_back();
+    kept_ -= static_cast<int64_t>(size);
+    in_use_ += static_cast<int64_t>(size);
+    ++reuses_;
+    return data;
+  }
+
   // Every block comes back here. A cached-size one freed on a thread in scope is kept for the
   // next step; freed elsewhere (frames the caller's sink let go of) it goes back to the system,
   // like every other block, so that nothing is kept between requests.

@@ -37,9 +37,6 @@ int64_t dit_bytes_per_rank(const dit::DitConfig& c, int64_t rows, const MemorySh
   return rows * per_row;
 }
 
-// The video decode of one clip: every rank stages its tiles and receives every tile of the clip
-// (fp32: two copies), the ranks' bands stitch and blend the whole clip twice over (fp32), rank 0
-// joins it as uint8; each rank runs the ViT decoder on one tile at a time.
 // Rank 0's uint8 frames of one clip: what reaches the host from a decode wherever it runs.
 int64_t clip_frame_bytes(const ModelInfo& m, const ClipPlan& p) {
   const vae::ChunkPlan cp = vae::plan_chunks(p.latent_frames, vae::temporal_params(m.vae));
@@ -47,6 +44,9 @@ int64_t clip_frame_bytes(const ModelInfo& m, const ClipPlan& p) {
          m.vae.out_channels;
 }
 
+// The video decode of one clip: every rank stages its tiles and receives every tile of the clip
+// (fp32: two copies), the ranks' bands stitch and blend the whole clip twice over (fp32), rank 0
+// joins it as uint8; each rank runs the ViT decoder on one tile at a time.
 int64_t decode_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s) {
   const vae::VaeConfig& v = m.vae;
   const vae::ChunkPlan cp = vae::plan_chunks(p.latent_frames, vae::temporal_params(v));
