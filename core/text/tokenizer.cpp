@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <sstream>
+#include <string_view>
 
 #include "common/error.h"
 #include "text/unicode.h"
@@ -18,15 +19,18 @@ using nlohmann::json;
 namespace {
 
 std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
+  std::ifstream in(p, std::ios::binary | std::ios::ate);
   if (!in) {
     throw Error(ErrorKind::kNotFound, p.string() +
                                           ": missing: a tokenizer folder needs vocab.json, merges.txt and "
                                           "tokenizer_config.json (the release's tokenizer/ folder)");
   }
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
+    throw Error(ErrorKind::kNotFound, p.string() + ": could not be read");
+  }
+  return bytes;
 }
 
 json parse_json(const fs::path& p) {
@@ -36,6 +40,64 @@ json parse_json(const fs::path& p) {
     throw Error(ErrorKind::kFormat, p.string() + ": not valid JSON: " + e.what());
   }
 }
+
+// vocab.json read as a stream of events straight into the token -> id map. Building the document
+// first (a std::map of the release's 151 k entries) took as long as everything else in loading the
+// tokenizer; it is on every cold start's way to the first frame. Stops at the first entry that is
+// not a token with a non-negative id, naming it; the ids' range is checked once all are known.
+class VocabReader : public nlohmann::json_sax<json> {
+ public:
+  VocabReader(const fs::path& path, std::unordered_map<std::string, int32_t>* vocab)
+      : path_(path), vocab_(vocab) {}
+
+  const std::string& error() const { return error_; }
+
+  bool start_object(std::size_t) override {
+    if (depth_++ == 0) return true;
+    return refuse_value();
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool key(string_t& token) override {
+    token_ = std::move(token);
+    return true;
+  }
+  bool number_unsigned(number_unsigned_t id) override {
+    if (depth_ != 1 || id > static_cast<number_unsigned_t>(std::numeric_limits<int32_t>::max()))
+      return refuse_value();
+    // try_emplace leaves the token in place when it is there already, for the message.
+    if (vocab_->try_emplace(std::move(token_), static_cast<int32_t>(id)).second) return true;
+    return fail("token '" + token_ + "' appears twice");
+  }
+  bool number_integer(number_integer_t) override { return refuse_value(); }
+  bool number_float(number_float_t, const string_t&) override { return refuse_value(); }
+  bool string(string_t&) override { return refuse_value(); }
+  bool binary(binary_t&) override { return refuse_value(); }
+  bool boolean(bool) override { return refuse_value(); }
+  bool null() override { return refuse_value(); }
+  bool start_array(std::size_t) override { return refuse_value(); }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    return fail(std::string("not valid JSON: ") + e.what());
+  }
+
+ private:
+  bool refuse_value() {
+    return fail(depth_ == 0 ? std::string("must be a non-empty object of token -> id")
+                            : "token '" + token_ + "' has an id that is not a non-negative integer");
+  }
+  bool fail(const std::string& why) {
+    if (error_.empty()) error_ = path_.string() + ": " + why;
+    return false;
+  }
+
+  const fs::path& path_;
+  std::unordered_map<std::string, int32_t>* vocab_;
+  std::string token_, error_;
+  int depth_ = 0;
+};
 
 std::string utf8_of(uint32_t cp) {
   std::string s;
@@ -68,20 +130,23 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   Tokenizer t;
   // vocab.json: byte-level token string -> id, ids 0..N-1.
   const fs::path vocab_path = root / kVocabFile;
-  const json vocab = parse_json(vocab_path);
-  if (!vocab.is_object() || vocab.empty()) {
+  {
+    const std::string text = read_file(vocab_path);
+    t.vocab_.reserve(text.size() / 8);  // about 10 bytes an entry in the release's file
+    VocabReader reader(vocab_path, &t.vocab_);
+    if (!json::sax_parse(text, &reader)) throw Error(ErrorKind::kFormat, reader.error());
+  }
+  if (t.vocab_.empty()) {
     throw Error(ErrorKind::kFormat, vocab_path.string() + ": must be a non-empty object of token -> id");
   }
-  std::vector<bool> seen(vocab.size(), false);
-  for (const auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= int64_t(vocab.size()) ||
-        seen[id.get<size_t>()]) {
+  std::vector<bool> seen(t.vocab_.size(), false);
+  for (const auto& [token, id] : t.vocab_) {
+    if (static_cast<size_t>(id) >= seen.size() || seen[id]) {
       throw Error(ErrorKind::kFormat, vocab_path.string() + ": token '" + token +
                                           "' has an id that is not one of 0.." +
-                                          std::to_string(vocab.size() - 1) + " or repeats another's");
+                                          std::to_string(seen.size() - 1) + " or repeats another's");
     }
-    seen[id.get<size_t>()] = true;
-    t.vocab_.emplace(token, id.get<int32_t>());
+    seen[id] = true;
   }
   for (int b = 0; b < 256; ++b) {
     const auto it = t.vocab_.find(byte_level_char(static_cast<uint8_t>(b)));
@@ -94,23 +159,30 @@ Tokenizer Tokenizer::load(const std::string& dir) {
 
   // merges.txt: "left right" per line, rank = line order (an optional "#version" first line).
   const fs::path merges_path = root / kMergesFile;
-  std::istringstream merges(read_file(merges_path));
-  std::string line;
+  const std::string merges = read_file(merges_path);
+  t.merge_.reserve(static_cast<size_t>(std::count(merges.begin(), merges.end(), '\n')) + 1);
+  std::string left, right, both;  // reused: one allocation for the file, not three a line
   size_t line_no = 0;
-  while (std::getline(merges, line)) {
+  for (size_t pos = 0; pos < merges.size();) {
+    const size_t end = std::min(merges.find('\n', pos), merges.size());
+    std::string_view line(merges.data() + pos, end - pos);
+    pos = end + 1;
     ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
     const size_t sp = line.find(' ');
-    if (sp == 0 || sp == std::string::npos || sp + 1 == line.size() ||
-        line.find(' ', sp + 1) != std::string::npos) {
+    if (sp == 0 || sp == std::string_view::npos || sp + 1 == line.size() ||
+        line.find(' ', sp + 1) != std::string_view::npos) {
       throw Error(ErrorKind::kFormat, merges_path.string() + ":" + std::to_string(line_no) +
                                           ": a merge must be two tokens separated by one space");
     }
-    const std::string left = line.substr(0, sp), right = line.substr(sp + 1);
-    const auto l = t.vocab_.find(left), r = t.vocab_.find(right), m = t.vocab_.find(left + right);
+    left.assign(line.substr(0, sp));
+    right.assign(line.substr(sp + 1));
+    both.assign(left).append(right);
+    const auto l = t.vocab_.find(left), r = t.vocab_.find(right), m = t.vocab_.find(both);
     if (l == t.vocab_.end() || r == t.vocab_.end() || m == t.vocab_.end()) {
-      throw Error(ErrorKind::kFormat, merges_path.string() + ":" + std::to_string(line_no) + ": '" + line +
+      throw Error(ErrorKind::kFormat, merges_path.string() + ":" + std::to_string(line_no) + ": '" +
+                                          std::string(line) +
                                           "' names a token that vocab.json does not hold");
     }
     const uint64_t key = (uint64_t(uint32_t(l->second)) << 32) | uint32_t(r->second);

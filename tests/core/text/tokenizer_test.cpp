@@ -157,5 +157,60 @@ TEST(Tokenizer, MalformedFilesNameFileAndLine) {
                      {dir / Tokenizer::kVocabFile, "JSON"});
 }
 
+// vocab.json is read as a stream (no document): each way an entry can be wrong still names the file
+// and the token.
+TEST(Tokenizer, MalformedVocabularyNamesTheToken) {
+  test::TempDir dir("tok");
+  for (const char* f : {Tokenizer::kMergesFile, Tokenizer::kConfigFile})
+    fs::copy_file(fs::path(test::shipped_tokenizer_dir()) / f, fs::path(dir.str()) / f);
+  const struct {
+    const char* vocab;
+    const char* says[2];
+  } cases[] = {
+      {"[1, 2]", {"must be a", "non-empty object"}},
+      {"{}", {"must be a", "non-empty object"}},
+      {"{\"a\": 0, \"b\": -1}", {"'b'", "non-negative integer"}},
+      {"{\"a\": 0, \"b\": 1.5}", {"'b'", "non-negative integer"}},
+      {"{\"a\": 0, \"b\": \"1\"}", {"'b'", "non-negative integer"}},
+      {"{\"a\": 0, \"b\": {\"c\": 1}}", {"'b'", "non-negative integer"}},
+      {"{\"a\": 0, \"b\": 4294967296}", {"'b'", "non-negative integer"}},
+      {"{\"a\": 0, \"a\": 1}", {"'a'", "appears twice"}},
+      {"{\"a\": 0, \"b\": 2}", {"'b'", "0..1"}},
+      {"{\"a\": 1, \"b\": 1}", {"0..1", "repeats"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.vocab);
+    {
+      std::ofstream v(dir / Tokenizer::kVocabFile);
+      v << c.vocab;
+    }
+    test::expect_error([&] { Tokenizer::load(dir.str()); }, ErrorKind::kFormat,
+                       {dir / Tokenizer::kVocabFile, c.says[0], c.says[1]});
+  }
+}
+
+// A merge of tokens the vocabulary lacks names the line; a merges.txt without a final newline and
+// with CRLF line ends reads like the release's.
+TEST(Tokenizer, MergesNameTheLineAndTakeAnyLineEnd) {
+  test::TempDir dir("tok");
+  for (const char* f : {Tokenizer::kVocabFile, Tokenizer::kConfigFile})
+    fs::copy_file(fs::path(test::shipped_tokenizer_dir()) / f, fs::path(dir.str()) / f);
+  {
+    std::ofstream m(dir / Tokenizer::kMergesFile, std::ios::binary);
+    m << "#version: 0.2\r\ni n\r\nzzzz qqqq";
+  }
+  test::expect_error([&] { Tokenizer::load(dir.str()); }, ErrorKind::kFormat,
+                     {dir / Tokenizer::kMergesFile + ":3", "'zzzz qqqq'", "does not hold"});
+  {
+    std::ofstream m(dir / Tokenizer::kMergesFile, std::ios::binary);
+    m << "#version: 0.2\r\ni n\r\nt h";
+  }
+  const Tokenizer t = Tokenizer::load(dir.str());
+  EXPECT_EQ(t.merges(), 2u);
+  EXPECT_EQ(t.encode("in"), std::vector<int64_t>{t.id_of("in")});
+  EXPECT_EQ(t.encode("th"), std::vector<int64_t>{t.id_of("th")});
+  EXPECT_EQ(t.encode("it"), (std::vector<int64_t>{t.id_of("i"), t.id_of("t")}));
+}
+
 }  // namespace
 }  // namespace h3::text
