@@ -83,6 +83,10 @@ at::Tensor linear_add(const at::Tensor& x, const at::Tensor& w, const at::Tensor
   return at::linear(x, w, opt(b)).add_(other);
 }
 
+bool onednn_linear(const at::Tensor& x, const at::Tensor& w) {
+  return fast(x, w);
+}
+
 const char* fused_linear_backend() {
   return ops().unary && ops().binary ? "oneDNN" : "ATen";
 }

@@ -17,6 +17,9 @@ at::Tensor linear_silu(const at::Tensor& x, const at::Tensor& w, const at::Tenso
 at::Tensor linear_mul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& other);
 at::Tensor linear_add(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& other);
 
+// True when linear(x, w, b) runs on oneDNN: both on the CPU in fp32 and the operators present.
+bool onednn_linear(const at::Tensor& x, const at::Tensor& w);
+
 // "oneDNN" when the CPU path has the fused operators, else "ATen" (benchmarks print it).
 const char* fused_linear_backend();
 

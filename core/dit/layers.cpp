@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/cpu_attention.h"
 #include "common/error.h"
 #include "common/fused_linear.h"
 #include "dit/adaln_tables.h"
@@ -216,6 +217,7 @@ void apply_rope_(at::Tensor& x, const RopeTable& rope) {
 }
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  if (cpu_attention_applies(q, k, v)) return cpu_attention(q, k, v, kDefaultScoreElements);
 #if H3_HAVE_FUSED_SDPA
   const int64_t s = q.size(0), heads = q.size(1), d = q.size(2);
   auto o = at::scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),

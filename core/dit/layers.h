@@ -66,7 +66,8 @@ RopeTable rope_table(const at::Tensor& positions, int64_t freqs_per_axis, double
 void apply_rope_(at::Tensor& x, const RopeTable& rope);
 
 // Full non-causal attention of q [S, heads, D] over k, v [Sk, heads, D] -> [S, heads * D]
-// (Sk = S but for a chunk that attends cached rows). Uses the LibTorch's
+// (Sk = S but for a chunk that attends cached rows). On the CPU in fp32 common/cpu_attention.h
+// (oneDNN GEMMs per head and block of kDefaultScoreElements scores); elsewhere the LibTorch's
 // fused scaled-dot-product attention when it has one; otherwise blocked_attention.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 // softmax(q k^T / sqrt(D)) v over blocks of queries whose score block [heads, block, S] holds at

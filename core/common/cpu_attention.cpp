@@ -1,0 +1,54 @@
+#include "common/cpu_attention.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/fused_linear.h"
+
+namespace h3 {
+
+bool cpu_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && k.scalar_type() == q.scalar_type() &&
+         v.scalar_type() == q.scalar_type() && v.is_cpu() && onednn_linear(q, k);
+}
+
+int64_t cpu_attention_block_rows(int64_t queries, int64_t keys, int64_t max_score_elements) {
+  const int64_t fit = max_score_elements / std::max<int64_t>(1, keys);
+  return std::max<int64_t>(1, std::min(queries, std::clamp<int64_t>(fit, 16, 512)));
+}
+
+at::Tensor cpu_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         int64_t max_score_elements) {
+  const int64_t s = q.size(0), sk = k.size(0), heads = q.size(1), d = q.size(2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  // Each head's rows contiguous: q pre-scaled [heads, S, D] (the GEMM's input), k [heads, Sk, D]
+  // and v transposed [heads, D, Sk] (each the "weight" [out, in] of a linear: scores = q k^T,
+  // out = p v).
+  // (A fresh tensor for q: with one head the transposed view is contiguous already, and scaling
+  // it in place would scale the caller's q.)
+  const at::Tensor qh = at::empty({heads, s, d}, q.options());
+  qh.copy_(q.transpose(0, 1)).mul_(scale);
+  const at::Tensor kh = k.transpose(0, 1).contiguous();
+  const at::Tensor vt = v.permute({1, 2, 0}).contiguous();
+  at::Tensor out = at::empty({s, heads, d}, q.options());
+  const int64_t block = cpu_attention_block_rows(s, sk, max_score_elements);
+  const int64_t blocks = (s + block - 1) / block;
+  // The intra-op threads share the (head, block) tasks and each runs its GEMMs on its own: no
+  // GEMM is split across threads, so every output is summed in the same order at any thread count
+  // (the ranks of one world give the same frames whether they are threads or processes, which run
+  // different thread counts). One block's scores exist per running task.
+  at::parallel_for(0, heads * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t h = task / blocks, i0 = (task % blocks) * block, b = std::min(block, s - i0);
+      at::Tensor scores = h3::linear(qh.select(0, h).narrow(0, i0, b), kh.select(0, h), {});  // [b, Sk]
+      at::_softmax_out(scores, scores, -1, false);  // in place, row by row
+      out.narrow(0, i0, b).select(1, h).copy_(h3::linear(scores, vt.select(0, h), {}));
+    }
+  });
+  return out.view({s, heads * d});
+}
+
+}  // namespace h3
