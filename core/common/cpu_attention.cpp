@@ -20,6 +20,13 @@ int64_t cpu_attention_block_rows(int64_t queries, int64_t keys, int64_t max_scor
   return std::max<int64_t>(1, std::min(queries, std::clamp<int64_t>(fit, 16, 512)));
 }
 
+int64_t cpu_attention_score_bytes(int64_t queries, int64_t keys, int64_t heads, int64_t max_score_elements,
+                                  int threads) {
+  const int64_t block = cpu_attention_block_rows(queries, keys, max_score_elements);
+  const int64_t tasks = heads * ((queries + block - 1) / block);
+  return std::min<int64_t>(std::max(1, threads), tasks) * block * keys * static_cast<int64_t>(sizeof(float));
+}
+
 at::Tensor cpu_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          int64_t max_score_elements) {
   const int64_t s = q.size(0), sk = k.size(0), heads = q.size(1), d = q.size(2);
@@ -39,7 +46,8 @@ at::Tensor cpu_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
   // The intra-op threads share the (head, block) tasks and each runs its GEMMs on its own: no
   // GEMM is split across threads, so every output is summed in the same order at any thread count
   // (the ranks of one world give the same frames whether they are threads or processes, which run
-  // different thread counts). One block's scores exist per running task.
+  // different thread counts). The block does not shrink with more threads: a GEMM's rows change
+  // its bits. One block's scores exist per running task.
   at::parallel_for(0, heads * blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t h = task / blocks, i0 = (task % blocks) * block, b = std::min(block, s - i0);

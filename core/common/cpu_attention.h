@@ -23,9 +23,15 @@ bool cpu_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::T
 // nothing).
 int64_t cpu_attention_block_rows(int64_t queries, int64_t keys, int64_t max_score_elements);
 
-// q [S, heads, D] against k, v [Sk, heads, D] -> [S, heads * D], one head and block of rows at a
-// time (cpu_attention_block_rows). Needs cpu_attention_applies(q, k, v). Beside the inputs it holds
-// head-major copies of q (pre-scaled), k and v transposed, the output and one block's scores.
+// The scores cpu_attention holds at once with `threads` intra-op threads.
+int64_t cpu_attention_score_bytes(int64_t queries, int64_t keys, int64_t heads, int64_t max_score_elements,
+                                  int threads);
+
+// q [S, heads, D] against k, v [Sk, heads, D] -> [S, heads * D], one task per head and block of
+// cpu_attention_block_rows(S, Sk, max_score_elements) rows, the intra-op threads sharing the
+// tasks. Needs cpu_attention_applies(q, k, v). Beside the inputs it holds head-major copies of q
+// (pre-scaled), k and v transposed, the output, and one block's fp32 scores per thread
+// (cpu_attention_score_bytes).
 at::Tensor cpu_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          int64_t max_score_elements);
 

@@ -6,6 +6,7 @@
 #include "engine/engine.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -57,6 +58,8 @@ struct Engine::Impl {
     s.tp = (processes ? opts.world_size : opts.ranks) / std::max(1, opts.sp);
     s.activation_bytes = compute_dtype == "bf16" ? 2 : 4;
     s.on_gpus = opts.device == "cuda";
+    s.cpu_threads = processes || opts.ranks == 1 ? at::get_num_threads()
+                                                 : engine_detail::cpu_threads_per_thread_rank(opts.ranks);
     return s;
   }
 

@@ -70,7 +70,8 @@ struct ForwardBytes {
 // concatenated with its own), and the score block of the blocked attention (dit/layers.h): fp32
 // scores [heads, block, keys] of at most kDefaultScoreElements at >= 16 queries, the
 // probabilities in the compute dtype when that is not fp32, the block's output. At sp = 1
-// activations + attention less the score block is exactly memory_guard's estimate for the rows.
+// activations + attention less the score block is exactly memory_guard's estimate for the rows
+// (which, in fp32 on the CPU, adds the CPU attention's score blocks of its own instead).
 ForwardBytes forward_bytes(const dit::DitConfig& c, const Forward& f, int64_t tp, int64_t sp, int64_t e) {
   const int64_t local = ceil_div(f.rows, sp), all = f.rows;
   const int64_t heads = c.num_heads / (tp * sp), d = c.head_dim;

@@ -7,8 +7,10 @@
 #include <limits>
 #include <sstream>
 
+#include "common/cpu_attention.h"
 #include "common/error.h"
 #include "dit/frames.h"
+#include "dit/layers.h"
 #include "text/vision_config.h"
 #include "text/vision_parameters.h"
 #include "vae/chunk_plan.h"
@@ -29,12 +31,17 @@ int64_t sum_of(const std::vector<int64_t>& v) {
 
 // The DiT forward of one rank at its widest: one block's activations (the fp32 residual stream
 // and its normed copies, q/k/v and the attention kernel's head-major copies, the FFN's two
-// hidden tensors, this rank's shard of the heads and the FFN), plus the RoPE tables of the rows.
+// hidden tensors, this rank's shard of the heads and the FFN), plus the RoPE tables of the rows;
+// in fp32 on the CPU also each thread's block of attention scores over the rows.
 int64_t dit_bytes_per_rank(const dit::DitConfig& c, int64_t rows, const MemoryShape& s) {
   const int64_t tp = std::max(1, s.tp), e = s.activation_bytes;
   const int64_t inner = c.inner_dim() / tp, ffn = c.ffn_dim / tp;
   const int64_t per_row = 5 * c.hidden_size * kF32 + e * (7 * inner + 2 * ffn) + 2 * c.rope_dims() * kF32;
-  return rows * per_row;
+  const int64_t scores = !s.on_gpus && e == kF32 ? cpu_attention_score_bytes(rows, rows, c.num_heads / tp,
+                                                                            dit::kDefaultScoreElements,
+                                                                            s.cpu_threads)
+                                                 : 0;
+  return rows * per_row + scores;
 }
 
 // Rank 0's uint8 frames of one clip: what reaches the host from a decode wherever it runs.

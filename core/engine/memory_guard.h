@@ -21,6 +21,9 @@ struct MemoryShape {
   // only what comes back (the sampler's host copies, rank 0's frames of one clip, the waveform).
   // What the GPUs hold is the fit check's (engine/fit_check.h).
   bool on_gpus = false;
+  // Intra-op threads of each rank on the CPU: each holds one block of attention scores at a time
+  // (common/cpu_attention.h).
+  int cpu_threads = 1;
 };
 
 // Bytes this process needs on top of the loaded weights, each term for all of its ranks: in host

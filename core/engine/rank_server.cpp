@@ -1,6 +1,7 @@
 #include "engine/rank_server.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <optional>
@@ -60,6 +61,11 @@ void WorldHealth::clear_broken() {
   broken_.clear();
 }
 
+int cpu_threads_per_thread_rank(int ranks) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, ranks));
+}
+
 RankServer::RankServer(const ModelInfo& model, RankSetup setup, JobChannel& channel)
     : model_(model), setup_(std::move(setup)), channel_(channel) {
   install_cpu_block_cache();
@@ -70,8 +76,7 @@ RankServer::Ended RankServer::run(dist::Group& g, std::exception_ptr* own_load_e
   if (g.size() > 1 && setup_.thread_ranks) {
     // Ranks share this host's cores: each takes its share, or every rank's GEMMs would fan
     // out over every core and contend (OpenBLAS's pool is process-wide; see vae/cpu_threads.h).
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    vae::set_cpu_threads(std::max(1, cores / g.size()));
+    vae::set_cpu_threads(cpu_threads_per_thread_rank(g.size()));
   }
   RankParts local;
   RankParts& parts = setup_.thread_ranks ? local : kept_;
@@ -237,6 +242,7 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
       one.tp = g.size() / std::max(1, setup_.sp);
       one.activation_bytes = setup_.compute_dtype == "bf16" ? 2 : 4;
       one.on_gpus = setup_.device == "cuda";
+      one.cpu_threads = at::get_num_threads();
       peer_memory_stage(c, j.request, one, setup_.max_memory);
     }
     // Before any work, so that a model without audio_vae/ fails at once.

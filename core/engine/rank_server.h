@@ -19,6 +19,10 @@ namespace h3::engine_detail {
 // An exception's message, for the reasons the world keeps and reports.
 std::string message_of(const std::exception_ptr& e);
 
+// The intra-op threads of each rank of a world of `ranks` thread ranks: their share of this
+// host's cores (every rank's GEMMs fanning out over every core would contend).
+int cpu_threads_per_thread_rank(int ranks);
+
 // What the caller's side learns of the world's health from the rank side.
 class WorldHealth {
  public:

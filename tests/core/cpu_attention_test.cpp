@@ -76,16 +76,24 @@ TEST_F(CpuAttention, MatchesTheFullSoftmaxOverBlocksOfEverySize) {
 }
 
 // No GEMM is split across threads: the output's bits do not depend on the intra-op thread count
-// (thread ranks and process ranks of one world, which run different counts, agree).
+// (thread ranks and process ranks of one world, which run different counts, agree). Here at 64-row
+// blocks and at the medium model's 3658 rows of 128-wide heads (512-row blocks).
 TEST_F(CpuAttention, GivesTheSameBitsAtAnyThreadCount) {
   ThreadCount restore;
   at::manual_seed(4);
-  const at::Tensor q = at::randn({300, 4, 32}), k = at::randn({300, 4, 32}), v = at::randn({300, 4, 32});
-  at::set_num_threads(1);
-  const at::Tensor one = cpu_attention(q, k, v, 64 * 300);
-  for (int threads : {2, 3}) {
-    at::set_num_threads(threads);
-    EXPECT_TRUE(at::equal(cpu_attention(q, k, v, 64 * 300), one)) << threads << " threads";
+  const struct {
+    int64_t rows, heads, d, max_score_elements;
+  } cases[] = {{300, 4, 32, 64 * 300}, {3658, 2, 128, int64_t(1) << 22}};
+  for (const auto& c : cases) {
+    const at::Tensor q = at::randn({c.rows, c.heads, c.d}), k = at::randn({c.rows, c.heads, c.d});
+    const at::Tensor v = at::randn({c.rows, c.heads, c.d});
+    at::set_num_threads(1);
+    const at::Tensor one = cpu_attention(q, k, v, c.max_score_elements);
+    for (int threads : {2, 3, 4}) {
+      at::set_num_threads(threads);
+      EXPECT_TRUE(at::equal(cpu_attention(q, k, v, c.max_score_elements), one))
+          << c.rows << " rows, " << threads << " threads";
+    }
   }
 }
 
@@ -96,6 +104,10 @@ TEST(CpuAttentionBlocks, RowsPerBlockKeepTheScoresWithinTheBound) {
   EXPECT_EQ(cpu_attention_block_rows(500000, 500000, bound), 16);  // never under 16 rows
   EXPECT_EQ(cpu_attention_block_rows(10, 3658, bound), 10);        // never over the queries
   EXPECT_EQ(cpu_attention_block_rows(100, 100, 16 * 100), 16);
+  // One block per thread, while there are tasks for them: 4 heads x 8 blocks at 3658 rows.
+  EXPECT_EQ(cpu_attention_score_bytes(3658, 3658, 4, bound, 2), 2 * 512 * 3658 * 4);
+  EXPECT_EQ(cpu_attention_score_bytes(3658, 3658, 4, bound, 100), 32 * 512 * 3658 * 4);
+  EXPECT_EQ(cpu_attention_score_bytes(10, 3658, 1, bound, 4), 10 * 3658 * 4);
 }
 
 TEST(CpuAttentionBlocks, AppliesToFp32OnTheCpuOnly) {

@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/cpu_attention.h"
 #include "common/error.h"
+#include "dit/layers.h"
 #include "engine/engine.h"
 #include "engine_test_util.h"
 
@@ -57,6 +59,30 @@ TEST(MemoryGuard, TheEstimateCountsTheDitRowsOfThePlanAndGrowsWithLengthSizeAndR
   MemoryShape bf16;
   bf16.activation_bytes = 2;
   EXPECT_LT(estimate_request_memory(m, p, bf16).dit_bytes, e.dit_bytes);
+}
+
+// In fp32 on the CPU each intra-op thread of a rank holds one block of attention scores
+// (common/cpu_attention.h): 512 queries over every row, per thread, up to the tasks there are.
+TEST(MemoryGuard, OnTheCpuEachThreadCountsOneBlockOfAttentionScores) {
+  const ModelInfo m = tiny();
+  const ClipPlan p = make_plan(m, request(256, 160, 49));
+  const MemoryEstimate one = estimate_request_memory(m, p, MemoryShape{});
+  const int64_t rows = one.dit_rows, heads = m.dit.num_heads;
+  const int64_t block = cpu_attention_block_rows(rows, rows, dit::kDefaultScoreElements);
+  const int64_t tasks = heads * ((rows + block - 1) / block);
+  ASSERT_GT(tasks, 4);
+  MemoryShape four;
+  four.cpu_threads = 4;
+  EXPECT_EQ(estimate_request_memory(m, p, four).dit_bytes - one.dit_bytes, 3 * block * rows * 4);
+  MemoryShape many;
+  many.cpu_threads = static_cast<int>(tasks) + 10;  // no more blocks than tasks at once
+  EXPECT_EQ(estimate_request_memory(m, p, many).dit_bytes - one.dit_bytes, (tasks - 1) * block * rows * 4);
+  // bf16 and GPUs run LibTorch's fused kernel: no score blocks.
+  MemoryShape bf16 = four;
+  bf16.activation_bytes = 2;
+  MemoryShape bf16_one;
+  bf16_one.activation_bytes = 2;
+  EXPECT_EQ(estimate_request_memory(m, p, bf16).dit_bytes, estimate_request_memory(m, p, bf16_one).dit_bytes);
 }
 
 // device = cuda: the host holds what comes back from the GPUs, not their work. The DiT's and the
