@@ -91,7 +91,8 @@ class TextEncoder {
                  std::vector<at::Tensor>* all) const;
 
   EncoderConfig config_;
-  EncoderWeights weights_;  // this rank's shards, bound by declare_encoder_parameters
+  EncoderWeights weights_;             // this rank's shards, bound by declare_encoder_parameters
+  at::ScalarType dtype_ = at::kFloat;  // the compute dtype (embed_tokens may be stored narrower)
   int64_t k_ = 0;
   dist::Group* group_ = nullptr;
   int tp_rank_ = 0, tp_size_ = 1;

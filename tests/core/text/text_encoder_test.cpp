@@ -111,6 +111,30 @@ TEST(TextEncoder, MropePositionsAreInterleavedBySection) {
   }
 }
 
+// In fp32 a bf16 embed_tokens stays bf16 (half the largest tensor: 1.56 GB of the release's) and is
+// widened row by row on lookup, which is exact: the hidden states are those of the same table
+// stored widened, bit for bit. Every other tensor is fp32.
+TEST(TextEncoder, ABf16EmbeddingTableStaysBf16AndLooksUpExactly) {
+  const std::string table = "model.language_model.embed_tokens.weight";
+  test::TempDir narrow("te-bf16"), wide("te-wide");
+  test::write_golden_encoder(narrow.str(), [&](const std::string& n, const at::Tensor& v) {
+    return n == table ? std::optional<at::Tensor>(v.to(at::kBFloat16)) : std::nullopt;
+  });
+  test::write_golden_encoder(wide.str(), [&](const std::string& n, const at::Tensor& v) {
+    return n == table ? std::optional<at::Tensor>(v.to(at::kBFloat16).to(at::kFloat)) : std::nullopt;
+  });
+  const auto a = TextEncoder::load(narrow.str(), kGoldenLayer),
+             b = TextEncoder::load(wide.str(), kGoldenLayer);
+  for (const auto& [name, t] : a.named())
+    EXPECT_EQ(t.scalar_type(), name == table ? at::kBFloat16 : at::kFloat) << name;
+  for (const char* name : kCases) {
+    auto c = golden_case(name);
+    const at::Tensor ha = a.forward(c.at("input_ids"), c.at("position_ids"));
+    EXPECT_EQ(ha.scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(ha, b.forward(c.at("input_ids"), c.at("position_ids")))) << name;
+  }
+}
+
 TEST(TextEncoder, LayersAtAndAboveKAreNeverRead) {
   // Layers 4 and 5, the final norm and the vision tower: absent from the checkpoint.
   test::TempDir dir("te-cut");
