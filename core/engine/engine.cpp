@@ -53,14 +53,12 @@ struct Engine::Impl {
 
   // This process's ranks as the memory guard counts them.
   MemoryShape memory_shape() const {
-    MemoryShape s;
-    s.ranks_here = processes ? 1 : opts.ranks;
-    s.tp = (processes ? opts.world_size : opts.ranks) / std::max(1, opts.sp);
-    s.activation_bytes = compute_dtype == "bf16" ? 2 : 4;
-    s.on_gpus = opts.device == "cuda";
-    s.cpu_threads = processes || opts.ranks == 1 ? at::get_num_threads()
-                                                 : engine_detail::cpu_threads_per_thread_rank(opts.ranks);
-    return s;
+    if (processes) {
+      return memory_shape_of(1, opts.world_size, opts.sp, compute_dtype, opts.device, at::get_num_threads());
+    }
+    const int threads =
+        opts.ranks == 1 ? at::get_num_threads() : engine_detail::cpu_threads_per_thread_rank(opts.ranks);
+    return memory_shape_of(opts.ranks, opts.ranks, opts.sp, compute_dtype, opts.device, threads);
   }
 
   // Starts a job on every rank and pumps its events on the calling thread.

@@ -37,10 +37,10 @@ int64_t dit_bytes_per_rank(const dit::DitConfig& c, int64_t rows, const MemorySh
   const int64_t tp = std::max(1, s.tp), e = s.activation_bytes;
   const int64_t inner = c.inner_dim() / tp, ffn = c.ffn_dim / tp;
   const int64_t per_row = 5 * c.hidden_size * kF32 + e * (7 * inner + 2 * ffn) + 2 * c.rope_dims() * kF32;
-  const int64_t scores = !s.on_gpus && e == kF32 ? cpu_attention_score_bytes(rows, rows, c.num_heads / tp,
-                                                                            dit::kDefaultScoreElements,
-                                                                            s.cpu_threads)
-                                                 : 0;
+  const int64_t scores =
+      !s.on_gpus && e == kF32
+          ? cpu_attention_score_bytes(rows, rows, c.num_heads / tp, dit::kDefaultScoreElements, s.cpu_threads)
+          : 0;
   return rows * per_row + scores;
 }
 
@@ -208,6 +208,17 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   const long double bytes = n * scale;
   if (bytes > static_cast<long double>(std::numeric_limits<int64_t>::max())) throw bad();
   return static_cast<int64_t>(bytes);
+}
+
+MemoryShape memory_shape_of(int ranks_here, int world_ranks, int sp, const std::string& compute_dtype,
+                            const std::string& device, int cpu_threads) {
+  MemoryShape s;
+  s.ranks_here = ranks_here;
+  s.tp = world_ranks / std::max(1, sp);
+  s.activation_bytes = compute_dtype == "bf16" ? 2 : 4;
+  s.on_gpus = device == "cuda";
+  s.cpu_threads = std::max(1, cpu_threads);
+  return s;
 }
 
 MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s) {

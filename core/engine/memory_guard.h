@@ -26,6 +26,12 @@ struct MemoryShape {
   int cpu_threads = 1;
 };
 
+// One process's share of a world as the estimate counts it: `ranks_here` of its `world_ranks`
+// ranks (sequence-parallel degree `sp`, the rest tensor-parallel), computing in `compute_dtype`
+// ("bf16" or fp32) on `device` ("cuda" or the CPU), each rank with `cpu_threads` intra-op threads.
+MemoryShape memory_shape_of(int ranks_here, int world_ranks, int sp, const std::string& compute_dtype,
+                            const std::string& device, int cpu_threads);
+
 // Bytes this process needs on top of the loaded weights, each term for all of its ranks: in host
 // memory, and on the CPU that is all of it; with MemoryShape::on_gpus, the terms computed on the
 // GPUs are 0 (dit_rows is still given) and decode_bytes is the frames rank 0 receives.

@@ -238,11 +238,8 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
     // A process world's peers are their own processes, maybe on hosts with less memory than
     // rank 0's, which Engine::plan checked: each checks its own share before anything is read.
     if (!setup_.thread_ranks) {
-      MemoryShape one;
-      one.tp = g.size() / std::max(1, setup_.sp);
-      one.activation_bytes = setup_.compute_dtype == "bf16" ? 2 : 4;
-      one.on_gpus = setup_.device == "cuda";
-      one.cpu_threads = at::get_num_threads();
+      const MemoryShape one =
+          memory_shape_of(1, g.size(), setup_.sp, setup_.compute_dtype, setup_.device, at::get_num_threads());
       peer_memory_stage(c, j.request, one, setup_.max_memory);
     }
     // Before any work, so that a model without audio_vae/ fails at once.

@@ -61,6 +61,22 @@ TEST(MemoryGuard, TheEstimateCountsTheDitRowsOfThePlanAndGrowsWithLengthSizeAndR
   EXPECT_LT(estimate_request_memory(m, p, bf16).dit_bytes, e.dit_bytes);
 }
 
+// The shape the engine and each worker build from their options.
+TEST(MemoryGuard, AShapeIsTheProcessShareOfItsWorld) {
+  const MemoryShape w = memory_shape_of(1, 8, 2, "bf16", "cuda", 0);
+  EXPECT_EQ(w.ranks_here, 1);
+  EXPECT_EQ(w.tp, 4);
+  EXPECT_EQ(w.activation_bytes, 2);
+  EXPECT_TRUE(w.on_gpus);
+  EXPECT_EQ(w.cpu_threads, 1);
+  const MemoryShape t = memory_shape_of(2, 2, 1, "fp32", "cpu", 3);
+  EXPECT_EQ(t.ranks_here, 2);
+  EXPECT_EQ(t.tp, 2);
+  EXPECT_EQ(t.activation_bytes, 4);
+  EXPECT_FALSE(t.on_gpus);
+  EXPECT_EQ(t.cpu_threads, 3);
+}
+
 // In fp32 on the CPU each intra-op thread of a rank holds one block of attention scores
 // (common/cpu_attention.h): 512 queries over every row, per thread, up to the tasks there are.
 TEST(MemoryGuard, OnTheCpuEachThreadCountsOneBlockOfAttentionScores) {
