@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "common/cpu_attention.h"
 #include "common/error.h"
 #include "dit/layers.h"
@@ -63,18 +65,12 @@ TEST(MemoryGuard, TheEstimateCountsTheDitRowsOfThePlanAndGrowsWithLengthSizeAndR
 
 // The shape the engine and each worker build from their options.
 TEST(MemoryGuard, AShapeIsTheProcessShareOfItsWorld) {
-  const MemoryShape w = memory_shape_of(1, 8, 2, "bf16", "cuda", 0);
-  EXPECT_EQ(w.ranks_here, 1);
-  EXPECT_EQ(w.tp, 4);
-  EXPECT_EQ(w.activation_bytes, 2);
-  EXPECT_TRUE(w.on_gpus);
-  EXPECT_EQ(w.cpu_threads, 1);
-  const MemoryShape t = memory_shape_of(2, 2, 1, "fp32", "cpu", 3);
-  EXPECT_EQ(t.ranks_here, 2);
-  EXPECT_EQ(t.tp, 2);
-  EXPECT_EQ(t.activation_bytes, 4);
-  EXPECT_FALSE(t.on_gpus);
-  EXPECT_EQ(t.cpu_threads, 3);
+  // (ranks_here, tp, activation_bytes, on_gpus, cpu_threads)
+  auto fields = [](const MemoryShape& m) {
+    return std::make_tuple(m.ranks_here, m.tp, m.activation_bytes, m.on_gpus, m.cpu_threads);
+  };
+  EXPECT_EQ(fields(memory_shape_of(1, 8, 2, "bf16", "cuda", 0)), std::make_tuple(1, 4, 2, true, 1));
+  EXPECT_EQ(fields(memory_shape_of(2, 2, 1, "fp32", "cpu", 3)), std::make_tuple(2, 2, 4, false, 3));
 }
 
 // In fp32 on the CPU each intra-op thread of a rank holds one block of attention scores
