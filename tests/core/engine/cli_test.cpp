@@ -171,6 +171,66 @@ TEST(Cli, BadInputsAreClearErrors) {
   fails("generate --prompt x --out " + q(d / "no/dir/x.y4m"), "no/dir/x.y4m");
 }
 
+// --prompt-timeline: the file's prompt takes over at its chunk (the CLI's latents are the engine's
+// for the same timeline, and the first prompt's before that chunk); a bad or empty file is refused
+// naming it, as is a timeline without the causal sampler.
+TEST(Cli, GenerateTakesAPromptTimelineFileAndRefusesABadOrEmptyOne) {
+  test::TempDir d("cli-timeline");
+  const std::string timeline = d / "timeline.txt", lat = d / "lat.safetensors";
+  std::ofstream(timeline) << "# seconds prompt\r\n0.5 a blue cube spinning\r\n";
+  const std::string common =
+      "generate --prompt 'a red ball bouncing' --sampler causal --frames 39 --seed 11 --out " +
+      q(d / "clip.y4m");
+  const Result g = sh(h3(common + " --prompt-timeline " + q(timeline) + " --save-latents " + q(lat)));
+  ASSERT_EQ(g.code, 0) << g.out;
+  // Chunk 1 starts at 17/24 s, the first start at or after 0.5 s.
+  EXPECT_THAT(g.out, ::testing::HasSubstr("h3: prompt from chunk 1 ("));
+  const at::Tensor cli = io::SafetensorsFile::open(lat)->view("video").clone();
+  ASSERT_EQ(cli.sizes(), (at::IntArrayRef{1, 24, 12, 10, 16}));  // 12 latents: chunks 0, 1 and the tail
+
+  auto engine = test::open_tiny(1);
+  GenerationRequest r;
+  r.prompt = "a red ball bouncing";
+  r.sampler = "causal";
+  r.num_frames = 39;
+  r.seed = 11;
+  auto latents = [&](const GenerationRequest& req) {
+    at::Tensor video, audio;
+    test::CollectSink sink;
+    CancelToken cancel;
+    engine->generate(req, sink, {}, cancel, test::keep_latents(&video, &audio));
+    return video;
+  };
+  const at::Tensor plain = latents(r);
+  r.prompt_timeline = {{0.5, "a blue cube spinning"}};
+  const at::Tensor timed = latents(r);
+  const double same = (cli - timed).abs().max().item<double>();
+  const double first = (cli.narrow(2, 0, 5) - plain.narrow(2, 0, 5)).abs().max().item<double>();
+  const double switched = (cli.narrow(2, 5, 7) - plain.narrow(2, 5, 7)).abs().max().item<double>();
+  std::printf(
+      "h3 generate --prompt-timeline: max |cli - engine| %.3g; chunk 0 vs no timeline %.3g, chunks 1-2 "
+      "%.3g\n",
+      same, first, switched);
+  EXPECT_LE(same, 1e-5);
+  EXPECT_LE(first, 1e-5);
+  EXPECT_GT(switched, 1e-3);  // 0.0106 measured; 0 when the timeline is not read
+
+  auto fails = [&](const std::string& args, const std::string& needle) {
+    const Result f = sh(h3(args));
+    EXPECT_NE(f.code, 0) << args;
+    EXPECT_THAT(f.out, ::testing::HasSubstr(needle)) << args;
+  };
+  const std::string empty = d / "empty.txt", bad = d / "bad.txt";
+  std::ofstream(empty) << "# nothing here yet\n\n";
+  std::ofstream(bad) << "1 a red ball\n0.5 a blue cube\n";
+  fails(common + " --prompt-timeline " + q(empty), empty + ": the prompt timeline has no entry");
+  fails(common + " --prompt-timeline " + q(bad), bad + ":2: the time 0.5 does not follow the line before");
+  fails(common + " --prompt-timeline " + q(d / "missing.txt"),
+        "prompt timeline " + d / "missing.txt" + " cannot be read");
+  fails("generate --prompt x --frames 39 --out " + q(d / "e.y4m") + " --prompt-timeline " + q(timeline),
+        "a prompt timeline needs the causal sampler (sampler=causal)");
+}
+
 TEST(Cli, GenerateComputeDtypeBf16WritesTheClipAndAnUnknownDtypeIsRefused) {
   test::TempDir d("cli-dtype");
   const std::string req = "generate --prompt 'half precision' --width 80 --height 48 --frames 30 --steps 3 ";

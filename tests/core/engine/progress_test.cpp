@@ -47,5 +47,27 @@ TEST(ProgressPrinter, ABarRedrawnInPlaceOnATerminal) {
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 1);  // one line for the whole request
 }
 
+// A causal request's prompt change: no total to count against, the chunk it applies from.
+TEST(ProgressPrinter, APromptChangeNamesTheChunkItAppliesFrom) {
+  for (const int tty : {0, 1}) {
+    std::FILE* f = std::tmpfile();
+    {
+      ProgressPrinter p(tty, f);
+      p(Progress{Phase::kPrompt, 0, 0, 3, -1, 51, -1, 2.5});
+      p.finish();
+    }
+    std::rewind(f);
+    char buf[256] = "";
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    const std::string s(buf, n);
+    if (tty == 0) {
+      EXPECT_EQ(s, "h3: prompt from chunk 3 (2.50 s)\n");
+    } else {
+      EXPECT_THAT(s, ::testing::HasSubstr("] from chunk 3 2.5s"));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace h3::tools
