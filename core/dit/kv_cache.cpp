@@ -69,8 +69,12 @@ void KvCache::commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> value
 }
 
 void KvCache::replace_first(std::vector<at::Tensor> keys, std::vector<at::Tensor> values) {
-  if (ids_.empty() || ids_.front() != 0 || keys.size() != k_.size()) {
+  if (ids_.empty() || ids_.front() != 0)
     throw Error(ErrorKind::kInternal, "KV cache: no prompt record to replace");
+  if (keys.size() != k_.size() || values.size() != v_.size()) {
+    throw Error(ErrorKind::kInternal, "KV cache: a prompt of " + std::to_string(keys.size()) + " key and " +
+                                          std::to_string(values.size()) + " value layers for a cache of " +
+                                          std::to_string(k_.size()));
   }
   const int64_t old = rows_.front(), rest = rows() - old;
   for (size_t l = 0; l < k_.size(); ++l) {
