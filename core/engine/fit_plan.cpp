@@ -45,12 +45,7 @@ std::vector<Forward> widest_forwards(const dit::DitConfig& c, const ClipPlan& p)
     // The condition blocks and the pictures' vision blocks are rows of every forward too.
     return {Forward{kTextRowsReserve + p.vision_rows + p.condition_rows + whole.rows(grid_h, grid_w), 0}};
   }
-  // An endless stream's chunks are full ones; their audio repeats every three chunks (85/3).
-  const std::vector<dit::ChunkSpan> chunks =
-      p.endless ? std::vector<dit::ChunkSpan>{dit::full_chunk(0), dit::full_chunk(1), dit::full_chunk(2)}
-                : dit::cut_chunks(p.latent_frames, p.audio_latents);
-  int64_t chunk_rows = 0;
-  for (const auto& s : chunks) chunk_rows = std::max(chunk_rows, s.rows(grid_h, grid_w));
+  const int64_t chunk_rows = widest_causal_chunk_rows(c, p);
   // The text and the retained chunks (cache_records counts the text's record).
   const int64_t cached = kTextRowsReserve + std::max<int64_t>(0, p.cache_records - 1) * chunk_rows;
   return {Forward{chunk_rows, cached}, Forward{kTextRowsReserve, 0}};

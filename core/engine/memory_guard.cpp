@@ -9,6 +9,7 @@
 
 #include "common/cpu_attention.h"
 #include "common/error.h"
+#include "dit/chunk_layout.h"
 #include "dit/frames.h"
 #include "dit/layers.h"
 #include "text/vision_config.h"
@@ -221,29 +222,50 @@ MemoryShape memory_shape_of(int ranks_here, int world_ranks, int sp, const std::
   return s;
 }
 
+int64_t endless_video_latents(const ModelInfo& m) {
+  const vae::ChunkPlan cp = vae::plan_chunks(dit::kChunkLatents + 2, vae::temporal_params(m.vae));
+  return cp.tokens_chunk_size + (cp.tokens_chunk_size + cp.token_overlap) + dit::kChunkLatents - 1;
+}
+
+int64_t endless_audio_latents(const ModelInfo& m) {
+  return dit::full_chunk(2).audio_end + 2 * m.audio_context_latents;
+}
+
+int64_t widest_causal_chunk_rows(const dit::DitConfig& c, const ClipPlan& p) {
+  const int64_t grid_h = p.canvas_height / dit::kVaeSpatialRatio / c.patch[1];
+  const int64_t grid_w = p.canvas_width / dit::kVaeSpatialRatio / c.patch[2];
+  const std::vector<dit::ChunkSpan> chunks =
+      p.endless ? std::vector<dit::ChunkSpan>{dit::full_chunk(0), dit::full_chunk(1), dit::full_chunk(2)}
+                : dit::cut_chunks(p.latent_frames, p.audio_latents);
+  int64_t rows = 0;
+  for (const auto& span : chunks) rows = std::max(rows, span.rows(grid_h, grid_w));
+  return rows;
+}
+
 MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s) {
   MemoryEstimate e;
   const int64_t lh = p.canvas_height / dit::kVaeSpatialRatio, lw = p.canvas_width / dit::kVaeSpatialRatio;
   const dit::DitConfig& c = m.dit;
-  // An endless stream holds a VAE clip's latents and two chunks' audio at a time.
-  const int64_t latent_frames = p.endless ? 12 : p.latent_frames;
-  const int64_t audio_latents = p.endless ? 57 : p.audio_latents;
+  // An endless stream's latents leave once the decode and the audio decoder are past them
+  // (stage_causal.cpp): however long it runs, it keeps the decode's clip, the clip before it
+  // (dropped when the next is asked for) and the newest chunk beyond the clip's end; and three
+  // chunks' audio with the audio decoder's context on either side.
+  const int64_t latent_frames = p.endless ? endless_video_latents(m) : p.latent_frames;
+  const int64_t audio_latents = p.endless ? endless_audio_latents(m) : p.audio_latents;
   const int64_t video_rows =
       latent_frames * (lh / c.patch[1]) * (lw / c.patch[2]) / std::max<int64_t>(1, c.patch[0]);
   const int64_t audio_rows = 2 * audio_latents;
   if (p.sampler == "causal") {
-    // A chunk's rows at a time (a full chunk is the widest), attending the KV cache: its
-    // records' keys and values in every layer and, per block, the scores over them.
-    const int64_t chunks = p.endless ? 2 : std::max<int64_t>(1, p.causal_chunks);
-    const int64_t chunk_rows =
-        (audio_rows + chunks - 1) / chunks +
-        std::min<int64_t>(video_rows, 5 * video_rows / std::max<int64_t>(1, latent_frames));
+    // A chunk's rows at a time, attending the KV cache: its records' keys and values in every
+    // layer and, per block, the scores over them.
+    const int64_t chunk_rows = widest_causal_chunk_rows(c, p);
     const int64_t cache_rows = kTextRowsReserve + std::max<int64_t>(0, p.cache_records - 1) * chunk_rows;
     const int64_t tp = std::max(1, s.tp);
     e.dit_rows = chunk_rows;
+    e.kv_bytes = s.ranks_here * c.num_layers * cache_rows * 2 * (c.inner_dim() / tp) * s.activation_bytes;
     e.dit_bytes = s.ranks_here * (dit_bytes_per_rank(c, chunk_rows, s) +
-                                  c.num_layers * cache_rows * 2 * (c.inner_dim() / tp) * s.activation_bytes +
-                                  chunk_rows * (cache_rows + chunk_rows) * (c.num_heads / tp) * kF32);
+                                  chunk_rows * (cache_rows + chunk_rows) * (c.num_heads / tp) * kF32) +
+                  e.kv_bytes;
   } else {
     // The condition blocks and the pictures' vision blocks are rows of every forward too.
     e.dit_rows = kTextRowsReserve + p.vision_rows + p.condition_rows + audio_rows + video_rows;
@@ -253,13 +275,16 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
   e.conditioning_bytes = conditioning_bytes(m, p, s);
   if (s.on_gpus) {
     e.dit_bytes = 0;
+    e.kv_bytes = 0;
     e.decode_bytes = clip_frame_bytes(m, p);
     e.conditioning_bytes = 0;
   }
   // Per rank: the noise, the latents, the velocity and the next step's latents (video and
-  // audio), and the decode's fp32 copy; rank 0 also holds the soundtrack's waveform.
+  // audio), and the decode's fp32 copy; rank 0 also holds the soundtrack's waveform (an endless
+  // stream's leaves chunk by chunk).
   const int64_t latent_values = c.in_channels * latent_frames * lh * lw + audio_rows * c.audio_in_channels;
-  e.state_bytes = s.ranks_here * 5 * latent_values * kF32 + 2 * std::max<int64_t>(0, p.audio_samples) * kF32;
+  const int64_t waveform = p.endless ? 0 : 2 * std::max<int64_t>(0, p.audio_samples) * kF32;
+  e.state_bytes = s.ranks_here * 5 * latent_values * kF32 + waveform;
   e.margin_bytes =
       (e.state_bytes + e.dit_bytes + e.decode_bytes + e.conditioning_bytes) / 10 + (int64_t{64} << 20);
   return e;
@@ -308,9 +333,10 @@ void check_request_memory(const ModelInfo& m, const GenerationRequest& req, cons
     return estimate_request_memory(m, make_plan(m, r), s).peak() <= limit;
   };
   // The longest clip that fits at this size (the decode's clip does not shrink with the length,
-  // so there may be none), and the largest size of this aspect that fits at this length.
+  // so there may be none), and the largest size of this aspect that fits at this length. An
+  // endless stream has no length to shorten (its estimate does not depend on one): only the size.
   int64_t best_frames = 0;
-  for (int64_t lo = kMinFrames, hi = p.num_frames - 1; lo <= hi;) {
+  for (int64_t lo = kMinFrames, hi = p.endless ? 0 : p.num_frames - 1; lo <= hi;) {
     const int64_t mid = lo + (hi - lo) / 2;
     if (fits(p.width, p.height, mid)) {
       best_frames = mid;
@@ -342,13 +368,22 @@ void check_request_memory(const ModelInfo& m, const GenerationRequest& req, cons
       << format_bytes(limit)
       << (given ? " is the max-memory limit" : " is available (MemAvailable, or the cgroup's memory.max)")
       << ". ";
-  if (best_frames > 0) {
-    msg << "At " << p.width << "x" << p.height << " at most " << best_frames << " frames fit";
+  if (p.endless) {
+    msg << "An endless stream at " << p.width << "x" << p.height << " needs this however long it runs; ";
+    if (best_w > 0) {
+      msg << "at most " << best_w << "x" << best_h << " fits";
+    } else {
+      msg << "no size of this aspect fits";
+    }
   } else {
-    msg << "No length fits at " << p.width << "x" << p.height;
-  }
-  if (best_w > 0) {
-    msg << "; at " << p.num_frames << " frames at most " << best_w << "x" << best_h << " fits";
+    if (best_frames > 0) {
+      msg << "At " << p.width << "x" << p.height << " at most " << best_frames << " frames fit";
+    } else {
+      msg << "No length fits at " << p.width << "x" << p.height;
+    }
+    if (best_w > 0) {
+      msg << "; at " << p.num_frames << " frames at most " << best_w << "x" << best_h << " fits";
+    }
   }
   msg << ". Ask for less, use more ranks on other hosts, or raise the limit with max-memory / "
          "--max-memory if the estimate is too cautious for this machine.";

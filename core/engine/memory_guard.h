@@ -36,8 +36,11 @@ MemoryShape memory_shape_of(int ranks_here, int world_ranks, int sp, const std::
 // memory, and on the CPU that is all of it; with MemoryShape::on_gpus, the terms computed on the
 // GPUs are 0 (dit_rows is still given) and decode_bytes is the frames rank 0 receives.
 struct MemoryEstimate {
-  int64_t dit_rows = 0;      // rows of the packed sequence: text bound + audio + video
-  int64_t dit_bytes = 0;     // the DiT forward at its widest (one block's activations)
+  int64_t dit_rows = 0;   // rows of the packed sequence: text bound + audio + video
+  int64_t dit_bytes = 0;  // the DiT forward at its widest (one block's activations)
+  // Causal: of dit_bytes, the KV cache's keys and values in every layer (the text reserve and
+  // cache_records - 1 records of the widest chunk), as the fit planner counts it. 0 otherwise.
+  int64_t kv_bytes = 0;
   int64_t decode_bytes = 0;  // the video decode of one clip (tiles gathered, stitched, blended)
   int64_t state_bytes = 0;   // latents, noise and the sampler's state, held through the request
   int64_t margin_bytes = 0;  // a tenth of the rest and 64 MiB: allocator slack, the sink's copies
@@ -55,6 +58,20 @@ struct MemoryEstimate {
 constexpr int64_t kTextRowsReserve = 1024;
 
 MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s);
+
+// The most video latents and audio latents (per channel) an endless stream keeps at a time on
+// this model, as the estimate reserves them (its state term, five copies): the decode's clip, the
+// clip before it and the newest chunk beyond; three chunks' audio (85 latents) and the audio
+// decoder's context on either side. What the stream holds is reported per chunk by
+// GenerateExtras::on_causal_chunk (tested against these).
+int64_t endless_video_latents(const ModelInfo& m);
+int64_t endless_audio_latents(const ModelInfo& m);
+
+// Rows of the widest forward of a causal plan's chunks (dit::ChunkSpan::rows on the plan's canvas):
+// a chunk's forward and each record the KV cache keeps of it. An endless stream's chunks are full
+// ones, whose audio repeats every three chunks (85/3 latents each). The memory guard's and the fit
+// planner's figure.
+int64_t widest_causal_chunk_rows(const dit::DitConfig& c, const ClipPlan& p);
 
 // What a request may take: the machine's MemAvailable, or the cgroup's remaining allowance
 // (memory.max - memory.current) where that is smaller. 0 when neither can be read.

@@ -175,6 +175,7 @@ ModelInfo read_model(const std::string& dir, bool ref2va) {
       const audio::AudioVaeConfig a = audio::find_audio_vae(m.audio_vae_dir).config;
       m.audio_rate = a.sample_rate;
       m.audio_hop = a.hop();
+      m.audio_context_latents = a.context_latents();
       m.audio_encoder_dim = a.encoder_dim;
       m.audio_encoder_params = audio::encoder_parameters(a);
     } catch (const std::exception&) {

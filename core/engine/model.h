@@ -37,6 +37,9 @@ struct ModelInfo {
   // The audio VAE's waveform (audio_vae/ config): samples per second and per latent. 0 when the
   // folder has no audio VAE, or its config cannot be read (the decoder's load says why).
   int64_t audio_rate = 0, audio_hop = 0;
+  // Latents the audio decoder reads on either side of a range (AudioVaeConfig::context_latents):
+  // what a streamed soundtrack keeps behind and ahead of its last piece. 0 as above.
+  int64_t audio_context_latents = 0;
   // Its encoder (Ref2VA's sound): the first convolution's width and the parameters a checkpoint
   // holds for it; 0 as above.
   int64_t audio_encoder_dim = 0, audio_encoder_params = 0;

@@ -6,12 +6,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <tuple>
 
 #include "common/cpu_attention.h"
 #include "common/error.h"
 #include "dit/layers.h"
 #include "engine/engine.h"
+#include "engine/fit_plan.h"
 #include "engine_test_util.h"
 
 namespace h3 {
@@ -224,6 +226,183 @@ TEST(MemoryGuard, ByteCountsTakeBinarySuffixes) {
   }
   EXPECT_EQ(format_bytes(3 * kGiB / 2), "1.5 GiB");
   EXPECT_EQ(format_bytes(512 * (int64_t{1} << 20)), "512.0 MiB");
+}
+
+// ---- The causal sampler and endless streams ----
+
+GenerationRequest causal(int64_t width, int64_t height, int64_t frames, int64_t window) {
+  GenerationRequest r = request(width, height, frames);
+  r.sampler = "causal";
+  r.steps = 0;  // RAVEN's 4
+  r.window = window;
+  return r;
+}
+
+// The fit planner's KV cache for the same request on one rank's device (tp ranks, sp 1), fp32.
+int64_t planner_kv(const ModelInfo& m, const ClipPlan& p, int tp) {
+  PlanOptions o;
+  o.ranks = tp;
+  o.device_memory = int64_t{1} << 50;
+  o.dtype_bytes = 4;
+  for (const LayoutFit& f : plan_layouts(m, p, o)) {
+    if (f.tp == tp && f.sp == 1) return f.kv_cache;
+  }
+  ADD_FAILURE() << "no TP" << tp << "xSP1 layout";
+  return -1;
+}
+
+// A causal request attends a KV cache of the text reserve and cache_records - 1 chunks of the
+// widest chunk's rows (a full chunk: 5 latents of 2x2 patches and 29 audio latents in two rows):
+// the estimate grows with the window and the canvas, not with the length once the window is
+// full, and its KV term is the fit planner's.
+TEST(MemoryGuard, TheCausalEstimateGrowsWithTheWindowAndTheSizeAndItsKvCacheIsThePlanners) {
+  const ModelInfo m = tiny();
+  const dit::DitConfig& c = m.dit;
+  const int64_t grid = (160 / 32) * (256 / 32);  // 2x2 patches of the 16x-downsampled canvas
+  const int64_t chunk_rows = 5 * grid + 2 * 29;
+  int64_t last_kv = 0, last_dit = 0, last_peak = 0;
+  for (int64_t window = 0; window <= 4; ++window) {
+    const ClipPlan p = make_plan(m, causal(256, 160, 141, window));  // 9 chunks: 8 full and a tail
+    ASSERT_EQ(p.causal_chunks, 9);
+    ASSERT_EQ(p.cache_records, 2 + window) << "sink 2 (the text and chunk 0) + the window";
+    const MemoryEstimate e = estimate_request_memory(m, p, MemoryShape{});
+    EXPECT_EQ(e.dit_rows, chunk_rows);
+    EXPECT_EQ(e.kv_bytes,
+              c.num_layers * (kTextRowsReserve + (1 + window) * chunk_rows) * 2 * c.inner_dim() * 4)
+        << "window " << window;
+    EXPECT_EQ(e.kv_bytes, planner_kv(m, p, 1)) << "window " << window;
+    EXPECT_GT(e.kv_bytes, last_kv) << "window " << window;
+    EXPECT_GE(e.dit_bytes - last_dit, e.kv_bytes - last_kv) << "the KV term is part of the DiT's";
+    EXPECT_GT(e.peak(), last_peak) << "window " << window;
+    last_kv = e.kv_bytes;
+    last_dit = e.dit_bytes;
+    last_peak = e.peak();
+  }
+  // Tensor parallelism: each rank holds its heads' share, as the planner counts it.
+  MemoryShape tp2;
+  tp2.tp = 2;
+  const ClipPlan p2 = make_plan(m, causal(256, 160, 141, 2));
+  ASSERT_EQ(c.num_heads % 2, 0);
+  EXPECT_EQ(estimate_request_memory(m, p2, tp2).kv_bytes, planner_kv(m, p2, 2));
+  EXPECT_EQ(2 * estimate_request_memory(m, p2, tp2).kv_bytes,
+            estimate_request_memory(m, p2, MemoryShape{}).kv_bytes);
+  // A larger canvas: wider chunks, a larger cache, a larger decode.
+  const MemoryEstimate small = estimate_request_memory(m, p2, MemoryShape{});
+  const ClipPlan big = make_plan(m, causal(512, 320, 141, 2));
+  const MemoryEstimate large = estimate_request_memory(m, big, MemoryShape{});
+  EXPECT_EQ(large.dit_rows, 4 * 5 * grid + 2 * 29);
+  EXPECT_GT(large.kv_bytes, small.kv_bytes);
+  EXPECT_EQ(large.kv_bytes, planner_kv(m, big, 1));
+  EXPECT_GT(large.dit_bytes, small.dit_bytes);
+  EXPECT_GT(large.peak(), small.peak());
+  // The euler sampler keeps no cache.
+  EXPECT_EQ(estimate_request_memory(m, make_plan(m, request(256, 160, 141)), MemoryShape{}).kv_bytes, 0);
+}
+
+// An endless stream's plan has -1 for every length (num_frames, chunks, frames, evaluations,
+// samples): its estimate reads none of them. It reserves the latents the stream keeps at a time
+// (causal_engine_test.cpp measures them), and its KV cache is that of any clip long enough to
+// fill the window.
+TEST(MemoryGuard, AnEndlessEstimateReadsNoLengthAndEqualsALongClipsCache) {
+  const ModelInfo m = tiny();
+  const dit::DitConfig& c = m.dit;
+  GenerationRequest r = causal(256, 160, kEndless, 2);
+  const ClipPlan p = make_plan(m, r);
+  ASSERT_TRUE(p.endless);
+  ASSERT_EQ(p.num_frames, -1);
+  ASSERT_EQ(p.causal_chunks, -1);
+  ASSERT_EQ(p.audio_samples, -1);
+  ASSERT_EQ(p.cache_records, 4);
+  const MemoryEstimate e = estimate_request_memory(m, p, MemoryShape{});
+  auto terms = [](const MemoryEstimate& x) {
+    return std::make_tuple(x.dit_rows, x.dit_bytes, x.kv_bytes, x.decode_bytes, x.state_bytes,
+                           x.conditioning_bytes, x.margin_bytes);
+  };
+  for (int64_t n : {int64_t{5}, int64_t{1000000}}) {
+    ClipPlan q = p;
+    q.num_frames = q.total_chunks = q.generated_frames = q.evaluations = q.causal_chunks = q.audio_samples =
+        n;
+    EXPECT_EQ(terms(estimate_request_memory(m, q, MemoryShape{})), terms(e)) << "the lengths set to " << n;
+  }
+  // Held at a time: the decode's clip of 7 latents, the 5 before it and 4 of the newest chunk
+  // beyond it; 85 audio latents (three chunks) and the audio decoder's context either side. Five
+  // copies (noise, latents, velocity, next step, the decode's), no waveform.
+  EXPECT_EQ(endless_video_latents(m), 16);
+  ASSERT_GT(m.audio_context_latents, 0);
+  EXPECT_EQ(endless_audio_latents(m), 85 + 2 * m.audio_context_latents);
+  std::printf(
+      "an endless stream's reservation: %lld video latents, %lld audio latents (the audio decoder's "
+      "context: %lld)\n",
+      (long long)endless_video_latents(m), (long long)endless_audio_latents(m),
+      (long long)m.audio_context_latents);
+  const int64_t lh = 160 / 16, lw = 256 / 16;
+  EXPECT_EQ(e.state_bytes,
+            5 * (c.in_channels * 16 * lh * lw + 2 * endless_audio_latents(m) * c.audio_in_channels) * 4);
+  const int64_t chunk_rows = 5 * (lh / 2) * (lw / 2) + 2 * 29;
+  EXPECT_EQ(e.dit_rows, chunk_rows);
+  EXPECT_EQ(e.kv_bytes, c.num_layers * (kTextRowsReserve + 3 * chunk_rows) * 2 * c.inner_dim() * 4);
+  EXPECT_EQ(e.kv_bytes, planner_kv(m, p, 1));
+  const ClipPlan clip = make_plan(m, causal(256, 160, 141, 2));
+  EXPECT_EQ(e.kv_bytes, estimate_request_memory(m, clip, MemoryShape{}).kv_bytes);
+  // A longer window holds more, whatever the length.
+  r.window = 5;
+  EXPECT_GT(estimate_request_memory(m, make_plan(m, r), MemoryShape{}).kv_bytes, e.kv_bytes);
+}
+
+// The refusal of an endless request names no length (it has none): the size that fits.
+TEST(MemoryGuard, AnEndlessRefusalNamesTheSizeThatFitsAndNoLength) {
+  const ModelInfo m = tiny();
+  const GenerationRequest req = causal(1024, 640, kEndless, 2);
+  const ClipPlan p = make_plan(m, req);
+  const MemoryEstimate e = estimate_request_memory(m, p, MemoryShape{});
+  const int64_t limit = e.peak() - 1;
+  std::string msg;
+  try {
+    check_request_memory(m, req, p, MemoryShape{}, limit);
+    FAIL() << "expected kOutOfMemory";
+  } catch (const Error& x) {
+    EXPECT_EQ(x.kind(), ErrorKind::kOutOfMemory);
+    msg = x.what();
+  }
+  const std::string key = "at most ";
+  const size_t at = msg.find(key);
+  ASSERT_NE(at, std::string::npos) << msg;
+  int w = 0, h = 0;
+  ASSERT_EQ(std::sscanf(msg.c_str() + at + key.size(), "%dx%d", &w, &h), 2) << msg;
+  // That size fits as an endless stream, the next larger step of the same aspect does not.
+  EXPECT_LE(estimate_request_memory(m, make_plan(m, causal(w, h, kEndless, 2)), MemoryShape{}).peak(), limit);
+  // The guard tries k/64 of the size (multiples of 16), largest first: k + 1 did not fit.
+  const int64_t k = w / 16 + 1;
+  ASSERT_LE(k, 63);
+  const int64_t w2 = std::max(kMinSide, 1024 * k / 64 / 16 * 16),
+                h2 = std::max(kMinSide, 640 * k / 64 / 16 * 16);
+  EXPECT_GT(estimate_request_memory(m, make_plan(m, causal(w2, h2, kEndless, 2)), MemoryShape{}).peak(),
+            limit);
+  const int64_t largest = std::max({e.dit_bytes, e.decode_bytes, e.conditioning_bytes});
+  const std::string term =
+      largest == e.dit_bytes
+          ? "the DiT's activations over " + std::to_string(e.dit_rows) + " rows: " + format_bytes(e.dit_bytes)
+          : "the video decode of one clip: " + format_bytes(e.decode_bytes);
+  EXPECT_EQ(msg,
+            "the request (1024x640, endless) needs about " + format_bytes(e.peak()) +
+                " beside the loaded weights (" + term + ", for 1 rank in this process), but " +
+                format_bytes(limit) +
+                " is the max-memory limit. An endless stream at 1024x640 needs this however long it runs; "
+                "at most " +
+                std::to_string(w) + "x" + std::to_string(h) +
+                " fits. Ask for less, use more ranks on other hosts, or raise the limit with max-memory / "
+                "--max-memory if the estimate is too cautious for this machine.");
+  // Nothing fits: said so, still without a length.
+  try {
+    check_request_memory(m, req, p, MemoryShape{}, 1 << 20);
+    FAIL() << "expected kOutOfMemory";
+  } catch (const Error& x) {
+    EXPECT_THAT(x.what(),
+                HasSubstr("1.0 MiB is the max-memory limit. An endless stream at 1024x640 needs this "
+                          "however long it runs; no size of this aspect fits. Ask for less"));
+    EXPECT_THAT(x.what(), ::testing::Not(HasSubstr("-1")));
+    EXPECT_THAT(x.what(), ::testing::Not(HasSubstr("frames")));
+  }
 }
 
 // Through the engine: its plan() refuses before any rank does any work, and the engine serves the
