@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/causal_held.h"
 #include "engine/model.h"
 #include "engine/options.h"
 #include "engine/progress.h"
@@ -46,6 +47,9 @@ struct GenerateExtras {
   // The final latents, before decoding: video [1, 24, T, h, w], audio [2A, 32], fp32 CPU.
   // Called on the calling thread; a throw fails the request on every rank.
   std::function<void(const at::Tensor& video, const at::Tensor& audio)> on_latents;
+  // A causal request: what rank 0 holds after each chunk it synthesised (engine/causal_held.h),
+  // called on the calling thread in chunk order; what it throws is ignored (an observer).
+  std::function<void(const CausalHeld&)> on_causal_chunk;
 };
 
 // A rank >= 1 of a process world: what `h3 worker` runs (docs/distributed.md).

@@ -55,6 +55,15 @@ std::exception_ptr JobChannel::pump(const ProgressFn& progress, ChunkSink* sink,
         mailbox_.answer(err);
         break;
       }
+      case Event::Kind::kCausalHeld:
+        // An observer, as a progress callback is.
+        if (extras && extras->on_causal_chunk) {
+          try {
+            extras->on_causal_chunk(e.held);
+          } catch (...) {
+          }
+        }
+        break;
       case Event::Kind::kDone: return e.error;
     }
   }

@@ -15,18 +15,20 @@
 #include <exception>
 #include <mutex>
 
+#include "engine/causal_held.h"
 #include "engine/progress.h"
 #include "vae/chunk_sink.h"
 
 namespace h3::engine_detail {
 
 struct Event {
-  enum class Kind { kProgress, kChunk, kLatents, kDone };
+  enum class Kind { kProgress, kChunk, kLatents, kCausalHeld, kDone };
   explicit Event(Kind k) : kind(k) {}
   Kind kind;
   Progress progress{Phase::kLoading};
   Chunk chunk{};
   at::Tensor video, audio;
+  CausalHeld held;             // kCausalHeld
   std::exception_ptr error;    // kDone: the outcome (null = success)
   bool awaits_answer = false;  // posted by call(): the caller must answer() it
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/cpu_block_cache.h"
@@ -63,8 +64,11 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
 
  private:
   // Before each chunk, agreed by every rank: whether the caller ended an endless stream, and a
-  // new prompt from this chunk on (the timeline's entry whose time the chunk reached, else the
-  // caller's live change; rank 0 decides, every rank encodes it with the text encoder's shards).
+  // new prompt from this chunk on (rank 0 decides, every rank encodes it with the text encoder's
+  // shards). Several changes due at one boundary (docs/causal.md "Live"): among the timeline's
+  // entries the latest due wins, among live changes the latest due (then the latest given), and
+  // a live change wins over the timeline's entries: it is what the person watching asked for just
+  // now, the timeline what was written before. The losers are dropped, not deferred.
   void boundary() {
     const int64_t next = sampler_.next_index();
     if (c_.plan.endless && dist::agree_cancel(c_.group, c_.root() && c_.cancel.finish_requested())) {
@@ -135,6 +139,22 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     }
     video_end_ = chunk.span.video_end;
     audio_end_ = chunk.span.audio_end;
+    if (c_.root()) report_held(chunk.span.index);
+  }
+
+  // Rank 0: what this chunk left held (engine/causal_held.h), to the caller's observer.
+  void report_held(int64_t index) const {
+    const dit::KvCache& kv = sampler_.cache();
+    Event e{Event::Kind::kCausalHeld};
+    e.held.chunk = index;
+    e.held.kv_records = static_cast<int64_t>(kv.records().size());
+    e.held.kv_rows = kv.rows();
+    e.held.kv_bytes = kv.bytes();
+    e.held.video_latents = video_end_ - video_begin_;
+    e.held.audio_latents = audio_end_ - audio_begin_;
+    e.held.latent_bytes = (video_.defined() ? static_cast<int64_t>(video_.nbytes()) : 0) +
+                          (audio_.defined() ? static_cast<int64_t>(audio_.nbytes()) : 0);
+    c_.mailbox.post(std::move(e));
   }
 
   const StageContext& c_;

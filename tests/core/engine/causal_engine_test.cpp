@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "audio/audio_decoder.h"
@@ -18,6 +21,7 @@
 #include "dit/config.h"
 #include "dit/frames.h"
 #include "dit/random_model.h"
+#include "engine/memory_guard.h"
 #include "engine_test_util.h"
 #include "io/safetensors.h"
 
@@ -301,7 +305,8 @@ struct Stream {
 };
 
 Stream run_endless(Engine& e, GenerationRequest r, int64_t n,
-                   const std::function<void(const Progress&, CancelToken&)>& on_progress = {}) {
+                   const std::function<void(const Progress&, CancelToken&)>& on_progress = {},
+                   const GenerateExtras& extras = {}) {
   r.num_frames = kEndless;
   Stream s;
   CancelToken token;
@@ -328,7 +333,7 @@ Stream run_endless(Engine& e, GenerationRequest r, int64_t n,
     if (p.phase == Phase::kPrompt) s.prompts.emplace_back(p.chunk, p.elapsed_s);
     if (on_progress) on_progress(p, token);
   };
-  e.generate(r, sink, progress, token);
+  e.generate(r, sink, progress, token, extras);
   return s;
 }
 
@@ -412,6 +417,136 @@ TEST(EngineLive, TwoRanksFollowAPromptChangeAsOneRankDoes) {
   ASSERT_EQ(one.frames.size(), two.frames.size());
   expect_same_frames(one.frames[3].frames, two.frames[3].frames,
                      "chunk 4 after a prompt change, 1 vs 2 ranks");
+}
+
+// An endless stream's memory is flat: what the causal stage holds after chunk 40 (the KV cache's
+// records, rows and bytes; the video and audio latents kept for the decode and the soundtrack) is
+// what it held after chunk 8, and within what the memory guard reserves for it. A cache record's
+// rows follow its chunk's audio (29, 28, 28 latents: 85/3 a chunk), so the cache after chunk c
+// has two rows fewer when c is a multiple of 3 (chunks c-2 and c-1 then have 28 each): chunk 8
+// and 40 are of the same kind, chunk 9 and 42 of the other.
+TEST(EngineLive, AnEndlessStreamHoldsAtChunk40WhatItHeldAtChunk8) {
+  auto e = open_tiny(1);
+  GenerationRequest r = causal(0, true);
+  std::vector<CausalHeld> held;
+  GenerateExtras extras;
+  extras.on_causal_chunk = [&](const CausalHeld& h) { held.push_back(h); };
+  const Stream s = run_endless(*e, r, 42, {}, extras);
+  ASSERT_EQ(s.frames.size(), 42u);
+  ASSERT_GE(held.size(), 42u);
+  for (size_t i = 0; i < held.size(); ++i) ASSERT_EQ(held[i].chunk, static_cast<int64_t>(i));
+  auto fields = [](const CausalHeld& h) {
+    return std::make_tuple(h.kv_records, h.kv_rows, h.kv_bytes, h.video_latents, h.audio_latents,
+                           h.latent_bytes);
+  };
+  for (const size_t c : {8u, 9u, 40u, 42u})
+    std::printf(
+        "held after chunk %zu: kv %lld records, %lld rows, %lld bytes; "
+        "latents %lld video, %lld audio, %lld bytes\n",
+        c, (long long)held[c].kv_records, (long long)held[c].kv_rows, (long long)held[c].kv_bytes,
+        (long long)held[c].video_latents, (long long)held[c].audio_latents, (long long)held[c].latent_bytes);
+  EXPECT_EQ(fields(held[40]), fields(held[8]));
+  EXPECT_EQ(fields(held[42]), fields(held[9]));
+  // The cache: the prompt, chunk 0 (sink 2) and the window's two chunks.
+  EXPECT_EQ(held[40].kv_records, 4);
+  EXPECT_EQ(held[9].kv_rows, held[8].kv_rows - 2);
+  EXPECT_GT(held[40].kv_bytes, 0);
+  int64_t most_video = 0, most_audio = 0;
+  for (const auto& h : held) {
+    most_video = std::max(most_video, h.video_latents);
+    most_audio = std::max(most_audio, h.audio_latents);
+  }
+  EXPECT_GT(held[40].video_latents, 0);
+  EXPECT_GT(held[40].audio_latents, 0)
+      << "the soundtrack's latents are kept until the audio decoder passed them";
+  EXPECT_LE(most_video, endless_video_latents(e->model()));
+  EXPECT_LE(most_audio, endless_audio_latents(e->model()));
+}
+
+// ---- Timelines of several entries and changes due at one boundary (docs/causal.md "Live") ----
+
+// A 73-frame causal clip (chunks 0-3 of 5 latents, chunk 4 the 2-latent tail; chunk c starts at
+// c * 17 / 24 s: 0, 0.708, 1.417, 2.125, 2.833) and the chunks its prompt changes applied at.
+struct Switched {
+  at::Tensor video;              // final latents [1, C, 22, h, w]
+  std::vector<int64_t> prompts;  // Phase::kPrompt's chunks
+  at::Tensor chunk(int64_t c) const {
+    return video.narrow(2, 5 * c, std::min<int64_t>(5, video.size(2) - 5 * c));
+  }
+};
+
+Switched run_switched(Engine& e, const std::vector<TimedPrompt>& timeline,
+                      const std::function<void(const Progress&, CancelToken&)>& on_progress = {},
+                      const std::function<void(CancelToken&)>& before = {}) {
+  GenerationRequest r = causal(73, false);
+  r.prompt_timeline = timeline;
+  Switched out;
+  at::Tensor audio;
+  CancelToken token;
+  if (before) before(token);
+  test::CollectSink sink;
+  auto progress = [&](const Progress& p) {
+    if (p.phase == Phase::kPrompt) out.prompts.push_back(p.chunk);
+    if (on_progress) on_progress(p, token);
+  };
+  e.generate(r, sink, progress, token, test::keep_latents(&out.video, &audio));
+  EXPECT_EQ(out.video.size(2), 22);
+  return out;
+}
+
+const std::string kP1 = "a blue cube spinning", kP2 = "a green field at night";
+
+TEST(EngineLive, ATimelineOfSeveralEntriesTakesEachPromptAtItsChunk) {
+  auto e = open_tiny(1);
+  const Switched first = run_switched(*e, {});
+  // kP1 from chunk 1 (0.708 s is the first start at or after 0.5 s), kP2 from chunk 3 (2.125 s).
+  const Switched both = run_switched(*e, {{0.5, kP1}, {1.9, kP2}});
+  EXPECT_EQ(both.prompts, (std::vector<int64_t>{1, 3}));
+  const Switched one = run_switched(*e, {{0.5, kP1}});
+  EXPECT_EQ(one.prompts, (std::vector<int64_t>{1}));
+  // Before the first switch: the first prompt's chunk, bit for bit; from it on, another.
+  EXPECT_TRUE(at::equal(both.chunk(0), first.chunk(0)));
+  for (int64_t c = 1; c < 5; ++c) EXPECT_FALSE(at::equal(both.chunk(c), first.chunk(c))) << "chunk " << c;
+  // Until the second switch: the stream switched to kP1 alone; from it on, another.
+  for (int64_t c = 0; c < 3; ++c) EXPECT_TRUE(at::equal(both.chunk(c), one.chunk(c))) << "chunk " << c;
+  for (int64_t c = 3; c < 5; ++c) EXPECT_FALSE(at::equal(both.chunk(c), one.chunk(c))) << "chunk " << c;
+  // The same two changes given live, up front, make the same clip.
+  const Switched live = run_switched(*e, {}, {}, [](CancelToken& t) {
+    t.change_prompt(kP1, 0.5);
+    t.change_prompt(kP2, 1.9);
+  });
+  EXPECT_EQ(live.prompts, (std::vector<int64_t>{1, 3}));
+  EXPECT_TRUE(at::equal(live.video, both.video));
+}
+
+TEST(EngineLive, OfTimelineEntriesDueAtOneBoundaryTheLatestWins) {
+  auto e = open_tiny(1);
+  // 0.2 s and 0.6 s are both due at chunk 1 (0.708 s): kP2 takes it, kP1 never applies.
+  const Switched two = run_switched(*e, {{0.2, kP1}, {0.6, kP2}});
+  EXPECT_EQ(two.prompts, (std::vector<int64_t>{1}));
+  const Switched p2 = run_switched(*e, {{0.7, kP2}});
+  const Switched p1 = run_switched(*e, {{0.7, kP1}});
+  EXPECT_TRUE(at::equal(two.video, p2.video));
+  EXPECT_FALSE(at::equal(two.chunk(1), p1.chunk(1)));
+}
+
+TEST(EngineLive, ALiveChangeWinsOverATimelineEntryDueAtTheSameBoundaryAndTheTimelineGoesOn) {
+  auto e = open_tiny(1);
+  const int64_t steps = 4;
+  // kP2 given live during chunk 0's last step: due at chunk 1, as the timeline's kP1 at 0.6 s.
+  const auto live_p2 = [&](const Progress& p, CancelToken& t) {
+    if (p.phase == Phase::kDenoising && p.step == steps) t.change_prompt(kP2);
+  };
+  const Switched both = run_switched(*e, {{0.6, kP1}}, live_p2);
+  EXPECT_EQ(both.prompts, (std::vector<int64_t>{1}));
+  // The clip of kP2 alone from chunk 1: the timeline's kP1 was dropped, not deferred.
+  const Switched p2 = run_switched(*e, {{0.6, kP2}});
+  EXPECT_TRUE(at::equal(both.video, p2.video));
+  // A timeline entry due later still takes over at its own chunk after the live change.
+  const Switched later = run_switched(*e, {{0.6, kP1}, {1.9, kP1}}, live_p2);
+  EXPECT_EQ(later.prompts, (std::vector<int64_t>{1, 3}));
+  const Switched scripted = run_switched(*e, {{0.6, kP2}, {1.9, kP1}});
+  EXPECT_TRUE(at::equal(later.video, scripted.video));
 }
 
 TEST(EngineLive, BadStreamsAreRefusedNamingTheSetting) {

@@ -1,0 +1,22 @@
+// What a causal request holds after each chunk it synthesised (docs/causal.md "Live"): the KV
+// cache and the latents kept for the decode and the soundtrack. An endless stream's must not grow
+// with its length: the cache holds at most sink + window records, and the latents leave once the
+// decode and the audio decoder are past them. Rank 0's figures, handed to the caller's observer
+// (GenerateExtras::on_causal_chunk). Torch-free.
+#pragma once
+
+#include <cstdint>
+
+namespace h3 {
+
+struct CausalHeld {
+  int64_t chunk = 0;          // the chunk just synthesised (0-based)
+  int64_t kv_records = 0;     // records the KV cache retains, the prompt's included
+  int64_t kv_rows = 0;        // their rows
+  int64_t kv_bytes = 0;       // their keys and values, every layer, this rank's heads
+  int64_t video_latents = 0;  // latent frames kept for the decode
+  int64_t audio_latents = 0;  // audio latents (per channel) kept for the soundtrack's decoder
+  int64_t latent_bytes = 0;   // the bytes of both
+};
+
+}  // namespace h3
