@@ -5,8 +5,8 @@
 #   scripts/build-fuzzer.sh --probe CLANGXX                          exit 0 when CLANGXX can link a fuzzer
 #   scripts/build-fuzzer.sh CLANGXX TARGET OUTPUT SRCDIR [TORCH_ROOT]  build TARGET as OUTPUT
 #
-# TARGET: safetensors (the safetensors header parser) or door (a process world's door records
-# and its store front end's handshake). Called by tests/fuzz/meson.build (option -Dfuzzers) and
+# TARGET: safetensors (the safetensors header parser), door (a process world's door records
+# and its store front end's handshake) or timeline (the prompt timeline's file). Called by tests/fuzz/meson.build (option -Dfuzzers) and
 # by scripts/fuzz.sh.
 set -eu
 
@@ -44,8 +44,15 @@ case "$target" in
       "$src/tests/fuzz/door_records_fuzz.cpp" "$src/core/dist/door_records.cpp" "$src/core/dist/store_front.cpp" "$src/core/dist/proc_sockets.cpp" \
       "$src/core/dist/crypto.cpp" "$src/core/common/error.cpp" -lcrypto -pthread -o "$out"
     ;;
+  timeline)
+    # The prompt timeline's parser: the standard library only.
+    # shellcheck disable=SC2086
+    "$cxx" $flags -I"$src/core" \
+      "$src/tests/fuzz/prompt_timeline_fuzz.cpp" "$src/core/engine/prompt_timeline.cpp" \
+      "$src/core/common/error.cpp" -o "$out"
+    ;;
   *)
-    echo "build-fuzzer: unknown target '$target' (safetensors or door)" >&2
+    echo "build-fuzzer: unknown target '$target' (safetensors, door or timeline)" >&2
     exit 2
     ;;
 esac

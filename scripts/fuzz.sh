@@ -3,7 +3,7 @@
 # executions. Needs clang++ with its fuzzer runtime (Debian: clang-14 + libclang-rt-14-dev);
 # without them it says so and exits 0, unless FUZZ_REQUIRED=1 (then it fails).
 #
-#   scripts/fuzz.sh TARGET [SECONDS]   TARGET: safetensors or door; default 20 s
+#   scripts/fuzz.sh TARGET [SECONDS]   TARGET: safetensors, door or timeline; default 20 s
 #   FUZZ_BIN=build/tests/fuzz/fuzz_door_records scripts/fuzz.sh door   reuse the meson-built target
 #
 # Exit status: 0 when no input crashed, non-zero otherwise (libFuzzer leaves the crashing input
@@ -11,7 +11,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-target=${1:?usage: scripts/fuzz.sh safetensors|door [SECONDS]}
+target=${1:?usage: scripts/fuzz.sh safetensors|door|timeline [SECONDS]}
 seconds=${2:-20}
 cxx=${CLANGXX:-$(command -v clang++ || command -v clang++-14 || true)}
 work=$(mktemp -d /tmp/h3-fuzz-XXXXXX)
@@ -58,8 +58,17 @@ case "$target" in
     printf '\010{"served":true}' > "$work/corpus/closed-body"
     dict="-dict=$here/tests/fuzz/door.dict"
     ;;
+  timeline)
+    # Seeds: a good file (comments, a tab, CRLF, a byte order mark) and the near misses.
+    printf '# seconds prompt\n0 a red circle\n1.5\ta blue square moving left\n2.25 a storm, # no comment\n' > "$work/corpus/good"
+    printf '\357\273\2770.5 a lighthouse\r\n3 a storm at night\r\n' > "$work/corpus/windows"
+    printf '1 a\n1 b\n' > "$work/corpus/equal"
+    printf '0 a\n-1 b\nnan c\ninf d\n0x10 e\n1e999 f\n' > "$work/corpus/times"
+    printf '# only a comment\n\n' > "$work/corpus/empty"
+    dict="-dict=$here/tests/fuzz/timeline.dict"
+    ;;
   *)
-    echo "$me: unknown target (safetensors or door)" >&2
+    echo "$me: unknown target (safetensors, door or timeline)" >&2
     exit 2
     ;;
 esac

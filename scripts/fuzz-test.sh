@@ -1,0 +1,16 @@
+#!/bin/sh
+# A fuzzer as a bounded meson test: runs scripts/fuzz.sh TARGET for SECONDS on the fuzzer meson
+# built (FUZZER), or exits 77 (meson's "skipped") where there is none: no clang++ with its
+# libFuzzer runtime (tests/fuzz/meson.build then builds no fuzzer).
+#
+#   scripts/fuzz-test.sh TARGET SECONDS [FUZZER]
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+target=${1:?usage: scripts/fuzz-test.sh TARGET SECONDS [FUZZER]}
+seconds=${2:?usage: scripts/fuzz-test.sh TARGET SECONDS [FUZZER]}
+bin=${3:-}
+if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+  echo "fuzz $target: no fuzzer built (clang++ with -fsanitize=fuzzer is not available); skipped"
+  exit 77
+fi
+FUZZ_BIN=$bin exec "$here/scripts/fuzz.sh" "$target" "$seconds"
