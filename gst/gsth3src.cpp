@@ -323,6 +323,10 @@ static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* e
       // The caps are fixed by the plan: nothing to renegotiate.
       gst_event_unref(event);
       return TRUE;
+    case GST_EVENT_QOS:
+      // As h3videosrc: every frame and sample is sent, late or not.
+      gst_event_unref(event);
+      return TRUE;
     default: return gst_pad_event_default(pad, parent, event);
   }
 }
@@ -449,6 +453,8 @@ static void push_paced(GstH3Src* self, h3gst::SrcPad& pad, int slot, GstBuffer* 
   if (p->live && chunk != nullptr) {
     p->lateness.chunk_start(GST_ELEMENT(self), *chunk, frame, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
   }
+  // The segment is TIME from 0: a buffer's running time is its PTS (the live anchor included).
+  if (slot == 0) p->lifecycle.frame_pushed(static_cast<int64_t>(GST_BUFFER_OFFSET(buf)), GST_BUFFER_PTS(buf));
   pad.push(buf);
 }
 
