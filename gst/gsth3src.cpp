@@ -323,10 +323,6 @@ static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* e
       // The caps are fixed by the plan: nothing to renegotiate.
       gst_event_unref(event);
       return TRUE;
-    case GST_EVENT_QOS:
-      // As h3videosrc: every frame and sample is sent, late or not.
-      gst_event_unref(event);
-      return TRUE;
     default: return gst_pad_event_default(pad, parent, event);
   }
 }

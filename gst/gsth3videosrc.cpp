@@ -244,7 +244,10 @@ static gboolean gst_h3_video_src_is_seekable(GstBaseSrc*) {
 }
 
 // Events sent to the element and events arriving on its pad: false refuses it. A flush throws
-// away what was generated: the next fill() generates the clip again from the first frame.
+// away what was generated: the next fill() generates the clip again from the first frame. A QoS
+// event (a sink got a frame late) goes to the base class, which takes it, and changes nothing: no
+// frame is dropped and no chunk skipped, since a chunk's frames all exist once it is made and the
+// next chunk is made from it (the lateness the element sees itself is reported: live_timing.h).
 static bool accept_event(GstH3VideoSrc* self, GstEvent* event) {
   switch (GST_EVENT_TYPE(event)) {
     case GST_EVENT_SEEK:
@@ -277,14 +280,6 @@ static gboolean gst_h3_video_src_send_event(GstElement* element, GstEvent* event
 }
 
 static gboolean gst_h3_video_src_event(GstBaseSrc* bsrc, GstEvent* event) {
-  if (GST_EVENT_TYPE(event) == GST_EVENT_QOS) {
-    // A sink got a frame late. Nothing is dropped and no chunk is skipped: a chunk's frames exist
-    // once it is made, the next chunk is made from it, so leaving frames out saves no work (the
-    // lateness the element sees itself is reported: live_timing.h).
-    GST_LOG_OBJECT(bsrc, "QoS event %" GST_PTR_FORMAT ": every frame is still sent",
-                   static_cast<void*>(event));
-    return TRUE;
-  }
   if (!accept_event(GST_H3_VIDEO_SRC(bsrc), event)) return FALSE;
   return GST_BASE_SRC_CLASS(parent_class)->event(bsrc, event);
 }
