@@ -82,6 +82,7 @@ void Generation::cancel_and_arm_restart() {
 void Generation::restart() {
   GST_CAT_DEBUG_OBJECT(category_, log_object_, "restarting the request after a flush");
   if (worker_.joinable()) worker_.join();
+  observer_.restarting();
   restart_pending_ = false;
   queue_.reset();
   audio_queue_.reset();

@@ -47,6 +47,9 @@ class Generation {
     // when longer, the time since the previous chunk was taken (its hand-over included: the
     // engine makes the next chunk only after it), never the wait for a full queue.
     virtual void chunk_decoded(std::chrono::nanoseconds time) = 0;
+    // On the thread that calls restart(): the cancelled request's worker is joined and the clip
+    // is about to be generated again from its first frame.
+    virtual void restarting() = 0;
   };
 
   struct Request {

@@ -449,6 +449,8 @@ static void push_paced(GstH3Src* self, h3gst::SrcPad& pad, int slot, GstBuffer* 
   if (p->live && chunk != nullptr) {
     p->lateness.chunk_start(GST_ELEMENT(self), *chunk, frame, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
   }
+  // The segment is TIME from 0: a buffer's running time is its PTS (the live anchor included).
+  if (slot == 0) p->lifecycle.frame_pushed(static_cast<int64_t>(GST_BUFFER_OFFSET(buf)), GST_BUFFER_PTS(buf));
   pad.push(buf);
 }
 

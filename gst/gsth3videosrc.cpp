@@ -64,6 +64,9 @@ struct H3VideoSrcPrivate {
   h3gst::FrameWriter writer;  // the negotiated format and the conversion to it
   StreamState stream;
   h3gst::LatenessMonitor lateness;  // live only
+  // Live only: the frames' running times and their wait for the clock (fill() waits; the state
+  // changes and flushes wake it). No get_times: the base class neither syncs nor re-stamps.
+  h3gst::LiveClock live_clock;
 };
 
 struct _GstH3VideoSrc {
@@ -92,9 +95,8 @@ static gboolean gst_h3_video_src_unlock_stop(GstBaseSrc* bsrc);
 static gboolean gst_h3_video_src_is_seekable(GstBaseSrc* bsrc);
 static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query);
 static gboolean gst_h3_video_src_event(GstBaseSrc* bsrc, GstEvent* event);
-static void gst_h3_video_src_get_times(GstBaseSrc* bsrc, GstBuffer* buffer, GstClockTime* start,
-                                       GstClockTime* end);
 static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf);
+static GstPadProbeReturn frame_out(GstPad* pad, GstPadProbeInfo* info, gpointer data);
 static void complete_start(GstH3VideoSrc* self, const h3::ClipPlan* plan);
 
 static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
@@ -133,7 +135,6 @@ static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
   basesrc_class->is_seekable = GST_DEBUG_FUNCPTR(gst_h3_video_src_is_seekable);
   basesrc_class->query = GST_DEBUG_FUNCPTR(gst_h3_video_src_query);
   basesrc_class->event = GST_DEBUG_FUNCPTR(gst_h3_video_src_event);
-  basesrc_class->get_times = GST_DEBUG_FUNCPTR(gst_h3_video_src_get_times);
   pushsrc_class->fill = GST_DEBUG_FUNCPTR(gst_h3_video_src_fill);
 }
 
@@ -147,6 +148,8 @@ static void gst_h3_video_src_init(GstH3VideoSrc* self) {
   gst_base_src_set_live(GST_BASE_SRC(self), self->priv->lifecycle.live_property());
   // The engine opens in start(), on a thread of its own: READY -> PAUSED returns at once.
   gst_base_src_set_async(GST_BASE_SRC(self), TRUE);
+  // What goes out, as it goes out (frame_out).
+  gst_pad_add_probe(GST_BASE_SRC_PAD(self), GST_PAD_PROBE_TYPE_BUFFER, frame_out, self, nullptr);
 }
 
 static void gst_h3_video_src_finalize(GObject* object) {
@@ -182,6 +185,7 @@ static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
   H3VideoSrcPrivate* p = self->priv;
   p->stream = StreamState();
   p->lateness.reset();
+  p->live_clock.reset();
   // A live source's task starts at PAUSED -> PLAYING, possibly before the async start is
   // complete: it must not negotiate before the plan fixes size and rate. Clear the pad's initial
   // reconfigure flag; gst_base_src_start_complete() sets it again once the plan is known (and
@@ -204,6 +208,15 @@ static gboolean gst_h3_video_src_stop(GstBaseSrc* bsrc) {
 
 static GstStateChangeReturn gst_h3_video_src_change_state(GstElement* element, GstStateChange transition) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(element);
+  // A live fill() waiting for its frame's time holds it across a pause; the base class deactivates
+  // the pad (and joins the streaming thread) when going to READY, so that wait ends first. The
+  // pipeline set the new base time before PLAYING reaches the element.
+  switch (transition) {
+    case GST_STATE_CHANGE_PAUSED_TO_PLAYING: self->priv->live_clock.set_playing(true); break;
+    case GST_STATE_CHANGE_PLAYING_TO_PAUSED: self->priv->live_clock.set_playing(false); break;
+    case GST_STATE_CHANGE_PAUSED_TO_READY: self->priv->live_clock.stop(); break;
+    default: break;
+  }
   GstStateChangeReturn ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) stop_running(self);
   if (transition == GST_STATE_CHANGE_READY_TO_NULL) self->priv->lifecycle.close_engine();
@@ -231,13 +244,24 @@ static gboolean gst_h3_video_src_is_seekable(GstBaseSrc*) {
 }
 
 // Events sent to the element and events arriving on its pad: false refuses it. A flush throws
-// away what was generated: the next fill() generates the clip again from the first frame.
+// away what was generated: the next fill() generates the clip again from the first frame. A QoS
+// event (a sink got a frame late) goes to the base class, which takes it, and changes nothing: no
+// frame is dropped and no chunk skipped, since a chunk's frames all exist once it is made and the
+// next chunk is made from it (the lateness the element sees itself is reported: live_timing.h).
 static bool accept_event(GstH3VideoSrc* self, GstEvent* event) {
   switch (GST_EVENT_TYPE(event)) {
     case GST_EVENT_SEEK:
       GST_DEBUG_OBJECT(self, "refusing a seek: a generated clip is not seekable");
       return false;
-    case GST_EVENT_FLUSH_START: self->priv->lifecycle.flush_start(); return true;
+    case GST_EVENT_FLUSH_START:
+      self->priv->lifecycle.flush_start();
+      self->priv->live_clock.stop();  // a fill() waiting for the clock returns FLUSHING
+      return true;
+    case GST_EVENT_FLUSH_STOP:
+      // The clip starts again with a new anchor (the restart resets the stream in fill()).
+      self->priv->live_clock.reset();
+      if (GST_STATE(self) == GST_STATE_PLAYING) self->priv->live_clock.set_playing(true);
+      return true;
     default: return true;
   }
 }
@@ -368,12 +392,6 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
   return GST_BASE_SRC_CLASS(parent_class)->query(bsrc, query);
 }
 
-// Live only: lets the base class wait for each frame's time on the clock.
-static void gst_h3_video_src_get_times(GstBaseSrc* bsrc, GstBuffer* buffer, GstClockTime* start,
-                                       GstClockTime* end) {
-  h3gst::live_buffer_times(gst_base_src_is_live(bsrc), buffer, start, end);
-}
-
 // ---- Streaming ----
 
 static void send_tags(GstH3VideoSrc* self) {
@@ -428,13 +446,31 @@ static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
     send_tags(self);
     p->stream.tags_sent = true;
   }
-  if (f.chunk_start) send_chunk_event(self, f, pub.plan.num_frames);
-  if (f.chunk_start && gst_base_src_is_live(GST_BASE_SRC(psrc)))
-    p->lateness.chunk_start(GST_ELEMENT(self), pub, n, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
   ++p->stream.frame_n;
+  if (gst_base_src_is_live(GST_BASE_SRC(psrc))) {
+    // In PLAYING only, once the clock reaches the frame's running time; held across a pause.
+    if (!p->live_clock.stamp_and_wait(GST_ELEMENT(self), 0, buf)) return GST_FLOW_FLUSHING;
+    if (f.chunk_start)
+      p->lateness.chunk_start(GST_ELEMENT(self), pub, n, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
+  }
+  if (f.chunk_start) send_chunk_event(self, f, pub.plan.num_frames);
   GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, n,
                  GST_TIME_ARGS(GST_BUFFER_PTS(buf)));
   return GST_FLOW_OK;
+}
+
+// Every buffer as it goes out, with the running time it goes out with (its PTS in the base class's
+// segment): the lifecycle reports a prompt change when its chunk's first frame is really pushed
+// (a frame fill() made may still be dropped by the base class, at an application's EOS or a flush).
+static GstPadProbeReturn frame_out(GstPad*, GstPadProbeInfo* info, gpointer data) {
+  GstH3VideoSrc* self = GST_H3_VIDEO_SRC(data);
+  GstBuffer* buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  GST_OBJECT_LOCK(self);
+  const GstClockTime running_time =
+      gst_segment_to_running_time(&GST_BASE_SRC(self)->segment, GST_FORMAT_TIME, GST_BUFFER_PTS(buf));
+  GST_OBJECT_UNLOCK(self);
+  self->priv->lifecycle.frame_pushed(static_cast<int64_t>(GST_BUFFER_OFFSET(buf)), running_time);
+  return GST_PAD_PROBE_OK;
 }
 
 // On the generation's worker. A live source's streaming task may already be running (PLAYING

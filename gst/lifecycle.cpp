@@ -103,6 +103,7 @@ bool Lifecycle::start(bool audio) {
   }
   request.clip.audio = audio;
   request.queue_chunks = static_cast<size_t>(s.queue_chunks);
+  prompt_times_.reset();
   generation_.set_flushing(false);
   generation_.start(std::move(request));
   return true;
@@ -139,9 +140,11 @@ bool Lifecycle::change_prompt(const std::string& prompt, GstClockTime running_ti
                         (nullptr));
     return false;
   }
-  // The stream's time of a running time: frames are stamped from 0 on the running clock.
-  const double at =
-      GST_CLOCK_TIME_IS_VALID(running_time) ? static_cast<double>(running_time) / GST_SECOND : 0.0;
+  // The stream's time of a running time: a live stream's frames carry the running time at which
+  // its first frame was ready on top of their time in the stream.
+  const double at = GST_CLOCK_TIME_IS_VALID(running_time)
+                        ? static_cast<double>(prompt_times_.to_stream_time(running_time)) / GST_SECOND
+                        : 0.0;
   GST_CAT_INFO_OBJECT(category_, element_, "prompt change from %.3f s: \"%s\"", at, prompt.c_str());
   generation_.change_prompt(prompt, at);
   return true;
@@ -269,6 +272,18 @@ void Lifecycle::stamp_frame(GstBuffer* buf, int64_t n, gint fps_n, gint fps_d) {
   if (n == 0) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
 }
 
+void Lifecycle::frame_pushed(int64_t n, GstClockTime running_time) {
+  const Published pub = published();
+  const int64_t chunk = prompt_times_.pushed(n, frame_time(n, pub.fps_n, pub.fps_d), running_time);
+  if (chunk < 0) return;
+  gst_element_post_message(
+      element_,
+      gst_message_new_element(
+          GST_OBJECT(element_),
+          gst_structure_new("h3-prompt-applied", "chunk", G_TYPE_INT64, static_cast<gint64>(chunk),
+                            "running-time", G_TYPE_UINT64, static_cast<guint64>(running_time), nullptr)));
+}
+
 void Lifecycle::stamp_samples(GstBuffer* buf, int64_t first, int64_t count, gint rate) {
   const auto at = [rate](int64_t s) {
     return gst_util_uint64_scale(static_cast<guint64>(s), GST_SECOND, static_cast<guint64>(rate));
@@ -320,18 +335,18 @@ void Lifecycle::complete_start(const h3::ClipPlan* plan) {
 
 void Lifecycle::progress(const h3::Progress& progress) {
   if (progress.phase == h3::Phase::kPrompt) {
-    // Where a new prompt took over: its first chunk and that chunk's time in the stream.
-    const Published pub = published();
-    const GstClockTime at = frame_time(progress.frames, pub.fps_n, pub.fps_d);
-    gst_element_post_message(
-        element_,
-        gst_message_new_element(
-            GST_OBJECT(element_),
-            gst_structure_new("h3-prompt-applied", "chunk", G_TYPE_INT64, static_cast<gint64>(progress.chunk),
-                              "running-time", G_TYPE_UINT64, static_cast<guint64>(at), nullptr)));
+    // Where a new prompt took over: its first chunk, reported when that chunk's first frame goes
+    // out with its running time (frame_pushed).
+    prompt_times_.applied(progress.chunk, progress.frames);
     return;
   }
   post_h3_progress(element_, progress);
+}
+
+// The flush's cancelled request is over (its worker joined) and the clip starts again: the
+// changes it took are gone with its frames.
+void Lifecycle::restarting() {
+  prompt_times_.reset();
 }
 
 // Like a re-measured processing deadline: a live element tells the pipeline when the slowest

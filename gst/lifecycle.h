@@ -15,6 +15,7 @@
 #include <string>
 
 #include "generation.h"
+#include "prompt_times.h"
 #include "settings.h"
 
 namespace h3gst {
@@ -51,9 +52,10 @@ class Lifecycle final : private Generation::Observer {
   // A change while the element is started or above READY is refused with a warning naming the
   // property (every property shapes the request or the engine). False: not one of ours.
   bool set_property(guint id, const GValue* value, GParamSpec* pspec);
-  // A new prompt for the running causal stream, from its first chunk at or after `running_time`
-  // (GST_CLOCK_TIME_NONE: the next chunk); the `prompt` property set while started and the
-  // `h3-prompt` event come here. False (with a warning) when the stream cannot take it: an
+  // A new prompt for the running causal stream, from its first chunk whose first frame's running
+  // time is at or after `running_time` (GST_CLOCK_TIME_NONE: the next chunk; PromptTimes says
+  // how a running time becomes the stream's time); the `prompt` property set while started and
+  // the `h3-prompt` event come here. False (with a warning) when the stream cannot take it: an
   // empty prompt, not started, or not sampler=causal.
   bool change_prompt(const std::string& prompt, GstClockTime running_time);
   // The `h3-prompt` event sent to the element (custom upstream, fields `prompt` and optional
@@ -110,6 +112,10 @@ class Lifecycle final : private Generation::Observer {
   static void stamp_frame(GstBuffer* buf, int64_t n, gint fps_n, gint fps_d);
   static void stamp_samples(GstBuffer* buf, int64_t first, int64_t count, gint rate);
   static GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d);
+  // The streaming thread: frame `n` went out at `running_time` (h3videosrc: seen by a probe on its
+  // pad; h3src: as its video pad pushes it). Posts `h3-prompt-applied` when it is the first frame
+  // of a chunk that took a new prompt.
+  void frame_pushed(int64_t n, GstClockTime running_time);
 
  private:
   // Generation::Observer, on the worker thread.
@@ -120,6 +126,7 @@ class Lifecycle final : private Generation::Observer {
   void complete_start(const h3::ClipPlan* plan) override;
   void progress(const h3::Progress& progress) override;
   void chunk_decoded(std::chrono::nanoseconds time) override;
+  void restarting() override;
 
   void post_failure_once(const EngineFailure& failure);
 
@@ -135,6 +142,7 @@ class Lifecycle final : private Generation::Observer {
   Settings active_;  // see active()
   std::atomic<bool> eos_requested_{false};
   std::atomic<bool> failure_posted_{false};  // h3src's two pads learn one failure: posted once
+  PromptTimes prompt_times_;  // the stream's prompt changes and its origin on the running clock
 
   Generation generation_;  // last: its worker calls back into the members above until stop()
 };

@@ -10,15 +10,6 @@ GstClockTime live_latency(const Published& pub) {
   return est;
 }
 
-void live_buffer_times(bool live, GstBuffer* buffer, GstClockTime* start, GstClockTime* end) {
-  *start = *end = GST_CLOCK_TIME_NONE;
-  if (!live) return;
-  const GstClockTime ts = GST_BUFFER_PTS(buffer);
-  if (!GST_CLOCK_TIME_IS_VALID(ts)) return;
-  *start = ts;
-  if (GST_BUFFER_DURATION_IS_VALID(buffer)) *end = ts + GST_BUFFER_DURATION(buffer);
-}
-
 void LatenessMonitor::chunk_start(GstElement* element, const Published& pub, int64_t n, GstClockTime pts,
                                   GstClockTime duration) {
   GstClock* clock = gst_element_get_clock(element);
@@ -32,7 +23,8 @@ void LatenessMonitor::chunk_start(GstElement* element, const Published& pub, int
   const GstClockTime due = first_running_ + pts + live_latency(pub);
   if (now <= due) return;
   const GstClockTime late = now - due;
-  GstMessage* m = gst_message_new_qos(GST_OBJECT(element), TRUE, now, pts, pts, duration);
+  // The frame's running time as the stream's anchor puts it; the jitter is how late it goes out.
+  GstMessage* m = gst_message_new_qos(GST_OBJECT(element), TRUE, first_running_ + pts, pts, pts, duration);
   gst_message_set_qos_values(m, static_cast<gint64>(late), 1.0, 1000000);
   gst_message_set_qos_stats(m, GST_FORMAT_BUFFERS, static_cast<guint64>(n), 0);
   gst_element_post_message(element, m);

@@ -16,10 +16,6 @@ namespace h3gst {
 // One frame, or the slowest chunk's production time seen so far plus 5 %, whichever is more.
 GstClockTime live_latency(const Published& pub);
 
-// GstBaseSrc::get_times: a live source's buffers are due at [PTS, PTS + DURATION) on the clock;
-// a non-live one's are not synchronised (both NONE).
-void live_buffer_times(bool live, GstBuffer* buffer, GstClockTime* start, GstClockTime* end);
-
 // The streaming thread's: reset with its stream, told of each chunk's first frame.
 class LatenessMonitor {
  public:
@@ -35,10 +31,14 @@ class LatenessMonitor {
   bool warned_ = false;
 };
 
-// A live h3src's pacing (is-live=true): its buffers carry running times (the stream's time plus
-// the running time at which the first buffer of either pad was ready), and each pad pushes only
-// in PLAYING, once the clock reaches its buffer's time, so that neither runs ahead of real time.
-// Thread-safe: the two pads' tasks wait; the state changes and flushes wake them.
+// A live source's pacing (is-live=true; h3src's two pads, h3videosrc's fill()): its buffers carry
+// running times (the stream's time plus the running time at which its first buffer was ready), and
+// each is pushed only in PLAYING, once the clock reaches its time, so that none runs ahead of real
+// time. The running time stands still while PAUSED (the pipeline moves the base time on), so after
+// a pause the stream goes on where it was: the anchor is kept, the buffer that was waiting is held,
+// not dropped. (GstBaseSrc's own sync for a live source takes its offset again at each PLAYING and
+// drops the buffer it was waiting with, which would leave a gap or a short step in the PTS.)
+// Thread-safe: the streaming threads wait; the state changes and flushes wake them.
 class LiveClock {
  public:
   // A new stream: the next buffer anchors it again; not stopped, not playing.
@@ -47,7 +47,7 @@ class LiveClock {
   void set_playing(bool playing);
   // Adds the anchor to `buf`'s PTS (once) and waits, as pad `slot` (0 video, 1 audio), until the
   // element plays and its clock reaches that time. False: stopped (a flush or a stop); the
-  // buffer is stamped and should be pushed when the pad runs again.
+  // buffer is stamped (h3src pushes it when the pad runs again).
   bool stamp_and_wait(GstElement* element, int slot, GstBuffer* buf);
   // Wakes every wait, which returns false, until reset().
   void stop();

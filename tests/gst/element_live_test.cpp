@@ -1,16 +1,22 @@
 // Endless causal streams in the elements (docs/causal.md "Live"): h3src with sampler=causal and
 // num-frames -1 never ends by itself; an application EOS ends both pads after whole chunks with
 // the soundtrack up to their last frame; a prompt changed while it plays (the `h3-prompt` event
-// with a running time, or the `prompt` property) lands at a chunk boundary, says so on the bus
-// (`h3-prompt-applied`), and gives the frames of the same timeline given up front.
+// with a running time, or the `prompt` property during a known chunk) lands at a chunk boundary,
+// says so on the bus (`h3-prompt-applied`), and gives the frames of the same timeline given up
+// front. Live sources: the latency covers a chunk's production; a pause pushes nothing and the
+// stream goes on where it was (probes on the elements' own pads).
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -137,32 +143,103 @@ TEST(H3SrcLive, APromptEventLandsAtItsChunkAndGivesTheFramesOfTheSameTimelineUpF
   for (size_t i = 0; i < live.size(); ++i) EXPECT_TRUE(live[i] == up_front[i]) << "frame " << i;
 }
 
-TEST(H3SrcLive, ThePromptPropertySetWhilePlayingTakesOverAtAChunkBoundary) {
-  Pipeline p("");
-  ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
-  EXPECT_EQ(p.pull_frames(17).size(), 17u);
-  g_object_set(p.src, "prompt", "a red kite over the sea", nullptr);
-  gchar* now = nullptr;
-  g_object_get(p.src, "prompt", &now, nullptr);
-  EXPECT_STREQ(now, "a red kite over the sea");
-  g_free(now);
-  p.pull_frames(10 * 17);
-  const auto applied = prompts_applied(p.pipeline);
-  ASSERT_EQ(applied.size(), 1u);
-  EXPECT_GE(applied[0].first, 1);
-  EXPECT_EQ(applied[0].second, static_cast<guint64>(applied[0].first) * 17 * GST_SECOND / 24);
+// Sets the `prompt` property from the engine's own thread when it reports the first denoising step
+// of chunk `chunk` (a step's report is handed to the element and waited for): the engine is then
+// inside that chunk, whose prompt it took at its start, so the change lands on the next chunk,
+// however fast or loaded the machine is.
+class PromptDuringChunk {
+ public:
+  PromptDuringChunk(GstElement* pipeline, GstElement* src, int chunk, int steps, const char* prompt)
+      : bus_(gst_element_get_bus(pipeline)), src_(src), step_(chunk * steps + 1), prompt_(prompt) {
+    gst_bus_set_sync_handler(bus_, &PromptDuringChunk::on_message, this, nullptr);
+  }
+  ~PromptDuringChunk() {
+    gst_bus_set_sync_handler(bus_, nullptr, nullptr, nullptr);
+    gst_object_unref(bus_);
+  }
+  bool set() const { return set_; }
+
+ private:
+  static GstBusSyncReply on_message(GstBus*, GstMessage* m, gpointer data) {
+    auto* self = static_cast<PromptDuringChunk*>(data);
+    const GstStructure* s = gst_message_get_structure(m);
+    gint step = 0;
+    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ELEMENT && s && gst_structure_has_name(s, "h3-progress") &&
+        g_strcmp0(gst_structure_get_string(s, "phase"), "denoising") == 0 &&
+        gst_structure_get_int(s, "step", &step) && step == self->step_ && !self->set_) {
+      g_object_set(self->src_, "prompt", self->prompt_, nullptr);
+      self->set_ = true;
+    }
+    return GST_BUS_PASS;
+  }
+  GstBus* bus_;
+  GstElement* src_;
+  const int step_;
+  const char* prompt_;
+  std::atomic<bool> set_{false};
+};
+
+TEST(H3SrcLive, ThePromptPropertySetDuringAChunkGivesTheNewPromptsFramesFromTheNextChunkOn) {
+  // Four chunks of 17 frames, two forwards each; the prompt is set during chunk 1, so chunk 2
+  // (frames 34 to 67, from 34 / 24 s) is the first under it.
+  const char* kite = "a red kite over the sea";
+  const std::string clip = "seed=5 steps=2 num-frames=68";
+  std::vector<std::string> live, timeline, unchanged;
+  {
+    Pipeline p(clip);
+    PromptDuringChunk during(p.pipeline, p.src, /*chunk=*/1, /*steps=*/2, kite);
+    ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+    live = p.pull_frames(68);
+    EXPECT_TRUE(during.set());
+    gchar* now = nullptr;
+    g_object_get(p.src, "prompt", &now, nullptr);
+    EXPECT_STREQ(now, kite);
+    g_free(now);
+    const auto applied = prompts_applied(p.pipeline);
+    ASSERT_EQ(applied.size(), 1u);
+    EXPECT_EQ(applied[0].first, 2);
+    EXPECT_EQ(applied[0].second, gst_util_uint64_scale(34, GST_SECOND, 24));  // frame 34's running time
+  }
+  {
+    // The same change up front: chunk 2 is the first to start at or after 1.4 s (34 / 24 s).
+    const std::string file = "/tmp/h3-live-kite-" + std::to_string(::getpid()) + ".txt";
+    std::ofstream(file) << "1.4 " << kite << "\n";
+    Pipeline p(clip + " prompt-timeline=" + file);
+    ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+    timeline = p.pull_frames(68);
+    std::remove(file.c_str());
+  }
+  {
+    Pipeline p(clip);
+    ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+    unchanged = p.pull_frames(68);
+  }
+  ASSERT_EQ(live.size(), 68u);
+  ASSERT_EQ(timeline.size(), 68u);
+  ASSERT_EQ(unchanged.size(), 68u);
+  // Chunk 2 is the first synthesised under the new prompt, but the decode of chunk 1's frames reads
+  // chunk 2's first two latents (the VAE's temporal overlap, core/vae/chunk_plan.h): the new prompt
+  // shows from chunk 1's second frame on.
+  const size_t first_changed = 17 + 1;
+  for (size_t i = 0; i < live.size(); ++i) {
+    EXPECT_TRUE(live[i] == timeline[i]) << "frame " << i << " differs from the timeline's";
+    if (i < first_changed) {
+      EXPECT_TRUE(live[i] == unchanged[i]) << "frame " << i << " (before the change) differs";
+    } else {
+      EXPECT_FALSE(live[i] == unchanged[i]) << "frame " << i << " (under the new prompt) is the old prompt's";
+    }
+  }
 }
 
 TEST(H3VideoSrcLive, AnEndlessLiveStreamReportsALatencyOfAtLeastTheTimeAChunkTakes) {
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(
-      // 64 forwards a chunk at 384x224 (about 1.5 s a chunk on 2 cores, against 0.71 s of video):
-      // slower than real time, so that the chunks' pace is their production, not the clock's (a
-      // faster source waits for the clock; 48 forwards at 256x160 took 0.58 s here).
-      "h3videosrc name=s sampler=causal is-live=true steps=64 width=384 height=224 ! appsink name=v "
-      "sync=false",
-      &err);
+      "h3videosrc name=s sampler=causal is-live=true width=80 height=48 ! appsink name=v sync=false", &err);
   ASSERT_EQ(err, nullptr);
+  // No clock: nothing paces the source, so the chunks come at the pace they are made whatever the
+  // machine's speed (with a clock, a source faster than real time waits for it and the period
+  // between chunks is the clock's 17 / 24 s, not their production).
+  gst_pipeline_use_clock(GST_PIPELINE(pipeline), nullptr);
   GstElement* src = h3test::by_name(pipeline, "s");
   GstAppSink* sink = GST_APP_SINK(h3test::by_name(pipeline, "v"));
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
@@ -199,15 +276,6 @@ TEST(H3VideoSrcLive, AnEndlessLiveStreamReportsALatencyOfAtLeastTheTimeAChunkTak
   std::printf("live latency %.3f s, median time to produce a chunk %.3f s\n",
               static_cast<double>(min) / GST_SECOND, period);
   EXPECT_TRUE(live);
-  if (period <= 17.0 / 24.0 * 1.02) {
-    // The clock paced the chunks, not their production (their period is a chunk's 17/24 s, give or
-    // take the clock's jitter): what this test compares is not there.
-    gst_element_set_state(pipeline, GST_STATE_NULL);
-    gst_object_unref(src);
-    gst_object_unref(sink);
-    gst_object_unref(pipeline);
-    GTEST_SKIP() << "this machine makes the chunks faster than real time (" << period << " s each)";
-  }
   EXPECT_GE(static_cast<double>(min) / GST_SECOND, period) << "the latency must cover the time a chunk takes";
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(src);
@@ -215,55 +283,172 @@ TEST(H3VideoSrcLive, AnEndlessLiveStreamReportsALatencyOfAtLeastTheTimeAChunkTak
   gst_object_unref(pipeline);
 }
 
+// Every buffer a pad pushes, seen by a probe on the pad itself (what downstream holds back cannot
+// hide a push): PTS, OFFSET, OFFSET_END, and the phase of the test it came in.
+class PushLog {
+ public:
+  struct Push {
+    GstClockTime pts;
+    guint64 offset, offset_end;
+    int phase;
+  };
+  explicit PushLog(GstPad* pad) : pad_(pad) {
+    probe_ = gst_pad_add_probe(pad_, GST_PAD_PROBE_TYPE_BUFFER, &PushLog::on_buffer, this, nullptr);
+  }
+  ~PushLog() {
+    gst_pad_remove_probe(pad_, probe_);
+    gst_object_unref(pad_);
+  }
+  void set_phase(int phase) { phase_ = phase; }
+  // Waits (at most 120 s) until `n` buffers were pushed; whether they were.
+  bool wait_for(size_t n) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cond_.wait_for(lock, std::chrono::seconds(120), [&] { return pushes_.size() >= n; });
+  }
+  std::vector<Push> pushes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pushes_;
+  }
+
+ private:
+  static GstPadProbeReturn on_buffer(GstPad*, GstPadProbeInfo* info, gpointer data) {
+    auto* self = static_cast<PushLog*>(data);
+    GstBuffer* b = GST_PAD_PROBE_INFO_BUFFER(info);
+    {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      self->pushes_.push_back(
+          {GST_BUFFER_PTS(b), GST_BUFFER_OFFSET(b), GST_BUFFER_OFFSET_END(b), self->phase_});
+    }
+    self->cond_.notify_all();
+    return GST_PAD_PROBE_OK;
+  }
+  GstPad* pad_;
+  gulong probe_ = 0;
+  std::atomic<int> phase_{0};
+  std::mutex mutex_;
+  std::condition_variable cond_;
+  std::vector<Push> pushes_;
+};
+
 TEST(H3SrcLive, IsLiveMakesALiveSourceOnTheRunningClockThatSurvivesAPause) {
+  // Downstream of each pad a queue without bounds: nothing downstream can hold a push back, so
+  // the probes see what the element itself pushes while PAUSED.
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(
-      "h3src name=s sampler=causal is-live=true width=80 height=48 s.video ! appsink name=v sync=true "
-      "s.audio ! audio/x-raw,format=F32LE ! appsink name=a sync=true",
+      "h3src name=s sampler=causal is-live=true width=80 height=48 "
+      "s.video ! queue max-size-buffers=0 max-size-bytes=0 max-size-time=0 ! fakesink sync=false async=false "
+      "s.audio ! audio/x-raw,format=F32LE ! queue max-size-buffers=0 max-size-bytes=0 max-size-time=0 ! "
+      "fakesink sync=false async=false",
       &err);
   ASSERT_EQ(err, nullptr);
-  GstAppSink* video = GST_APP_SINK(h3test::by_name(pipeline, "v"));
-  GstAppSink* audio = GST_APP_SINK(h3test::by_name(pipeline, "a"));
+  GstElement* src = h3test::by_name(pipeline, "s");
+  PushLog video(gst_element_get_static_pad(src, "video"));
+  PushLog audio(gst_element_get_static_pad(src, "audio"));
   // A live source does not preroll.
   EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_PAUSED), GST_STATE_CHANGE_NO_PREROLL);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
-  std::vector<GstClockTime> pts;
-  for (int i = 0; i < 2 * 17; ++i) {
-    GstSample* s = gst_app_sink_try_pull_sample(video, 120 * GST_SECOND);
-    ASSERT_NE(s, nullptr) << "frame " << i;
-    GstBuffer* b = gst_sample_get_buffer(s);
-    EXPECT_TRUE(GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_LIVE));
-    pts.push_back(GST_BUFFER_PTS(b));
-    gst_sample_unref(s);
-  }
-  // Running times: frame n at the stream's first buffer's running time plus n / 24 s.
-  for (size_t i = 1; i < pts.size(); ++i) {
-    EXPECT_EQ(pts[i] - pts[0], gst_util_uint64_scale(i, GST_SECOND, 24)) << "frame " << i;
-  }
-  GstSample* first_audio = gst_app_sink_try_pull_sample(audio, 120 * GST_SECOND);
-  ASSERT_NE(first_audio, nullptr);
-  // Both pads share the anchor: the soundtrack starts with the frames (within one frame's time).
-  const GstClockTime apts = GST_BUFFER_PTS(gst_sample_get_buffer(first_audio));
-  EXPECT_LE(apts > pts[0] ? apts - pts[0] : pts[0] - apts, GST_SECOND / 24);
-  gst_sample_unref(first_audio);
+  ASSERT_TRUE(video.wait_for(30));
+  ASSERT_TRUE(audio.wait_for(2));
+  GstPad* video_pad = gst_element_get_static_pad(src, "video");
   GstQuery* q = gst_query_new_latency();
-  ASSERT_TRUE(gst_element_query(pipeline, q));
+  ASSERT_TRUE(gst_pad_query(video_pad, q));
+  gst_object_unref(video_pad);
   gboolean live = FALSE;
   GstClockTime min = 0, max = 0;
   gst_query_parse_latency(q, &live, &min, &max);
   gst_query_unref(q);
   EXPECT_TRUE(live);
   EXPECT_GE(min, GST_SECOND / 24);
-  // Paused and playing again: the stream goes on where it was.
+
+  // PAUSED: the running time stands still, and a live source pushes nothing. A buffer already past
+  // its clock wait when the state changed may still go out: it was due before the pause.
+  EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_PAUSED), GST_STATE_CHANGE_NO_PREROLL);
+  video.set_phase(1);
+  audio.set_phase(1);
+  const GstClockTime paused_at = gst_element_get_start_time(pipeline);  // the running time of the pause
+  ASSERT_TRUE(GST_CLOCK_TIME_IS_VALID(paused_at));
+  g_usleep(1500 * 1000);  // 36 frames' time: a source that ignored the pause would push them
+  video.set_phase(2);
+  audio.set_phase(2);
+  const size_t before_resume = video.pushes().size();
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  ASSERT_TRUE(video.wait_for(before_resume + 30));
+  gint rate = 0;
+  GstPad* audio_pad = gst_element_get_static_pad(src, "audio");
+  GstCaps* audio_caps = gst_pad_get_current_caps(audio_pad);
+  ASSERT_NE(audio_caps, nullptr);
+  gst_structure_get_int(gst_caps_get_structure(audio_caps, 0), "rate", &rate);
+  gst_caps_unref(audio_caps);
+  gst_object_unref(audio_pad);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+
+  const auto vp = video.pushes();
+  const auto ap = audio.pushes();
+  for (const auto* pushes : {&vp, &ap}) {
+    int while_paused = 0;
+    for (const auto& b : *pushes) {
+      if (b.phase != 1) continue;
+      ++while_paused;
+      EXPECT_LE(b.pts, paused_at) << "a buffer pushed while PAUSED was not due before the pause";
+    }
+    EXPECT_LE(while_paused, 1) << (pushes == &vp ? "video" : "audio") << ": pushed while PAUSED";
+  }
+  // The running time did not move while PAUSED: the stream goes on where it was, frame n at the
+  // first frame's running time plus n / 24 s exactly, none skipped, none repeated.
+  ASSERT_GE(vp.size(), 60u);
+  EXPECT_GT(vp.back().offset, before_resume) << "no frame after the pause";
+  for (size_t i = 0; i < vp.size(); ++i) {
+    EXPECT_EQ(vp[i].offset, i) << "push " << i;
+    EXPECT_EQ(vp[i].pts - vp[0].pts, gst_util_uint64_scale(i, GST_SECOND, 24)) << "frame " << i;
+  }
+  // The soundtrack shares the anchor: sample s at the first frame's running time plus s / rate,
+  // every sample once.
+  ASSERT_GT(rate, 0);
+  ASSERT_GE(ap.size(), 2u);
+  for (size_t i = 0; i < ap.size(); ++i) {
+    EXPECT_EQ(ap[i].offset, i == 0 ? 0 : ap[i - 1].offset_end) << "audio push " << i;
+    EXPECT_EQ(ap[i].pts, vp[0].pts + gst_util_uint64_scale(ap[i].offset, GST_SECOND, rate))
+        << "audio push " << i;
+  }
+  gst_object_unref(src);
+  gst_object_unref(pipeline);
+}
+
+TEST(H3VideoSrcLive, APausedLiveSourcePushesNothingAndGoesOnWhereItWas) {
+  GError* err = nullptr;
+  GstElement* pipeline = gst_parse_launch(
+      "h3videosrc name=s sampler=causal is-live=true width=80 height=48 ! "
+      "queue max-size-buffers=0 max-size-bytes=0 max-size-time=0 ! fakesink sync=false async=false",
+      &err);
+  ASSERT_EQ(err, nullptr);
+  GstElement* src = h3test::by_name(pipeline, "s");
+  PushLog video(gst_element_get_static_pad(src, "src"));
   EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_PAUSED), GST_STATE_CHANGE_NO_PREROLL);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
-  GstSample* more = gst_app_sink_try_pull_sample(video, 120 * GST_SECOND);
-  ASSERT_NE(more, nullptr);
-  EXPECT_GT(GST_BUFFER_PTS(gst_sample_get_buffer(more)), pts.back());
-  gst_sample_unref(more);
+  ASSERT_TRUE(video.wait_for(30));
+  EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_PAUSED), GST_STATE_CHANGE_NO_PREROLL);
+  video.set_phase(1);
+  const GstClockTime paused_at = gst_element_get_start_time(pipeline);
+  ASSERT_TRUE(GST_CLOCK_TIME_IS_VALID(paused_at));
+  g_usleep(1500 * 1000);
+  video.set_phase(2);
+  const size_t before_resume = video.pushes().size();
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  ASSERT_TRUE(video.wait_for(before_resume + 30));
   gst_element_set_state(pipeline, GST_STATE_NULL);
-  gst_object_unref(video);
-  gst_object_unref(audio);
+  const auto vp = video.pushes();
+  int while_paused = 0;
+  for (const auto& b : vp) {
+    if (b.phase != 1) continue;
+    ++while_paused;
+    EXPECT_LE(b.pts, paused_at) << "a buffer pushed while PAUSED was not due before the pause";
+  }
+  EXPECT_LE(while_paused, 1) << "pushed while PAUSED";
+  for (size_t i = 0; i < vp.size(); ++i) {
+    EXPECT_EQ(vp[i].offset, i) << "push " << i;
+    EXPECT_EQ(vp[i].pts - vp[0].pts, gst_util_uint64_scale(i, GST_SECOND, 24)) << "frame " << i;
+  }
+  gst_object_unref(src);
   gst_object_unref(pipeline);
 }
 
