@@ -206,6 +206,55 @@ void check_complete(const std::string& name, const char* what, double got_s, dou
   throw Error(ErrorKind::kInvalidArgument, name + text + ": it is truncated or damaged; give the whole file");
 }
 
+// When data last moved anywhere in a pipeline: a buffer pushed or pulled through any pad of any
+// element, decodebin's own included. decodebin keeps to itself the error of an element it is
+// still setting up (its "filtered" errors), so a demuxer that fails at once on a damaged file (a
+// cut Ogg, a broken AVI header: 1 run in 3) can stop the stream with no message at all, and the
+// reader would wait for its whole timeout. A local file never idles for long while it is read.
+class Activity {
+ public:
+  // Watches every element of `pipeline`, and every one added to it later.
+  void watch(GstElement* pipeline) {
+    last_us_ = g_get_monotonic_time();
+    g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(on_added), this);
+    GstIterator* it = gst_bin_iterate_recurse(GST_BIN(pipeline));
+    gst_iterator_foreach(
+        it, [](const GValue* v, gpointer self) { on_element(GST_ELEMENT(g_value_get_object(v)), self); },
+        this);
+    gst_iterator_free(it);
+  }
+  double idle_s() const { return static_cast<double>(g_get_monotonic_time() - last_us_) / G_USEC_PER_SEC; }
+
+ private:
+  static void on_added(GstBin*, GstBin*, GstElement* element, gpointer self) { on_element(element, self); }
+  static void on_element(GstElement* element, gpointer self) {
+    g_signal_connect(element, "pad-added", G_CALLBACK(on_pad), self);
+    GstIterator* it = gst_element_iterate_pads(element);
+    gst_iterator_foreach(
+        it, [](const GValue* v, gpointer s) { on_pad(nullptr, GST_PAD(g_value_get_object(v)), s); }, self);
+    gst_iterator_free(it);
+  }
+  static void on_pad(GstElement*, GstPad* pad, gpointer self) {
+    gst_pad_add_probe(pad, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
+                      on_data, self, nullptr);
+  }
+  static GstPadProbeReturn on_data(GstPad*, GstPadProbeInfo*, gpointer self) {
+    static_cast<Activity*>(self)->last_us_ = g_get_monotonic_time();
+    return GST_PAD_PROBE_OK;
+  }
+  std::atomic<gint64> last_us_{0};
+};
+
+// How long a local file's pipeline may move no data before the reader gives up on it.
+constexpr double kLocalStallSeconds = 10.0;
+
+[[noreturn]] void refuse_stalled(const std::string& name) {
+  throw Error(ErrorKind::kInvalidArgument,
+              name +
+                  ": GStreamer stopped reading it with neither a picture nor an error (a demuxer or decoder "
+                  "failed without a message): the file is damaged or not something GStreamer can decode");
+}
+
 // gst_parse_launch of a reading pipeline; throws naming what it was to read.
 GstElement* launch(const std::string& desc, const std::string& name) {
   GError* err = nullptr;
@@ -275,6 +324,8 @@ class Decoder {
     gst_object_unref(in);
     sink_.reset(gst_bin_get_by_name(GST_BIN(raw), "sink"));
     bus_.reset(gst_element_get_bus(raw));
+    local_ = !local_path(location).empty();
+    activity_.watch(raw);
     if (gst_element_set_state(raw, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
       bool eos = false;
       std::string failure = bus_error(bus_.get(), name, watch_.size, &eos, nullptr, reference);
@@ -295,6 +346,7 @@ class Decoder {
       const std::string failure = bus_error(bus_.get(), name_, watch_.size, &eos_, &no_decoder_, reference_);
       if (!failure.empty()) throw Error(ErrorKind::kInvalidArgument, failure);
       if (eos_ || gst_app_sink_is_eos(sink)) return nullptr;
+      if (local_ && activity_.idle_s() > std::min(timeout_s, kLocalStallSeconds)) refuse_stalled(name_);
       if (g_get_monotonic_time() > deadline) {
         throw Error(ErrorKind::kInvalidArgument,
                     name_ + ": no picture within " + std::to_string(static_cast<int>(timeout_s)) + " s");
@@ -388,6 +440,8 @@ class Decoder {
   // Declared before the pipeline: the probe and the signals may write to it until the pipeline
   // is stopped, which its owner does on every way out.
   Watch watch_;
+  Activity activity_;
+  bool local_ = false;
   bool eos_ = false;
   bool no_decoder_ = false;
   Ref<GstBus> bus_;
@@ -414,10 +468,13 @@ Audio read_sound(const std::string& location, const std::string& name, double ma
       "audio/x-raw,format=F32LE,layout=interleaved,channels=[1,2] ! appsink name=sink sync=false "
       "max-buffers=16";
   GstElement* raw = launch(desc, name);
+  Activity activity;  // declared before the pipeline: its probes may write to it until the pipeline stops
   Pipeline pipeline(raw);
   GstElement* src = gst_bin_get_by_name(GST_BIN(raw), "src");
   g_object_set(src, "uri", uri.c_str(), nullptr);
   gst_object_unref(src);
+  activity.watch(raw);
+  const bool local = !local_path(location).empty();
   Ref<GstElement> sink(gst_bin_get_by_name(GST_BIN(raw), "sink"));
   Ref<GstBus> bus(gst_element_get_bus(raw));
   auto failure = [&]() -> std::string {
@@ -451,6 +508,7 @@ Audio read_sound(const std::string& location, const std::string& name, double ma
         }
         break;
       }
+      if (local && activity.idle_s() > std::min(timeout_s, kLocalStallSeconds)) refuse_stalled(name);
       if (g_get_monotonic_time() > deadline) {
         throw Error(ErrorKind::kInvalidArgument,
                     name + ": no sound within " + std::to_string(static_cast<int>(timeout_s)) + " s");

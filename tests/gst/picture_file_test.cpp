@@ -192,6 +192,7 @@ TEST_F(PictureFiles, EmptyTruncatedAndDamagedFilesAreRefusedNamingThem) {
     const std::string e = picture_refusal(path(bad));
     std::printf("%s: %s\n", bad, e.c_str());
     EXPECT_EQ(e.rfind("first-frame '" + path(bad) + decode_failed, 0), 0u) << e;
+    ASSERT_GE(e.size(), give.size()) << e;
     EXPECT_EQ(e.substr(e.size() - give.size()), give) << e;
   }
 
@@ -211,14 +212,25 @@ TEST_F(PictureFiles, EmptyTruncatedAndDamagedFilesAreRefusedNamingThem) {
   EXPECT_EQ(h3::pictures::read_reference(path("cut.mkv"), "reference 1", 0.5).video.frames.size(), 12u);
 
   // An Ogg sound cut at 40 %: its demuxer cannot find its stream (and it is not read a second
-  // time for its sound).
+  // time for its sound). Its error is posted while decodebin still sets the demuxer up, and
+  // decodebin sometimes keeps it to itself (about 1 run in 60 here): then the reader notices that
+  // no data moves and says so, within 10 s instead of the 60 s timeout.
   const std::string ogg = read_bytes("voice.ogg");
   write_cut("voice.ogg", "cut.ogg", ogg.size() * 2 / 5);
   e = reference_refusal(path("cut.ogg"));
   std::printf("cut.ogg: %s\n", e.c_str());
-  EXPECT_EQ(e.rfind("reference 1 '" + path("cut.ogg") + "': GStreamer could not decode it (", 0), 0u) << e;
+  const std::string demux_failed = "reference 1 '" + path("cut.ogg") + "': GStreamer could not decode it (";
   const std::string give_any = "); give a picture, video or sound in a format GStreamer has a decoder for";
-  EXPECT_EQ(e.substr(e.size() - give_any.size()), give_any) << e;
+  const std::string stalled =
+      "reference 1 '" + path("cut.ogg") +
+      "': GStreamer stopped reading it with neither a picture nor an error (a demuxer or "
+      "decoder failed without a message): the file is damaged or not something GStreamer "
+      "can decode";
+  if (e != stalled) {
+    EXPECT_EQ(e.rfind(demux_failed, 0), 0u) << e;
+    ASSERT_GE(e.size(), give_any.size()) << e;
+    EXPECT_EQ(e.substr(e.size() - give_any.size()), give_any) << e;
+  }
 
   // A WAV whose format tag is unknown, and one cut inside its 44-byte header.
   encode("audiotestsrc num-buffers=10 ! audio/x-raw,rate=48000,channels=2,format=S16LE ! wavenc",
