@@ -23,10 +23,11 @@
 #include "engine/options.h"
 #include "engine/progress.h"
 #include "engine/request.h"
+#include "engine/task_ask.h"
 
 namespace h3gst {
 
-constexpr int kEngineModuleAbi = 10;  // 10: Ref2VA references, EngineOptions::ref2va
+constexpr int kEngineModuleAbi = 11;  // 11: check_task, before the pictures are decoded
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 
@@ -66,6 +67,10 @@ struct EngineModule {
   // The fit planner's verdict on `request` for an engine opened with `options` (h3::check_fit),
   // before anything is loaded; false with `failure` set when it cannot fit.
   bool (*fit)(const h3::EngineOptions& options, const h3::GenerationRequest& request, EngineFailure* failure);
+  // Whether the model an engine opened with `options` would read serves what `ask` asks for
+  // (h3::check_task: FL2VA's or Ref2VA's condition path), from its configs and headers alone: the
+  // element asks before it decodes any picture; false with `failure` set when it does not.
+  bool (*check_task)(const h3::EngineOptions& options, const h3::TaskAsk& ask, EngineFailure* failure);
   // Opens the engine (loads every rank's shards); nullptr with `failure` set on error.
   EngineHandle* (*open)(const h3::EngineOptions& options, const h3::ProgressFn& on_progress,
                         EngineFailure* failure);

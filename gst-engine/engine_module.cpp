@@ -163,7 +163,19 @@ bool fit(const h3::EngineOptions& options, const h3::GenerationRequest& request,
   }
 }
 
-const h3gst::EngineModule kModule = {h3gst::kEngineModuleAbi, &default_dir, &fit, &open_engine};
+bool check_task(const h3::EngineOptions& options, const h3::TaskAsk& ask, h3gst::EngineFailure* failure) {
+  try {
+    h3::EngineOptions o = options;
+    if (o.model_dir.empty()) o.model_dir = h3::default_model_dir();
+    h3::check_task(o, ask);
+    return true;
+  } catch (...) {
+    *failure = current_failure();
+    return false;
+  }
+}
+
+const h3gst::EngineModule kModule = {h3gst::kEngineModuleAbi, &default_dir, &fit, &check_task, &open_engine};
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "element_common.h"
+#include "engine_loader.h"
 #include "messages.h"
 
 namespace h3gst {
@@ -87,6 +88,25 @@ bool Lifecycle::start(bool audio) {
     GST_ELEMENT_ERROR(element_, RESOURCE, SETTINGS, ("%s", e.what()), ("prompt-timeline"));
     post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, "the prompt timeline cannot be used");
     return false;
+  }
+  // A model that cannot serve the pictures refuses before any of them is decoded.
+  if (!s.first_frame.empty() || !s.last_frame.empty() || !s.references.empty()) {
+    std::string error;
+    const EngineModule* module = load_engine_module(request.plugin_dir, &error);
+    if (!module) {
+      module_missing(error);
+      return false;
+    }
+    h3::TaskAsk ask;
+    ask.first_frame = !s.first_frame.empty();
+    ask.last_frame = !s.last_frame.empty();
+    ask.references = !s.references.empty();
+    ask.embeddings = !request.clip.embeds_path.empty();
+    EngineFailure failure;
+    if (!module->check_task(request.engine, ask, &failure)) {
+      start_failed(failure, "The requested clip is not possible");
+      return false;
+    }
   }
   try {
     read_pictures(s, request.clip);

@@ -6,8 +6,9 @@
 #   scripts/build-fuzzer.sh CLANGXX TARGET OUTPUT SRCDIR [TORCH_ROOT]  build TARGET as OUTPUT
 #
 # TARGET: safetensors (the safetensors header parser), door (a process world's door records
-# and its store front end's handshake) or timeline (the prompt timeline's file). Called by tests/fuzz/meson.build (option -Dfuzzers) and
-# by scripts/fuzz.sh.
+# and its store front end's handshake), timeline (the prompt timeline's file), lora (the LoRA
+# loader on the tiny DiT's adapter slots) or picture (the keyframe / reference reader through
+# GStreamer). Called by tests/fuzz/meson.build (option -Dfuzzers) and by scripts/fuzz.sh.
 set -eu
 
 if [ "${1:-}" = "--probe" ]; then
@@ -51,8 +52,30 @@ case "$target" in
       "$src/tests/fuzz/prompt_timeline_fuzz.cpp" "$src/core/engine/prompt_timeline.cpp" \
       "$src/core/common/error.cpp" -o "$out"
     ;;
+  lora)
+    # The loader and what it reads through (config, layout, safetensors) instrumented; LibTorch
+    # (ATen's CPU ops) is the project's, as for the safetensors target.
+    torch=${5:-$("$src/scripts/torch-root.sh")}
+    [ -n "$torch" ] || { echo "build-fuzzer: no LibTorch (run scripts/install-deps.sh)" >&2; exit 1; }
+    # shellcheck disable=SC2086
+    "$cxx" $flags -I"$src/core" -isystem "$torch/include" \
+      "$src/tests/fuzz/lora_fuzz.cpp" "$src/core/dit/lora.cpp" "$src/core/dit/lora_config.cpp" \
+      "$src/core/dit/config.cpp" "$src/core/dit/parameters.cpp" "$src/core/dit/adapter.cpp" \
+      "$src/core/io/layout.cpp" "$src/core/io/safetensors.cpp" "$src/core/io/safetensors_header.cpp" \
+      "$src/core/io/json_strict.cpp" "$src/core/io/config_json.cpp" "$src/core/common/error.cpp" \
+      "$src/core/common/shape.cpp" \
+      -L"$torch/lib" -Wl,-rpath,"$torch/lib" -ltorch_cpu -lc10 -o "$out"
+    ;;
+  picture)
+    # The reader instrumented; GStreamer and its plugins as installed.
+    # shellcheck disable=SC2086
+    "$cxx" $flags -I"$src" -I"$src/core" $(pkg-config --cflags gstreamer-app-1.0 gstreamer-video-1.0 gstreamer-tag-1.0) \
+      "$src/tests/fuzz/picture_fuzz.cpp" "$src/pictures/picture_file.cpp" "$src/pictures/stored_orientation.cpp" \
+      "$src/core/common/error.cpp" \
+      $(pkg-config --libs gstreamer-app-1.0 gstreamer-video-1.0 gstreamer-tag-1.0) -o "$out"
+    ;;
   *)
-    echo "build-fuzzer: unknown target '$target' (safetensors, door or timeline)" >&2
+    echo "build-fuzzer: unknown target '$target' (safetensors, door, timeline, lora or picture)" >&2
     exit 2
     ;;
 esac

@@ -3,7 +3,7 @@
 # executions. Needs clang++ with its fuzzer runtime (Debian: clang-14 + libclang-rt-14-dev);
 # without them it says so and exits 0, unless FUZZ_REQUIRED=1 (then it fails).
 #
-#   scripts/fuzz.sh TARGET [SECONDS]   TARGET: safetensors, door or timeline; default 20 s
+#   scripts/fuzz.sh TARGET [SECONDS]   TARGET: safetensors, door, timeline, lora or picture; default 20 s
 #   FUZZ_BIN=build/tests/fuzz/fuzz_door_records scripts/fuzz.sh door   reuse the meson-built target
 #
 # Exit status: 0 when no input crashed, non-zero otherwise (libFuzzer leaves the crashing input
@@ -11,7 +11,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-target=${1:?usage: scripts/fuzz.sh safetensors|door|timeline [SECONDS]}
+target=${1:?usage: scripts/fuzz.sh safetensors|door|timeline|lora|picture [SECONDS]}
 seconds=${2:-20}
 cxx=${CLANGXX:-$(command -v clang++ || command -v clang++-14 || true)}
 work=$(mktemp -d /tmp/h3-fuzz-XXXXXX)
@@ -67,8 +67,41 @@ case "$target" in
     printf '# only a comment\n\n' > "$work/corpus/empty"
     dict="-dict=$here/tests/fuzz/timeline.dict"
     ;;
+  lora)
+    # Seeds: LoRA files for the tiny DiT (tests/fuzz/lora_fuzz.cpp: the first byte odd means an
+    # adapter_config.json comes first, up to a NUL). Headers of 256 bytes or more: an 8-byte length.
+    st() {  # st HEADER DATA_BYTES: a safetensors file of zero data
+      len=$(printf '%s' "$1" | wc -c)
+      printf "\\$(printf '%03o' $((len % 256)))\\$(printf '%03o' $((len / 256)))\\000\\000\\000\\000\\000\\000"
+      printf '%s' "$1"
+      head -c "$2" /dev/zero
+    }
+    ab='"base_model.model.dit.condition_proj.lora_A.weight":{"dtype":"F32","shape":[1,64],"data_offsets":[0,256]},"base_model.model.dit.condition_proj.lora_B.weight":{"dtype":"F32","shape":[128,1],"data_offsets":[256,768]}'
+    { printf '\000'; st "{$ab}" 768; } > "$work/corpus/peft"
+    { printf '\001{"r":1,"lora_alpha":2,"use_rslora":true,"alpha_pattern":{"condition_proj":4}}\000'; st "{$ab}" 768; } > "$work/corpus/config"
+    { printf '\000'; st "{$ab,\"__metadata__\":{\"lora_adapter_metadata\":\"{\\\"transformer.lora_alpha\\\": 3, \\\"transformer.rank_pattern\\\": {\\\"cond.*\\\": 1}}\"}}" 768; } > "$work/corpus/metadata"
+    { printf '\000'; st '{"diffusion_model.blocks.0.attn.qkv_proj.lora_down.weight":{"dtype":"F32","shape":[1,128],"data_offsets":[0,512]},"diffusion_model.blocks.0.attn.qkv_proj.lora_up.weight":{"dtype":"BF16","shape":[768,1],"data_offsets":[512,2048]},"diffusion_model.blocks.0.attn.qkv_proj.alpha":{"dtype":"F32","shape":[],"data_offsets":[2048,2052]}}' 2052; } > "$work/corpus/kohya"
+    dict="-dict=$here/tests/fuzz/lora.dict"
+    ;;
+  picture)
+    # Seeds: small pictures, a video and a sound written by GStreamer; the first byte picks the
+    # reader (0 a keyframe, 1 a reference).
+    make() {  # make NAME PIPELINE
+      gst-launch-1.0 -q $2 ! filesink location="$work/$1" >/dev/null 2>&1 || { echo "$me: gst-launch-1.0 failed for $1" >&2; exit 1; }
+      { printf '\000'; cat "$work/$1"; } > "$work/corpus/k-$1"
+      { printf '\001'; cat "$work/$1"; } > "$work/corpus/r-$1"
+    }
+    make png "videotestsrc num-buffers=1 ! video/x-raw,width=16,height=16 ! pngenc"
+    make jpg "videotestsrc num-buffers=1 ! video/x-raw,width=16,height=24 ! jpegenc"
+    make webp "videotestsrc num-buffers=1 ! video/x-raw,width=24,height=16 ! webpenc"
+    make avi "videotestsrc num-buffers=3 ! video/x-raw,width=16,height=16,framerate=24/1 ! jpegenc ! avimux"
+    make wav "audiotestsrc num-buffers=1 samplesperbuffer=256 ! audio/x-raw,rate=8000,channels=1 ! wavenc"
+    # GStreamer keeps caches for the process's lifetime (registry, types): not leaks of the reader.
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    extra="-timeout=60 -max_len=8192"
+    ;;
   *)
-    echo "$me: unknown target (safetensors, door or timeline)" >&2
+    echo "$me: unknown target (safetensors, door, timeline, lora or picture)" >&2
     exit 2
     ;;
 esac
@@ -76,7 +109,7 @@ esac
 echo "$me: running for ${seconds}s in $work"
 log=$work/fuzz.log
 status=0
-(cd "$work" && "$bin" -max_total_time="$seconds" -print_final_stats=1 -max_len=4096 $dict "$work/corpus") \
+(cd "$work" && "$bin" -max_total_time="$seconds" -print_final_stats=1 -max_len=4096 $dict ${extra:-} "$work/corpus") \
   >"$log" 2>&1 || status=$?
 runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 tail -n 25 "$log"

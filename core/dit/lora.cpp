@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/shape.h"
+#include "dit/lora_config.h"
 #include "io/config_json.h"
 #include "io/layout.h"
 #include "io/safetensors.h"
@@ -37,16 +38,21 @@ std::string module_path(std::string key) {
   return key;
 }
 
+// One module's tensors as the file holds them, each with the key it came under.
 struct Module {
-  std::string key_a, key_b;
+  std::string peft_name;  // the key's stem without "base_model.model.": what PEFT's patterns match
+  std::string key_a, key_b, key_alpha;
   at::Tensor a, b, alpha;
 };
 
-struct Alphas {
-  std::optional<double> metadata;         // the file's `lora_alpha` / `alpha` metadata
-  std::optional<double> config;           // adapter_config.json's lora_alpha
-  std::map<std::string, double> pattern;  // adapter_config.json's alpha_pattern
-  bool rslora = false;
+// Where each module's alpha and the scaling rule come from, in the order they are asked
+// (docs/causal.md "LoRA"): the file's own settings first (diffusers' lora_adapter_metadata, then
+// a plain `lora_alpha` / `alpha` metadata value), then adapter_config.json beside it.
+struct Settings {
+  std::optional<LoraConfig> own;     // the file's lora_adapter_metadata
+  std::optional<double> metadata;    // the file's `lora_alpha` / `alpha` metadata
+  std::optional<LoraConfig> folder;  // adapter_config.json
+  bool rslora() const { return own ? own->use_rslora : folder && folder->use_rslora; }
 };
 
 double parse_alpha(const std::string& text, const std::string& origin) {
@@ -59,53 +65,71 @@ double parse_alpha(const std::string& text, const std::string& origin) {
   throw Error(ErrorKind::kFormat, origin + ": alpha '" + text + "' is not a positive number");
 }
 
-Alphas read_alphas(const io::SafetensorsFile& f, const std::string& file, const fs::path& config_path) {
-  Alphas out;
+Settings read_settings(const io::SafetensorsFile& f, const std::string& file, const fs::path& config_path) {
+  Settings out;
+  const auto& meta = f.metadata();
+  if (auto it = meta.find("lora_adapter_metadata"); it != meta.end()) {
+    out.own = parse_lora_config(it->second, file + " metadata 'lora_adapter_metadata'", "transformer");
+  }
   for (const char* key : {"lora_alpha", "alpha"}) {
-    auto it = f.metadata().find(key);
-    if (it != f.metadata().end()) {
+    auto it = meta.find(key);
+    if (it != meta.end()) {
       out.metadata = parse_alpha(it->second, file + " metadata '" + key + "'");
       break;
     }
   }
-  if (config_path.empty() || !fs::exists(config_path)) return out;
-  const std::string origin = config_path.string();
-  const auto j = io::parse_config_json(io::read_text_file(config_path), origin);
-  if (j.contains("peft_type") && j["peft_type"].is_string() && j["peft_type"] != "LORA") {
-    io::config_error(origin, "peft_type is '" + j["peft_type"].get<std::string>() +
-                                 "': only LoRA adapters (peft_type LORA) are supported");
+  if (!config_path.empty() && fs::exists(config_path)) {
+    out.folder = parse_lora_config(io::read_text_file(config_path), config_path.string());
   }
-  if (j.contains("use_dora") && j["use_dora"].is_boolean() && j["use_dora"].get<bool>()) {
-    io::config_error(origin, "use_dora is true: DoRA adapters are not supported, only plain LoRA");
-  }
-  double alpha = 0.0;
-  io::read_double(j, "lora_alpha", origin, alpha);
-  if (j.contains("lora_alpha") && !j["lora_alpha"].is_null()) {
-    if (!(alpha > 0) || !std::isfinite(alpha))
-      io::config_error(origin, "lora_alpha must be a positive number");
-    out.config = alpha;
-  }
-  if (j.contains("alpha_pattern") && j["alpha_pattern"].is_object()) {
-    for (const auto& [k, v] : j["alpha_pattern"].items()) {
-      if (!v.is_number() || !(v.get<double>() > 0))
-        io::config_error(origin, "alpha_pattern['" + k + "'] must be a positive number");
-      out.pattern[k] = v.get<double>();
-    }
-  }
-  if (j.contains("use_rslora") && j["use_rslora"].is_boolean()) out.rslora = j["use_rslora"].get<bool>();
   return out;
 }
 
-// alpha of one module and where it came from.
-std::pair<double, std::string> alpha_of(const std::string& module, const Module& m, const Alphas& a,
-                                        int64_t r) {
-  if (m.alpha.defined()) return {m.alpha.to(at::kDouble).item<double>(), "tensor"};
-  for (const auto& [k, v] : a.pattern) {
-    if (module == k || ends_with(module, "." + k)) return {v, "adapter_config.json alpha_pattern"};
+// The alpha a config gives `m`: its alpha_pattern entry, else its lora_alpha; `label` names the
+// config in the summary.
+std::optional<std::pair<double, std::string>> config_alpha(const LoraConfig& c, const Module& m,
+                                                           const std::string& module,
+                                                           const std::string& label) {
+  const auto* p = match_pattern(c.alpha_pattern, m.peft_name);
+  if (!p) p = match_pattern(c.alpha_pattern, module);
+  if (p) return std::make_pair(p->value, label + " alpha_pattern '" + p->key + "'");
+  if (c.lora_alpha) return std::make_pair(*c.lora_alpha, label);
+  return std::nullopt;
+}
+
+// alpha of one module and where it came from (LoraSummary::alpha_source).
+std::pair<double, std::string> alpha_of(const std::string& module, const Module& m, const Settings& s,
+                                        int64_t r, const std::string& file) {
+  if (m.alpha.defined()) {
+    if (m.alpha.numel() != 1) {
+      throw Error(ErrorKind::kFormat, file + ": tensor '" + m.key_alpha + "' has shape " +
+                                          shape_string(m.alpha.sizes()) + ": a module's alpha is one number");
+    }
+    return {m.alpha.to(at::kDouble).item<double>(), "tensor"};
   }
-  if (a.metadata) return {*a.metadata, "metadata"};
-  if (a.config) return {*a.config, "adapter_config.json"};
+  if (s.own) {
+    if (auto a = config_alpha(*s.own, m, module, "lora_adapter_metadata")) return *a;
+  }
+  if (s.metadata) return {*s.metadata, "metadata"};
+  if (s.folder) {
+    if (auto a = config_alpha(*s.folder, m, module, "adapter_config.json")) return *a;
+  }
   return {static_cast<double>(r), "none (alpha = r)"};
+}
+
+// The rank each config says `m` has (rank_pattern, else r) must be the rank its tensors have:
+// PEFT builds the layer at that rank and could not load these tensors into it.
+void check_rank(const LoraConfig& c, const Module& m, const std::string& module, int64_t r,
+                const std::string& file) {
+  const auto* p = match_pattern(c.rank_pattern, m.peft_name);
+  if (!p) p = match_pattern(c.rank_pattern, module);
+  if (!p && !c.r) return;
+  const int64_t want = p ? p->value : *c.r;
+  if (want == r) return;
+  throw Error(ErrorKind::kFormat,
+              file + ": LoRA module '" + module + "' has rank " + std::to_string(r) + " (lora_A " +
+                  shape_string(m.a.sizes()) + ") but " + c.origin + " gives it rank " + std::to_string(want) +
+                  (p ? " (rank_pattern '" + p->key + "')" : " (r)") +
+                  ": the settings are not this file's; give the adapter_config.json it was saved with");
 }
 
 // The diffusers layers one module adapts, with the rows of B each takes.
@@ -122,6 +146,13 @@ std::vector<Target> targets_of(const std::string& module, const std::map<std::st
   try {
     pieces = io::native_to_canonical(io::ModelKind::kDit, module + ".weight");
   } catch (const Error&) {
+  }
+  if (pieces.empty() && (starts_with(module, "lora_unet_") || starts_with(module, "lora_te"))) {
+    throw Error(ErrorKind::kFormat,
+                file + ": LoRA module '" + module +
+                    "' is named as kohya's scripts flatten names (dots turned into "
+                    "underscores), which are not read: give the module names with their "
+                    "dots (e.g. diffusion_model.blocks.0.attn.qkv_proj.lora_down.weight)");
   }
   if (pieces.empty()) {
     throw Error(ErrorKind::kFormat, file + ": LoRA module '" + module +
@@ -145,22 +176,23 @@ LoraSummary attach_lora(DitWeights& w, const DitConfig& c, const std::string& pa
                         int tp_size) {
   fs::path file = path;
   fs::path config_path;
-  if (fs::is_directory(file)) {
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) {
     config_path = file / "adapter_config.json";
     file = file / "adapter_model.safetensors";
   } else {
     config_path = file.parent_path() / "adapter_config.json";
   }
-  if (!fs::exists(file)) {
+  if (!fs::exists(file, ec)) {
     throw Error(ErrorKind::kNotFound,
                 "LoRA file " + file.string() +
                     " does not exist: give a PEFT adapter_model.safetensors or its folder");
   }
   const std::string name = file.string();
   auto st = io::SafetensorsFile::open(name);
-  const Alphas alphas = read_alphas(*st, name, config_path);
+  const Settings settings = read_settings(*st, name, config_path);
 
-  // Group the keys by module.
+  // Group the keys by module; each of a module's tensors given once.
   std::map<std::string, Module> modules;
   for (const auto& info : st->tensors()) {
     const std::string& key = info.name;
@@ -178,11 +210,22 @@ LoraSummary attach_lora(DitWeights& w, const DitConfig& c, const std::string& pa
       }
     }
     if (which < 0) {
-      throw Error(ErrorKind::kFormat, name + ": tensor '" + key +
-                                          "' is not a LoRA tensor (<module>.lora_A.weight, .lora_B.weight or "
-                                          ".alpha): is this a PEFT LoRA file?");
+      throw Error(ErrorKind::kFormat,
+                  name + ": tensor '" + key +
+                      "' is not a LoRA tensor (<module>.lora_A.weight, .lora_B.weight, "
+                      ".lora_down.weight, .lora_up.weight or .alpha): is this a LoRA file?");
     }
-    Module& m = modules[module_path(stem)];
+    const std::string module = module_path(stem);
+    Module& m = modules[module];
+    if (m.peft_name.empty()) m.peft_name = starts_with(stem, "base_model.model.") ? stem.substr(17) : stem;
+    std::string& seen = which == 0 ? m.key_a : which == 1 ? m.key_b : m.key_alpha;
+    if (!seen.empty()) {
+      static const char* const kWhat[] = {"lora_A (lora_down)", "lora_B (lora_up)", "alpha"};
+      throw Error(ErrorKind::kFormat, name + ": tensors '" + seen + "' and '" + key + "' are both module '" +
+                                          module + "''s " + kWhat[which] +
+                                          ": give each module's tensors once");
+    }
+    seen = key;
     at::Tensor t = st->view(info).to(at::kFloat);
     if (which == 2) {
       m.alpha = t;
@@ -197,19 +240,29 @@ LoraSummary attach_lora(DitWeights& w, const DitConfig& c, const std::string& pa
                   name + ": tensor '" + key + "' holds NaN or infinite values: the LoRA file is damaged");
     }
     (which == 0 ? m.a : m.b) = t.contiguous();
-    (which == 0 ? m.key_a : m.key_b) = key;
   }
-  if (modules.empty()) throw Error(ErrorKind::kFormat, name + ": holds no LoRA tensors");
+  if (modules.empty()) {
+    throw Error(ErrorKind::kFormat, name + ": holds no LoRA tensors (" +
+                                        std::to_string(st->tensors().size()) +
+                                        " tensors): it adapts nothing");
+  }
 
   std::map<std::string, ParamSpec> declared;
   for (auto& spec : dit_parameters(c)) declared.emplace(spec.name, spec);
-  std::map<std::string, Adapter> bound;  // canonical weight name -> this rank's adapter
+  // The layers that have an adapter slot in `w` (every linear layer of its blocks).
+  std::set<std::string> slots;
+  declare_adapters(static_cast<const DitWeights&>(w),
+                   [&](const std::string& weight, const Adapter&) { slots.insert(weight); });
+  std::map<std::string, std::pair<Adapter, std::string>> bound;  // weight -> this rank's adapter, module
   LoraSummary sum;
   sum.file = name;
   for (const auto& [module, m] : modules) {
     if (!m.a.defined() || !m.b.defined()) {
       throw Error(ErrorKind::kFormat, name + ": LoRA module '" + module + "' has only its " +
-                                          (m.a.defined() ? "lora_A" : "lora_B") + " tensor");
+                                          (m.a.defined()   ? "lora_A tensor, no lora_B"
+                                           : m.b.defined() ? "lora_B tensor, no lora_A"
+                                                           : "alpha, neither lora_A nor lora_B") +
+                                          ": the LoRA file is incomplete");
     }
     const int64_t r = m.a.size(0);
     if (m.b.size(1) != r) {
@@ -217,13 +270,21 @@ LoraSummary attach_lora(DitWeights& w, const DitConfig& c, const std::string& pa
                                           shape_string(m.a.sizes()) + " and lora_B " +
                                           shape_string(m.b.sizes()) + ": their ranks differ");
     }
-    auto [alpha, source] = alpha_of(module, m, alphas, r);
+    if (r == 0) {
+      throw Error(ErrorKind::kFormat, name + ": LoRA module '" + module + "' has rank 0 (lora_A " +
+                                          shape_string(m.a.sizes()) + "): it adapts nothing");
+    }
+    if (settings.own) check_rank(*settings.own, m, module, r, name);
+    if (settings.folder) check_rank(*settings.folder, m, module, r, name);
+    auto [alpha, source] = alpha_of(module, m, settings, r, name);
     if (!(alpha > 0) || !std::isfinite(alpha)) {
       throw Error(ErrorKind::kFormat, name + ": LoRA module '" + module + "' has alpha " +
-                                          std::to_string(alpha) + ": it must be a positive number");
+                                          std::to_string(alpha) + " (" + source +
+                                          "): it must be a positive number");
     }
+    // PEFT's scaling: alpha / r, or alpha / sqrt(r) for rank-stabilised LoRA.
     const double scale =
-        alphas.rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
+        settings.rslora() ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
     const auto targets = targets_of(module, declared, name);
     for (const Target& t : targets) {
       auto it = declared.find(t.weight);
@@ -236,6 +297,13 @@ LoraSummary attach_lora(DitWeights& w, const DitConfig& c, const std::string& pa
                       : "which this model does not have (it has " + std::to_string(c.num_layers) +
                             " blocks and " + std::to_string(c.num_refiner_layers) + " refiner blocks)") +
                 ": the LoRA was made for another model");
+      }
+      if (!slots.count(t.weight)) {
+        throw Error(ErrorKind::kMismatch, name + ": LoRA module '" + module + "' adapts '" + t.weight +
+                                              "', a layer these weights apply no LoRA to (they hold " +
+                                              std::to_string(w.blocks.size()) + " blocks and " +
+                                              std::to_string(w.refiner.size()) +
+                                              " refiner blocks; see docs/causal.md \"LoRA\")");
       }
       const int64_t out = spec->shape[0], in = spec->shape[1];
       const int64_t rows = t.how == io::Rearrange::kQkvPart ? 3 * out : out;
@@ -265,10 +333,13 @@ LoraSummary attach_lora(DitWeights& w, const DitConfig& c, const std::string& pa
       // Where the layer's weight lives (a CUDA device with device = cuda), in fp32.
       const c10::Device device =
           w.proj_in.weight.defined() ? w.proj_in.weight.device() : c10::Device(c10::kCPU);
-      if (!bound.emplace(t.weight, Adapter{down.contiguous().to(device), up.contiguous().to(device), scale})
-               .second) {
-        throw Error(ErrorKind::kFormat, name + ": '" + t.weight + "' is adapted twice (module '" + module +
-                                            "' and another name for the same layer)");
+      const auto [at_, fresh] = bound.emplace(
+          t.weight,
+          std::make_pair(Adapter{down.contiguous().to(device), up.contiguous().to(device), scale}, module));
+      if (!fresh) {
+        throw Error(ErrorKind::kFormat, name + ": LoRA modules '" + at_->second.second + "' and '" + module +
+                                            "' both adapt '" + t.weight +
+                                            "' (two names for one layer): keep one of them");
       }
       ++sum.adapted_layers;
     }
@@ -280,21 +351,11 @@ LoraSummary attach_lora(DitWeights& w, const DitConfig& c, const std::string& pa
     sum.rank = std::max(sum.rank, r);
   }
 
-  // Every module fits a layer that has an adapter slot: bind them all at once (nothing
-  // changes when anything above threw).
-  std::set<std::string> slots;
-  declare_adapters(static_cast<const DitWeights&>(w),
-                   [&](const std::string& weight, const Adapter&) { slots.insert(weight); });
-  for (const auto& [weight, a] : bound) {
-    if (!slots.count(weight)) {
-      throw Error(
-          ErrorKind::kMismatch,
-          name + ": '" + weight + "' is a layer the engine applies no LoRA to (see docs/causal.md \"LoRA\")");
-    }
-  }
+  // Every module fitted its layer: bind them all at once (nothing changes when anything above
+  // threw).
   declare_adapters(w, [&](const std::string& weight, Adapter& slot) {
     auto it = bound.find(weight);
-    slot = it == bound.end() ? Adapter{} : it->second;
+    slot = it == bound.end() ? Adapter{} : it->second.first;
     if (it != bound.end()) sum.layers.push_back(weight);
   });
   return sum;

@@ -20,23 +20,33 @@
 namespace h3::dit {
 
 struct LoraSummary {
-  std::string file;                 // the safetensors file read
-  int64_t modules = 0;              // modules of the file (a fused qkv counts once)
-  int64_t adapted_layers = 0;       // diffusers layers it adapts (a fused qkv counts three)
-  int64_t rank = 0;                 // the largest r
-  double alpha = 0.0;               // the alpha of the first module (per module they may differ)
-  std::string alpha_source;         // "tensor", "metadata", "adapter_config.json" or "none (alpha = r)"
+  std::string file;            // the safetensors file read
+  int64_t modules = 0;         // modules of the file (a fused qkv counts once)
+  int64_t adapted_layers = 0;  // diffusers layers it adapts (a fused qkv counts three)
+  int64_t rank = 0;            // the largest r
+  double alpha = 0.0;          // the alpha of the first module (per module they may differ)
+  // Where that alpha came from: "tensor", "lora_adapter_metadata", "metadata",
+  // "adapter_config.json" (either config's with " alpha_pattern '<key>'" when a pattern gave it)
+  // or "none (alpha = r)".
+  std::string alpha_source;
   std::vector<std::string> layers;  // the adapted diffusers weight names, in declaration order
 };
 
 // Reads `path` (a .safetensors file, or a folder holding adapter_model.safetensors and maybe
 // adapter_config.json) and binds every module's adapter onto `w` as rank `tp_rank` of
-// `tp_size` holds it. alpha per module: a `<module>.alpha` tensor, else the file's metadata
-// (`lora_alpha`), else adapter_config.json's `alpha_pattern` / `lora_alpha`, else r.
-// Throws h3::Error naming the file and module: kNotFound (no file), kFormat (a key that is
-// not a LoRA tensor of a DiT module, a module without its A or B, a non-2-D or non-finite
-// tensor, ranks of A and B that differ), kMismatch (shapes that do not fit the model: the
-// module's A and B shapes and the layer's). `w` is left unchanged when it throws.
+// `tp_size` holds it. alpha per module, the first of: a `<module>.alpha` tensor; the file's
+// own settings (diffusers' `lora_adapter_metadata`: its alpha_pattern, then lora_alpha; then
+// a plain `lora_alpha` / `alpha` metadata value); adapter_config.json beside it (alpha_pattern,
+// then lora_alpha); r. alpha_pattern and rank_pattern match as PEFT matches them (the first key,
+// in the config's order, whose regular expression matches the whole module name as
+// (.*\.)?(key)). The scale is alpha / r, or alpha / sqrt(r) with use_rslora.
+// Throws h3::Error naming the file and module (and tensor, key or setting): kNotFound (no
+// file), kFormat (not a safetensors file, or a damaged one: empty, truncated; a key that is not
+// a LoRA tensor of a DiT module; a module's tensor given twice; a module without its A or B; a
+// non-2-D or non-finite tensor; ranks of A and B that differ, or that differ from the config's
+// r / rank_pattern; rank 0; an alpha that is not one positive number; a layer adapted by two
+// modules; bad settings), kMismatch (shapes or layers that do not fit the model, a layer `w`
+// has no adapter slot for). `w` is left unchanged when it throws.
 LoraSummary attach_lora(DitWeights& w, const DitConfig& c, const std::string& path, int tp_rank = 0,
                         int tp_size = 1);
 

@@ -42,6 +42,12 @@ std::string default_model_dir();
 // host's memory per request). Throws as read_model and make_plan do for a bad folder or request.
 void check_fit(const EngineOptions& opts, const GenerationRequest& req);
 
+// Whether the model an engine opened with `opts` would read serves the task `ask` asks for
+// (model.h check_task), from its configs and safetensors headers alone: called before any picture
+// is decoded, so that a model without FL2VA's or Ref2VA's condition path refuses first. Throws
+// h3::Error as check_task and read_model do.
+void check_task(const EngineOptions& opts, const TaskAsk& ask);
+
 // Beyond the contract: observers the command line and the tests use.
 struct GenerateExtras {
   // The final latents, before decoding: video [1, 24, T, h, w], audio [2A, 32], fp32 CPU.

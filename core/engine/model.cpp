@@ -641,10 +641,10 @@ std::string ref2va_missing(const ModelInfo& m, bool embeddings) {
   return encoders_missing(m, embeddings, "Ref2VA", "references");
 }
 
-std::string task_missing(const ModelInfo& m, const GenerationRequest& req) {
-  const bool embeddings = !req.embeds_path.empty();
-  if (!req.references.empty()) return ref2va_missing(m, embeddings);
-  const bool keyframes = !req.first_frame.empty() || !req.last_frame.empty();
+std::string task_missing(const ModelInfo& m, const TaskAsk& ask) {
+  const bool embeddings = ask.embeddings;
+  if (ask.references) return ref2va_missing(m, embeddings);
+  const bool keyframes = ask.first_frame || ask.last_frame;
   const char* task = keyframes ? "fl2va" : "t2va";
   if (m.ref2va && std::find(m.tasks.begin(), m.tasks.end(), task) == m.tasks.end()) {
     return m.transformer_dir + " is Ref2VA's DiT (tasks " + task_list(m) +
@@ -653,6 +653,16 @@ std::string task_missing(const ModelInfo& m, const GenerationRequest& req) {
            (keyframes ? "first-frame / last-frame (FL2VA)" : "a prompt alone (T2VA)");
   }
   return keyframes ? fl2va_missing(m, embeddings) : std::string();
+}
+
+void check_task(const ModelInfo& m, const TaskAsk& ask) {
+  const std::string why = task_missing(m, ask);
+  if (why.empty()) return;
+  const std::string asked = ask.references    ? "references ask for Ref2VA (reference to video)"
+                            : ask.first_frame ? "first-frame asks for FL2VA (image to video)"
+                            : ask.last_frame  ? "last-frame asks for FL2VA (image to video)"
+                                              : "a request without references asks for T2VA";
+  throw Error(ErrorKind::kInvalidArgument, asked + ", which this model cannot do: " + why);
 }
 
 }  // namespace h3

@@ -11,6 +11,7 @@
 
 #include "dit/config.h"
 #include "engine/request.h"
+#include "engine/task_ask.h"
 #include "text/vision_config.h"
 #include "vae/config.h"
 
@@ -76,7 +77,13 @@ std::string ref2va_missing(const ModelInfo& m, bool embeddings);
 // Why `m`'s DiT does not serve `req`'s task (T2VA, FL2VA or Ref2VA), or empty: Ref2VA's DiT serves
 // only requests with references, FL2VA's only those without; a partition serves the tasks its
 // index lists. Then, for FL2VA and Ref2VA, what fl2va_missing / ref2va_missing say.
-std::string task_missing(const ModelInfo& m, const GenerationRequest& req);
+std::string task_missing(const ModelInfo& m, const TaskAsk& ask);
+inline std::string task_missing(const ModelInfo& m, const GenerationRequest& req) {
+  return task_missing(m, task_ask(req));
+}
+// Throws h3::Error(kInvalidArgument) "<what the request asks for>, which this model cannot do:
+// <task_missing>" when task_missing is not empty.
+void check_task(const ModelInfo& m, const TaskAsk& ask);
 
 // Throws h3::Error(kNotFound) naming <dir>/audio_vae when the model cannot make a soundtrack.
 void require_audio_vae(const ModelInfo& m);

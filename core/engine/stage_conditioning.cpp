@@ -80,13 +80,7 @@ void check_conditioning(const ModelInfo& m, const GenerationRequest& req) {
   // The encoder-less case first: a caller that gave only a prompt learns what to give instead.
   if (req.embeds_path.empty() && !m.byte_encoder && !m.prompt_encoder) throw_no_encoder(m);
   check_one_source(req);
-  const std::string why = task_missing(m, req);
-  if (why.empty()) return;
-  const std::string asked = !req.references.empty()    ? "references ask for Ref2VA (reference to video)"
-                            : !req.first_frame.empty() ? "first-frame asks for FL2VA (image to video)"
-                            : !req.last_frame.empty()  ? "last-frame asks for FL2VA (image to video)"
-                                                       : "a request without references asks for T2VA";
-  throw Error(ErrorKind::kInvalidArgument, asked + ", which this model cannot do: " + why);
+  check_task(m, task_ask(req));
 }
 
 text::Conditioning conditioning_stage(const StageContext& c, const GenerationRequest& req,

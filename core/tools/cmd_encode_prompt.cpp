@@ -46,9 +46,13 @@ text::Conditioning encode_with_keyframes(const std::string& model, int64_t layer
   r.prompt = prompt;
   r.width = width;
   r.height = height;
+  const ModelInfo m = read_model(model);
+  TaskAsk ask;
+  ask.first_frame = first.has_value();
+  ask.last_frame = last.has_value();
+  check_task(m, ask);  // a model without the condition path refuses before a picture is decoded
   if (first) r.first_frame = pictures::read_picture(*first, "--first-frame");
   if (last) r.last_frame = pictures::read_picture(*last, "--last-frame");
-  const ModelInfo m = read_model(model);
   const ClipPlan p = make_plan(m, r);  // the canvas, and the pictures checked
   std::vector<image::Rgb8> given;
   for (const std::string& a : p.keyframe_anchors) {
@@ -83,6 +87,9 @@ text::Conditioning encode_with_references(const std::string& model, int64_t laye
   r.height = height;
   r.num_frames = frames;
   const ModelInfo m = read_model(model, /*ref2va=*/true);
+  TaskAsk ask;
+  ask.references = true;
+  check_task(m, ask);  // before any reference is decoded
   const int64_t read_frames = std::max<int64_t>(frames > 0 ? frames : m.defaults.num_frames, 22) + 17;
   for (size_t i = 0; i < files.size(); ++i) {
     r.references.push_back(pictures::read_reference(files[i], "--reference " + std::to_string(i + 1),

@@ -96,6 +96,15 @@ int run(Args& a) {
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
   if (eo.model_dir.empty()) eo.model_dir = default_model_dir();
+  // References are Ref2VA's, whose DiT is transformer_ref/.
+  eo.ref2va = !references.empty();
+  // A model that cannot serve the pictures refuses before any of them is decoded.
+  TaskAsk ask;
+  ask.first_frame = first_frame.has_value();
+  ask.last_frame = last_frame.has_value();
+  ask.references = !references.empty();
+  ask.embeddings = !req.embeds_path.empty();
+  check_task(eo, ask);
   if (first_frame) req.first_frame = pictures::read_picture(*first_frame, "--first-frame");
   if (last_frame) req.last_frame = pictures::read_picture(*last_frame, "--last-frame");
   // A video reference is read as far as the clip can use it: its generated frames (17n+5 of at
@@ -108,8 +117,6 @@ int run(Args& a) {
         pictures::read_reference(references[i], "--reference " + std::to_string(i + 1),
                                  static_cast<double>(std::max<int64_t>(frames, 22) + 17) / 24.0));
   }
-  // References are Ref2VA's, whose DiT is transformer_ref/.
-  eo.ref2va = !req.references.empty();
 
   ProgressPrinter printer;
   const ProgressFn progress = quiet ? ProgressFn() : printer.fn();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gst_test_util.h"
+#include "picture_bombs.h"
 #include "pictures/picture_file.h"
 
 namespace {
@@ -284,6 +285,68 @@ TEST_F(H3VideoSrcFl2va, AModelWithoutTheConditionPathIsRefusedSayingWhy) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.message.find("first-frame asks for FL2VA"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("encoder.conv_in.weight"), std::string::npos) << r.message;
+}
+
+// The attack run's PNG bomb (16384 x 16384 in 1.1 MB here, 0.78 MB in the attack; as first-frame it peaked
+// at 1.87 GB in h3videosrc, 1.54 GB in h3src) is refused from its header, naming its size, before any decoder
+// allocates a frame (GStreamer's allocations in this process counted).
+TEST_F(H3VideoSrcFl2va, APictureBombIsRefusedFromItsHeaderNamingItsSize) {
+  h3test::count_gst_allocations();
+  const std::string bomb = g_dir + "/bomb.png";
+  h3test::write_file(bomb, h3test::black_png(16384, 16384));
+  const std::string refused =
+      "first-frame '" + bomb +
+      "' is 16384x16384 (268 MP): each side must be 16 to 16384 pixels, and at most 67 MP "
+      "(8192 x 8192) in all; scale or crop it";
+  h3test::reset_gst_allocations();
+  h3test::reset_peak_rss();
+  const int64_t before = h3test::peak_rss_kib();  // the engine of the tests before is loaded
+  const h3test::RunResult r = run("model=" + g_model + " first-frame=" + bomb);
+  std::printf(
+      "h3videosrc first-frame=bomb.png: largest GStreamer allocation %llu bytes, peak RSS %lld KiB "
+      "(%lld KiB before)\n",
+      static_cast<unsigned long long>(h3test::largest_gst_allocation()),
+      static_cast<long long>(h3test::peak_rss_kib()), static_cast<long long>(before));
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_OPEN_READ);
+  EXPECT_EQ(r.message, refused);
+  EXPECT_LT(h3test::largest_gst_allocation(), 16384ull * 16384ull);
+  // h3src reads its pictures the same way.
+  h3test::reset_gst_allocations();
+  const std::string l = "h3src name=s num-frames=22 steps=3 model=" + g_model + " first-frame=" + bomb +
+                        " s.video ! fakesink s.audio ! fakesink";
+  GstElement* p = gst_parse_launch(l.c_str(), nullptr);
+  ASSERT_NE(p, nullptr);
+  const h3test::RunResult av = h3test::run_to_end(p, 300);
+  gst_object_unref(p);
+  ASSERT_TRUE(av.error);
+  EXPECT_EQ(av.message, refused);
+  EXPECT_LT(h3test::largest_gst_allocation(), 16384ull * 16384ull);
+}
+
+// A model without FL2VA's condition path refuses before the picture is decoded: the bomb gets the
+// model's refusal, not its size's, and an ordinary picture is not decoded either.
+TEST_F(H3VideoSrcFl2va, AModelWithoutTheConditionPathRefusesBeforeDecodingThePicture) {
+  h3test::count_gst_allocations();
+  const std::string bomb = g_dir + "/bomb-t2va.png";
+  h3test::write_file(bomb, h3test::black_png(16384, 16384));
+  for (const std::string& picture : {bomb, g_dir + "/first.png"}) {
+    h3test::reset_gst_allocations();
+    const h3test::RunResult r = run("first-frame=" + picture);  // H3_MODEL_DIR: the T2VA tiny model
+    ASSERT_TRUE(r.error) << picture;
+    EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+    EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
+    EXPECT_EQ(
+        r.message.rfind("The requested clip is not possible: first-frame asks for FL2VA (image to video), "
+                        "which this model cannot do: ",
+                        0),
+        0u)
+        << r.message;
+    EXPECT_NE(r.message.find("encoder.conv_in.weight"), std::string::npos) << r.message;
+    // first.png is 320 x 240: not even its frame was allocated.
+    EXPECT_LT(h3test::largest_gst_allocation(), 320u * 240u) << picture;
+  }
 }
 
 TEST_F(H3VideoSrcFl2va, TheCausalSamplerIsRefusedWithKeyframes) {

@@ -100,6 +100,28 @@ TEST(Fl2vaPlan, BadPicturesAndRequestsAreRefusedNamingTheProperty) {
   EXPECT_NE(e.find("euler sampler only"), std::string::npos) << e;
 }
 
+// The canvas rule at its limits: a 4:1 and a 1:4 picture (each over the model's area, scaled into
+// it: 416 x 96 and 96 x 416) and the smallest picture, 16 x 16 (160 x 160); just past 4:1 refused.
+TEST(Fl2vaPlan, TheCanvasTakesFourToOneAndSixteenPixelsAndRefusesOneMore) {
+  const ModelInfo m = read_model(model_dir());  // short edge 160, area 256 x 160
+  GenerationRequest r = request();
+  const struct {
+    int64_t w, h, canvas_w, canvas_h;
+  } taken[] = {{256, 64, 416, 96}, {64, 256, 96, 416}, {16, 16, 160, 160}, {16, 64, 96, 416}};
+  for (const auto& t : taken) {
+    r.first_frame = picture(t.w, t.h, 1);
+    const ClipPlan p = make_plan(m, r);
+    EXPECT_EQ(p.width, t.canvas_w) << t.w << "x" << t.h;
+    EXPECT_EQ(p.height, t.canvas_h) << t.w << "x" << t.h;
+  }
+  r.first_frame = picture(257, 64, 1, "wide.png");
+  EXPECT_EQ(refusal(m, r),
+            "first-frame 'wide.png': 257x64 (aspect ratio 4.01562) is outside the 1:4 to 4:1 the model was "
+            "trained for: crop it, or give width and height");
+  r.first_frame = picture(16, 15, 1, "small.png");
+  EXPECT_EQ(refusal(m, r), "first-frame 'small.png' is 16x15: each side must be at least 16 pixels");
+}
+
 TEST(Fl2vaPlan, AModelWithoutTheConditionPathIsRefusedSayingWhy) {
   // The tests' tiny model is T2VA only: its VAE checkpoint has no encoder.
   const ModelInfo t2va = read_model(default_model_dir());
@@ -110,6 +132,27 @@ TEST(Fl2vaPlan, AModelWithoutTheConditionPathIsRefusedSayingWhy) {
   ModelInfo ref = read_model(model_dir());
   ref.tasks = {"ref2va"};
   EXPECT_NE(fl2va_missing(ref, false).find("lists the tasks [ref2va]"), std::string::npos);
+  // Before any picture is decoded: what a request asks, against the model's folder.
+  TaskAsk ask;
+  ask.first_frame = true;
+  EngineOptions o;
+  o.model_dir = default_model_dir();
+  try {
+    check_task(o, ask);
+    ADD_FAILURE() << "a T2VA model took a first frame";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_EQ(std::string(e.what()),
+              "first-frame asks for FL2VA (image to video), which this model cannot do: " + why);
+  }
+  o.model_dir = model_dir();
+  check_task(o, ask);  // the conditioning model has the path
+  ask = TaskAsk();
+  ask.references = true;
+  o.ref2va = true;
+  check_task(o, ask);  // and Ref2VA's DiT
+  o.model_dir = default_model_dir();
+  EXPECT_THROW(check_task(o, ask), Error);  // the tiny T2VA model has no transformer_ref/
   // Through the engine's own check, before anything runs.
   const auto engine = test::open_tiny(1);
   GenerationRequest r = request();

@@ -209,6 +209,63 @@ TEST(Ref2vaPlan, BadVideoReferencesAreRefusedNamingThem) {
   EXPECT_NE(refusal(m, no_rate).find("needs a positive frame rate"), std::string::npos);
 }
 
+// Each limit at the largest request it takes: 9 images beside 3 videos of 13 frames at 24 fps
+// (12 in all, each video the shortest taken), 9 images beside 3 sounds, a 4:1 and a 1:4 image,
+// a 16 x 16 image; and one past each (10 images, 13 references, a 12-frame video, 257 x 64,
+// 15 x 16) refused.
+TEST(Ref2vaPlan, EachLimitTakesItsLargestRequestAndRefusesOneMore) {
+  const ModelInfo m = read_model(model_dir(), true);
+  std::vector<Picture> nine;
+  for (int i = 0; i < 9; ++i) nine.push_back(picture(64, 64, static_cast<uint64_t>(i)));
+  GenerationRequest most = request(nine);
+  for (int i = 0; i < 3; ++i) most.references.push_back(video(13, 64, 64, 24));
+  const ClipPlan p = make_plan(m, most);
+  ASSERT_EQ(p.references.size(), 12u);
+  for (size_t i = 0; i < 9; ++i) EXPECT_EQ(p.references[i].kind, "image") << i;
+  for (size_t i = 9; i < 12; ++i) {
+    EXPECT_EQ(p.references[i].kind, "video") << i;
+    EXPECT_EQ(p.references[i].frames, 13) << i;
+    EXPECT_EQ(p.references[i].latent_frames, 2) << i;
+  }
+  Reference voice;
+  voice.audio = tone(0.5, 16000, 1);
+  GenerationRequest sounds = request(nine);
+  for (int i = 0; i < 3; ++i) sounds.references.push_back(voice);
+  EXPECT_EQ(make_plan(m, sounds).references.size(), 12u);
+  GenerationRequest ten = request(nine);
+  ten.references.push_back({picture(64, 64, 9), {}, {}});
+  EXPECT_EQ(
+      refusal(m, ten),
+      "10 image, 0 video and 0 audio references: the released model reads at most 9 images, 3 videos and 3 "
+      "audio references, 12 in all; leave some out");
+  most.references.push_back(voice);
+  EXPECT_EQ(
+      refusal(m, most),
+      "9 image, 3 video and 1 audio references: the released model reads at most 9 images, 3 videos and 3 "
+      "audio references, 12 in all; leave some out");
+  GenerationRequest twelve_frames = request({});
+  twelve_frames.references.push_back(video(12, 64, 64, 24));
+  EXPECT_EQ(refusal(m, twelve_frames).rfind("reference 1 'clip.mp4' gives 12 frames at 24 fps", 0), 0u);
+  // 4:1 and 1:4 at the reference short edge (96): 384 x 96 and 96 x 384; 16 x 16 at 96 x 96.
+  const ClipPlan extremes =
+      make_plan(m, request({picture(256, 64, 1), picture(64, 256, 2), picture(16, 16, 3)}));
+  ASSERT_EQ(extremes.references.size(), 3u);
+  EXPECT_EQ(std::make_pair(extremes.references[0].width, extremes.references[0].height),
+            std::make_pair(384L, 96L));
+  EXPECT_EQ(std::make_pair(extremes.references[1].width, extremes.references[1].height),
+            std::make_pair(96L, 384L));
+  EXPECT_EQ(std::make_pair(extremes.references[2].width, extremes.references[2].height),
+            std::make_pair(96L, 96L));
+  EXPECT_EQ(
+      refusal(m, request({picture(257, 64, 1, "wide.png")})),
+      "reference 1 'wide.png' is 257x64: the released model takes aspect ratios from 1:4 to 4:1; crop it");
+  EXPECT_EQ(
+      refusal(m, request({picture(64, 257, 1, "tall.png")})),
+      "reference 1 'tall.png' is 64x257: the released model takes aspect ratios from 1:4 to 4:1; crop it");
+  EXPECT_EQ(refusal(m, request({picture(15, 16, 1, "small.png")})),
+            "reference 1 'small.png' is 15x16: each side must be at least 16 pixels");
+}
+
 // An audio reference alone (the generated audio's grid) and a soundtrack: cut to the clip, onto the
 // VAE's 32 kHz, in 800-sample latents; labelled and packed in order.
 TEST(Ref2vaPlan, SoundIsCutToTheClipResampledAndCountedInLatents) {
