@@ -243,6 +243,11 @@ at::Tensor VideoEncoder::moments(const at::Tensor& frames, dist::Group& g, std::
 at::Tensor VideoEncoder::sample_posterior(const at::Tensor& moments, uint64_t seed) {
   const std::vector<at::Tensor> parts = moments.chunk(2, 1);
   const at::Tensor mean = parts[0];
+  // ATen's fp32 exp, the reference's own op: on the CPU it is MKL's VML (HA, within one ulp), whose
+  // path (picked by CPU vendor and ISA) decides which of two neighbouring floats about 1 % of the
+  // values get. The same op gives the reference's numbers wherever MKL takes the reference's path; a
+  // correctly rounded exp would differ from them at those 1 % on every CPU, and would not make a
+  // seed's latents CPU-independent: the moments differ by ISA too (docs/vae.md, "Parity across CPUs").
   const at::Tensor sd = at::exp(0.5 * at::clamp(parts[1], -30.0, 20.0));
   // Drawn on the CPU wherever the moments are: the reference's generator is a CPU one, and a
   // device's generator would draw other numbers.

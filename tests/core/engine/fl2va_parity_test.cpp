@@ -12,6 +12,7 @@
 
 #include "../cli_run.h"
 #include "../text/golden_encoder.h"
+#include "../vae/posterior_parity.h"
 #include "engine_test_util.h"
 #include "image/keyframes.h"
 #include "pictures/picture_file.h"
@@ -97,14 +98,19 @@ TEST_P(Fl2vaParity, ThePresentationAndItsHiddenStatesAreThePipelines) {
   EXPECT_LE(d, 1e-4);
 }
 
+// The fp16 latents bit for bit, but where the unrounded sample lies within what the encoder's
+// convolutions leave between CPUs of an fp16 rounding midpoint (one fp16 step there;
+// ../vae/posterior_parity.h).
 TEST_P(Fl2vaParity, TheKeyframesLatentsAreThePipelines) {
   const vae::VideoEncoder enc = vae::VideoEncoder::load(vector_model() + "/vae");
   for (int i = 0; i < (last() ? 2 : 1); ++i) {
     const std::string k = std::to_string(i);
-    const at::Tensor z = enc.encode_image(t_.at("keyframe" + k).permute({2, 0, 1}));
-    const double d = test::max_abs_diff(z, t_.at("condition_latents" + k));
-    std::printf("%s: keyframe %d max |d latents| = %.3g\n", GetParam().c_str(), i, d);
-    EXPECT_LE(d, 1e-4);
+    const test::ConditioningParity p =
+        test::expect_conditioning_latents(enc, t_.at("keyframe" + k).permute({2, 0, 1}).unsqueeze(1),
+                                          t_.at("condition_latents" + k), GetParam() + " keyframe " + k);
+    std::printf("%s: keyframe %d max |d latents| = %.3g (%lld of %lld differ, %lld at a boundary)\n",
+                GetParam().c_str(), i, p.max_diff, static_cast<long long>(p.differ),
+                static_cast<long long>(p.numel), static_cast<long long>(p.boundaries));
   }
 }
 

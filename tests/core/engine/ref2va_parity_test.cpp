@@ -16,6 +16,7 @@
 
 #include "../cli_run.h"
 #include "../text/golden_encoder.h"
+#include "../vae/posterior_parity.h"
 #include "audio/audio_decoder.h"
 #include "audio/audio_encoder.h"
 #include "dist/crypto.h"
@@ -266,13 +267,16 @@ TEST_P(Ref2vaParity, TheReferencesLatentsAndPackedRowsAreThePipelines) {
       in.keyframes.push_back(kf);
       continue;
     }
-    const at::Tensor z =
-        got[i].dim() == 3
-            ? enc.encode_image(got[i].permute({2, 0, 1}))
-            : enc.encode_clip(got[i].narrow(0, 0, p_.references[i].encoded_frames).permute({3, 0, 1, 2}));
-    const double d = test::max_abs_diff(z, t_.at("condition_latents" + k));
-    std::printf("%s: reference %zu max |d latents| = %.3g\n", c_.name.c_str(), i, d);
-    EXPECT_LE(d, 1e-4);
+    // The fp16 latents bit for bit, but where the unrounded sample lies within what the encoder's
+    // convolutions leave between CPUs of an fp16 rounding midpoint (../vae/posterior_parity.h).
+    const at::Tensor frames =
+        got[i].dim() == 3 ? got[i].permute({2, 0, 1}).unsqueeze(1)
+                          : got[i].narrow(0, 0, p_.references[i].encoded_frames).permute({3, 0, 1, 2});
+    const test::ConditioningParity parity = test::expect_conditioning_latents(
+        enc, frames, t_.at("condition_latents" + k), c_.name + " reference " + k);
+    std::printf("%s: reference %zu max |d latents| = %.3g (%lld of %lld differ, %lld at a boundary)\n",
+                c_.name.c_str(), i, parity.max_diff, static_cast<long long>(parity.differ),
+                static_cast<long long>(parity.numel), static_cast<long long>(parity.boundaries));
     kf.latent = dit::noised_keyframe(t_.at("condition_latents" + k), t_.at("reference" + k + "_noise"));
     in.keyframes.push_back(kf);
   }
