@@ -306,7 +306,9 @@ std::unique_ptr<Group> DoorServer::form() {
   const int64_t gen = ++generation_;
   door::OpenRecord open{keys_.run_id, opts_.world_size, gen, to_hex(random_bytes(16)), false};
   const auto timeout = opts_.world.timeout;
-  const int64_t wrong_proofs_before = front_->counts().wrong_proof;
+  // Wrong proofs since the last formation ended: a worker with the wrong token may have tried
+  // while rank 0 was still starting (before this formation opened).
+  const int64_t wrong_proofs_before = wrong_proofs_reported_;
   store_->set(kOpenKey, bytes_of(door::encode_open(open, opts_.token)));
   std::vector<int> pending;
   for (int r = 1; r < opts_.world_size; ++r) pending.push_back(r);
@@ -351,6 +353,8 @@ std::unique_ptr<Group> DoorServer::form() {
   }
   open.formed = true;
   store_->set(kOpenKey, bytes_of(door::encode_open(open, opts_.token)));
+  const int64_t wrong_proofs = front_->counts().wrong_proof;
+  wrong_proofs_reported_ = wrong_proofs;
   if (!pending.empty()) {
     std::string ranks;
     for (int r : pending) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
@@ -359,7 +363,7 @@ std::unique_ptr<Group> DoorServer::form() {
                       seconds(timeout) + " (start each with `h3 worker --rendezvous " + opts_.address.str() +
                       " --world-size " + std::to_string(opts_.world_size) + " --rank R --token-file FILE`)";
     for (const auto& r : refusals) msg += "; refused " + r;
-    if (const int64_t wrong = front_->counts().wrong_proof - wrong_proofs_before; wrong > 0) {
+    if (const int64_t wrong = wrong_proofs - wrong_proofs_before; wrong > 0) {
       msg += "; " + std::to_string(wrong) + " connection" + (wrong > 1 ? "s" : "") +
              " to the rendezvous failed the token check (a worker with the wrong token?)";
     }

@@ -1,4 +1,5 @@
-// Process worlds under faults and strangers (docs/distributed.md): rank 0 killed, a worker
+// Process worlds under faults and strangers (docs/distributed.md): rank 0 killed (and SIGPIPE
+// on either side), a worker
 // stopped, a network partition without resets, worlds of 3 and 4 ranks with a survivor that
 // forms the world again, a stranger at every port rank 0 listens on, and one on an address that is
 // no member's. Every test asserts every process's outcome; the bounds on waiting only keep a broken
@@ -8,9 +9,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "dist/proc_sockets.h"
@@ -87,6 +92,44 @@ TEST(ProcessWorldFaults, AWorkerMeetingSigpipeWhenRankZeroDiesSaysItLostRankZero
                                   << worker.output();
   EXPECT_THAT(worker.output(),
               HasSubstr("lost rank 0's store at " + w.address() + ": rank 0 at " + w.address()));
+}
+
+// The threads of this process whose signal mask blocks SIGPIPE (/proc/self/task/*/status, SigBlk).
+int threads_blocking_sigpipe() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/status");
+      for (std::string line; std::getline(in, line);) {
+        if (line.rfind("SigBlk:", 0) != 0) continue;
+        const unsigned long long mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+        n += (mask >> (SIGPIPE - 1)) & 1;
+      }
+    }
+    closedir(d);
+  }
+  return n;
+}
+
+// Rank 0's side of the same: a worker that died while rank 0 writes to it raises SIGPIPE in
+// rank 0's process (the element's application). Rank 0's world thread, and the threads Gloo
+// starts from it, block it (the write then fails with EPIPE and the request names the lost rank);
+// the application's own threads keep their disposition.
+TEST(ProcessWorldFaults, RankZerosWorldThreadsBlockSigpipeAndTheApplicationsDoNot) {
+  World w;
+  const int before = threads_blocking_sigpipe();
+  Child worker = w.worker("worker");
+  auto e = Engine::open(w.rank0());
+  generate_frames(*e);
+  const int during = threads_blocking_sigpipe();
+  std::printf("threads blocking SIGPIPE: %d before the world, %d while it serves\n", before, during);
+  EXPECT_GE(during - before, 2) << "rank 0's world thread and Gloo's do not block SIGPIPE";
+  sigset_t mine;
+  pthread_sigmask(SIG_BLOCK, nullptr, &mine);
+  EXPECT_FALSE(sigismember(&mine, SIGPIPE)) << "the calling thread's mask changed";
+  e.reset();
+  EXPECT_TRUE(exited_with(worker.wait(), 0)) << worker.output();
 }
 
 TEST(ProcessWorldFaults, AStoppedWorkerFailsTheRequestOnTimeoutAndARestartedOneServesTheNext) {
