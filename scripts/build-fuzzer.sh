@@ -5,10 +5,10 @@
 #   scripts/build-fuzzer.sh --probe CLANGXX                          exit 0 when CLANGXX can link a fuzzer
 #   scripts/build-fuzzer.sh CLANGXX TARGET OUTPUT SRCDIR [TORCH_ROOT]  build TARGET as OUTPUT
 #
-# TARGET: safetensors (the safetensors header parser), door (a process world's door records
-# and its store front end's handshake), timeline (the prompt timeline's file), lora (the LoRA
-# loader on the tiny DiT's adapter slots) or picture (the keyframe / reference reader through
-# GStreamer). Called by tests/fuzz/meson.build (option -Dfuzzers) and by scripts/fuzz.sh.
+# TARGET: safetensors (the safetensors header parser), door (a process world's door records, its
+# store front end's handshake and session records), timeline (the prompt timeline's file), lora
+# (the LoRA loader on the tiny DiT's adapter slots) or picture (the keyframe / reference reader
+# through GStreamer). Called by tests/fuzz/meson.build (option -Dfuzzers) and by scripts/fuzz.sh.
 set -eu
 
 if [ "${1:-}" = "--probe" ]; then
@@ -39,11 +39,13 @@ case "$target" in
       -L"$torch/lib" -Wl,-rpath,"$torch/lib" -lc10 -o "$out"
     ;;
   door)
-    # No LibTorch: the records and the handshake need libcrypto and nlohmann_json only.
+    # No LibTorch: the records, the handshake and the session need libcrypto and nlohmann_json only.
+    d=$src/core/dist
     # shellcheck disable=SC2086
     "$cxx" $flags -I"$src/core" \
-      "$src/tests/fuzz/door_records_fuzz.cpp" "$src/core/dist/door_records.cpp" "$src/core/dist/store_front.cpp" "$src/core/dist/proc_sockets.cpp" \
-      "$src/core/dist/crypto.cpp" "$src/core/common/error.cpp" -lcrypto -pthread -o "$out"
+      "$src/tests/fuzz/door_records_fuzz.cpp" "$d/door_records.cpp" "$d/store_session.cpp" "$d/store_front.cpp" \
+      "$d/front_end_slots.cpp" "$d/store_gate.cpp" "$d/proc_sockets.cpp" "$d/crypto.cpp" \
+      "$src/core/common/error.cpp" -lcrypto -pthread -o "$out"
     ;;
   timeline)
     # The prompt timeline's parser: the standard library only.

@@ -4,10 +4,14 @@
 # libFuzzer runtime (tests/fuzz/meson.build then builds no fuzzer). Any failure is exit status 1.
 #
 #   scripts/fuzz-test.sh TARGET SECONDS [FUZZER]
+#
+# H3_FUZZ_SECONDS, when set (.ci/run sets 20), replaces SECONDS: CI fuzzes longer than a local
+# `meson test`, and each fuzzer once.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 target=${1:?usage: scripts/fuzz-test.sh TARGET SECONDS [FUZZER]}
 seconds=${2:?usage: scripts/fuzz-test.sh TARGET SECONDS [FUZZER]}
+seconds=${H3_FUZZ_SECONDS:-$seconds}
 bin=${3:-}
 if [ -z "$bin" ] || [ ! -x "$bin" ]; then
   echo "fuzz $target: no fuzzer built (clang++ with -fsanitize=fuzzer is not available); skipped"

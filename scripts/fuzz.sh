@@ -56,6 +56,10 @@ case "$target" in
     printf '\006{"nonce":"0123456789abcdef0123456789abcdef","settings":"{}"}' > "$work/corpus/hello-body"
     printf '\007{"nonce":"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn","admitted":true,"reason":""}' > "$work/corpus/verdict-body"
     printf '\010{"served":true}' > "$work/corpus/closed-body"
+    # A store session's record, a round trip of traffic, a busy notice.
+    printf '\012\000\000\000\020ciphertext......tag.............' > "$work/corpus/session-record"
+    printf '\013a store request of a few bytes' > "$work/corpus/session-roundtrip"
+    printf '\014H3B2\001\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' > "$work/corpus/busy"
     dict="-dict=$here/tests/fuzz/door.dict"
     ;;
   timeline)

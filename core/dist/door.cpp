@@ -22,6 +22,7 @@
 #include "dist/listener_filter.h"
 #include "dist/membership.h"
 #include "dist/sealed_store.h"
+#include "dist/store_gate.h"
 
 namespace h3::dist {
 
@@ -32,6 +33,8 @@ using nlohmann::json;
 
 constexpr std::chrono::milliseconds kPoll{20};
 constexpr std::chrono::seconds kStillWaitingEvery{60};
+constexpr std::chrono::seconds kHandshakeDeadline{3};
+constexpr int kUnprovenPlaces = 64;
 // Public keys (behind the front end, only token holders reach them; each record authenticated).
 constexpr const char* kOpenKey = "h3door/open";
 constexpr const char* kClosedKey = "h3door/closed";
@@ -242,6 +245,7 @@ DoorServer::DoorServer(DoorOptions opts) : opts_(std::move(opts)) {
   }
   keys_ = door::run_keys(opts_.token, door::new_run_id());
   const int public_fd = listen_on(opts_.address, &port_);
+  opts_.address.port = port_;  // what the messages name, also when the system chose the port
   // The store itself on loopback only: what reaches it from the network comes through the front end.
   int store_port = 0;
   const int store_fd = listen_on(Address{"127.0.0.1", 0}, &store_port);
@@ -259,13 +263,33 @@ DoorServer::DoorServer(DoorOptions opts) : opts_(std::move(opts)) {
     throw Error(ErrorKind::kDistributed, "rank 0: could not serve the rendezvous store for " +
                                              opts_.address.str() + ": " + first_line(e.what()));
   }
+  // The store's own client is connected: from now on the store admits the front end's
+  // connections only (store_gate.h).
+  auto gate = std::make_shared<StoreGate>(store_fd);
+  try {
+    gate->close_to_strangers(std::chrono::seconds(2));
+  } catch (...) {
+    close(public_fd);
+    throw;
+  }
   FrontEndLimits limits;
-  limits.max_connections = 2 * opts_.world_size;  // each worker's store client, and as many spare
-  limits.handshake = std::min<std::chrono::milliseconds>(opts_.world.timeout, std::chrono::seconds(10));
+  // Proven places: each worker's store client and its check, twice over (a restarted worker
+  // while its predecessor's connection is still being torn down). Unproven places: enough that a
+  // crowd from up to 32 addresses (IPv6: /64 prefixes), each holding its share of two (a worker
+  // needs one at a time), leaves a place free; a thread each, for at most the handshake deadline.
+  limits.slots.proven = 4 * opts_.world_size;
+  limits.slots.unproven = std::max(kUnprovenPlaces, 4 * opts_.world_size);
+  limits.slots.per_source = 2;
+  // The proof is 48 bytes, one round trip after the greeting: a connection that has not sent it
+  // within a few seconds is not a worker on a working link.
+  limits.handshake = std::min<std::chrono::milliseconds>(opts_.world.timeout, kHandshakeDeadline);
+  // A worker's handshake (one round trip) completes long before this: its place is never taken
+  // by a crowd that keeps reconnecting, while a silent connection's is.
+  limits.slots.settle = limits.handshake / 4;
   // A dead link is given up on within half the timeout, so that a rank that fails a collective
   // on the timeout finds its store connection already closed instead of waiting on it again.
   limits.liveness = opts_.world.timeout / 2;
-  front_ = std::make_unique<StoreFrontEnd>(public_fd, store_port, opts_.token, limits);
+  front_ = std::make_unique<StoreFrontEnd>(public_fd, gate, opts_.token, limits);
   sealed_ = make_sealed_store(store_, opts_.token, keys_.run_id);
 }
 
@@ -282,7 +306,9 @@ std::unique_ptr<Group> DoorServer::form() {
   const int64_t gen = ++generation_;
   door::OpenRecord open{keys_.run_id, opts_.world_size, gen, to_hex(random_bytes(16)), false};
   const auto timeout = opts_.world.timeout;
-  const int64_t wrong_proofs_before = front_->counts().wrong_proof;
+  // Wrong proofs since the last formation ended: a worker with the wrong token may have tried
+  // while rank 0 was still starting (before this formation opened).
+  const int64_t wrong_proofs_before = wrong_proofs_reported_;
   store_->set(kOpenKey, bytes_of(door::encode_open(open, opts_.token)));
   std::vector<int> pending;
   for (int r = 1; r < opts_.world_size; ++r) pending.push_back(r);
@@ -327,6 +353,8 @@ std::unique_ptr<Group> DoorServer::form() {
   }
   open.formed = true;
   store_->set(kOpenKey, bytes_of(door::encode_open(open, opts_.token)));
+  const int64_t wrong_proofs = front_->counts().wrong_proof;
+  wrong_proofs_reported_ = wrong_proofs;
   if (!pending.empty()) {
     std::string ranks;
     for (int r : pending) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
@@ -335,7 +363,7 @@ std::unique_ptr<Group> DoorServer::form() {
                       seconds(timeout) + " (start each with `h3 worker --rendezvous " + opts_.address.str() +
                       " --world-size " + std::to_string(opts_.world_size) + " --rank R --token-file FILE`)";
     for (const auto& r : refusals) msg += "; refused " + r;
-    if (const int64_t wrong = front_->counts().wrong_proof - wrong_proofs_before; wrong > 0) {
+    if (const int64_t wrong = wrong_proofs - wrong_proofs_before; wrong > 0) {
       msg += "; " + std::to_string(wrong) + " connection" + (wrong > 1 ? "s" : "") +
              " to the rendezvous failed the token check (a worker with the wrong token?)";
     }
@@ -366,13 +394,14 @@ DoorClient::DoorClient(DoorOptions opts, int rank) : opts_(std::move(opts)), ran
                                              " (nothing accepted a connection there)");
   }
   // c10d's store client talks to this process's tunnel, which proves the token to rank 0's front end.
+  // A door that has no place for this worker now is asked again for up to the timeout.
   tunnel_ = std::make_unique<StoreTunnel>(opts_.address.host, opts_.address.port, opts_.token,
-                                          opts_.world.timeout / 2);
+                                          opts_.world.timeout / 2, opts_.world.timeout);
   if (const std::string why = tunnel_->check(); !why.empty()) {
     const bool refused = why.find("wrong token") != std::string::npos;
-    throw Error(ErrorKind::kDistributed,
-                me + ": rank 0 at " + opts_.address.str() +
-                    (refused ? " refused this worker: wrong token (" + why + ")" : ": " + why));
+    throw Error(ErrorKind::kDistributed, me + (refused ? ": rank 0 at " + opts_.address.str() +
+                                                             " refused this worker: wrong token (" + why + ")"
+                                                       : ": " + why));
   }
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(tunnel_->port());
@@ -434,9 +463,9 @@ std::unique_ptr<Group> DoorClient::join(std::chrono::milliseconds wait) {
       throw;
     } catch (const std::exception& e) {
       const std::string tunnel = tunnel_->last_failure();
-      throw Error(ErrorKind::kDistributed,
-                  me + ": lost rank 0's store at " + opts_.address.str() +
-                      " (rank 0 went away): " + (tunnel.empty() ? first_line(e.what()) : tunnel));
+      // The tunnel knows what ended the connection (closed, reset, no reply on a dead link).
+      throw Error(ErrorKind::kDistributed, me + ": lost rank 0's store at " + opts_.address.str() + ": " +
+                                               (tunnel.empty() ? first_line(e.what()) : tunnel));
     }
     const auto now = Clock::now();
     if (wait.count() > 0 && now - start >= wait) {

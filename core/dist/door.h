@@ -70,7 +70,8 @@ class DoorServer {
   door::RunKeys keys_;
   int port_ = 0;
   int64_t generation_ = 0;
-  bool served_ = false;  // a world of this run formed
+  bool served_ = false;                // a world of this run formed
+  int64_t wrong_proofs_reported_ = 0;  // the front end's count of wrong proofs when the last formation ended
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::unique_ptr<StoreFrontEnd> front_;  // after store_: it closes first
   c10::intrusive_ptr<c10d::Store> sealed_;

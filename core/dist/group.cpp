@@ -159,8 +159,13 @@ void Group::run_on_owner(int owner, const std::function<void()>& work, const cha
     int64_t alive = last_alive;
     try {
       alive = owner_alive_count();
+    } catch (const Error& e) {
+      // A mark that is not a count: refused at once rather than waited on as no sign of life.
+      const std::string message = "rank " + std::to_string(rank_) + ": " + what + ": " + e.what();
+      report_failure(message);
+      fail(message);
     } catch (...) {
-      // Counted as no sign of life.
+      // The store unreachable: counted as no sign of life.
     }
     const auto now = std::chrono::steady_clock::now();
     if (alive != last_alive) {

@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.h"
+
 namespace h3::dist {
 
 namespace {
@@ -24,11 +26,40 @@ std::vector<uint8_t> bytes_of(const std::string& s) {
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
-// "completed \n message", as a rank posts it; nullopt for anything else.
-std::optional<PeerFailure> parse_failure(int rank, const std::vector<uint8_t>& raw) {
+// At most the first 40 bytes of a value, printable ASCII only: what a refusal quotes.
+std::string preview(const std::string& value) {
+  std::string out;
+  for (size_t i = 0; i < value.size() && i < 40; ++i) {
+    const char c = value[i];
+    out += c >= 0x20 && c < 0x7f ? c : '?';
+  }
+  return "'" + out + (value.size() > 40 ? "...'" : "'");
+}
+
+// A count of at most 19 decimal digits that fits an int64: "" when it is one, else what is wrong.
+std::string count_problem(const std::string& digits) {
+  if (digits.empty()) return "is empty";
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return "is not a decimal number";
+  if (digits.size() > 19 || (digits.size() == 19 && digits > "9223372036854775807")) {
+    return "is larger than a 64-bit count";
+  }
+  return "";
+}
+
+// "completed \n message", as a rank posts it; nullopt for anything else, and what is wrong.
+std::optional<PeerFailure> parse_failure(int rank, const std::vector<uint8_t>& raw, std::string* why) {
   const std::string value(raw.begin(), raw.end());
   const size_t nl = value.find('\n');
-  if (nl == std::string::npos || nl == 0 || nl > 19 || value.find_first_not_of("0123456789") < nl) {
+  if (value.empty()) {
+    *why = "it is empty";
+    return std::nullopt;
+  }
+  if (nl == std::string::npos) {
+    *why = "it has no line with the count of collectives the rank completed";
+    return std::nullopt;
+  }
+  if (const std::string p = count_problem(value.substr(0, nl)); !p.empty()) {
+    *why = "the count of collectives " + p;
     return std::nullopt;
   }
   PeerFailure f;
@@ -51,8 +82,20 @@ std::optional<PeerFailure> store_read_failure(c10d::Store& store, int size) {
   for (int r = 0; r < size; ++r) {
     const std::string key = failure_key(r);
     if (!store.check({key})) continue;
-    const auto f = parse_failure(r, store.get(key));
-    if (f && (!cause || f->completed < cause->completed)) cause = f;
+    // A record that cannot be read is still that rank's failure (only a failing rank writes the
+    // key): its peers stop waiting for it, and the message says what was wrong with the record.
+    std::string why, quoted;
+    std::optional<PeerFailure> f;
+    try {
+      const std::vector<uint8_t> raw = store.get(key);
+      f = parse_failure(r, raw, &why);
+      quoted = ": " + preview(std::string(raw.begin(), raw.end()));
+    } catch (const Error& e) {
+      why = e.what();  // a sealed value that fails authentication
+    }
+    if (!f)
+      f = PeerFailure{r, "its failure record on the store board is malformed (" + why + ")" + quoted, 0};
+    if (!cause || f->completed < cause->completed) cause = f;
   }
   return cause;
 }
@@ -79,7 +122,11 @@ int64_t store_owner_alive_count(c10d::Store& store) {
   if (!store.check({kOwnerAliveKey})) return 0;
   const std::vector<uint8_t> raw = store.get(kOwnerAliveKey);
   const std::string v(raw.begin(), raw.end());
-  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) return 0;
+  if (const std::string p = count_problem(v); !p.empty()) {
+    throw Error(
+        ErrorKind::kDistributed,
+        "the owner's sign of life on the store board is malformed (its count " + p + "): " + preview(v));
+  }
   return std::stoll(v);
 }
 

@@ -22,6 +22,9 @@ namespace h3::dist {
 void store_post_failure(c10d::Store& store, const PeerFailure& f);
 // The cause among the failures of ranks 0..size-1: the one that completed the
 // fewest collectives (later ones are the others' echoes), the lowest rank on a tie.
+// A record that cannot be read (malformed, or failing the sealed store's
+// authentication) is its rank's failure, completed 0, whose message says what
+// is wrong with it: "its failure record on the store board is malformed (...)".
 std::optional<PeerFailure> store_read_failure(c10d::Store& store, int size);
 // Marks this rank out of the group and waits (at most `bound`) until every
 // rank has: no rank closes its connections while a peer still uses them.
@@ -30,6 +33,8 @@ void store_depart(c10d::Store& store, int rank, int size, std::chrono::milliseco
 // The owner-wait marks (Group::run_on_owner): the owner's `beat`-th sign of
 // life (only the owner writes it), and that its `seq`-th piece of work is done.
 void store_owner_alive(c10d::Store& store, int64_t beat);
+// Throws h3::Error(kDistributed) when the mark is not a count ("the owner's sign
+// of life on the store board is malformed ...").
 int64_t store_owner_alive_count(c10d::Store& store);
 void store_owner_done(c10d::Store& store, int64_t seq);
 // Waits at most `slice` for the owner's `seq`-th piece of work; true once it is done.

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "dist/crypto.h"
 #include "dist/proc_sockets.h"
+#include "dist/store_gate.h"
 
 namespace h3::dist {
 
@@ -30,23 +31,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr char kMagic[] = "H3S1";
-constexpr size_t kMagicBytes = 4, kNonceBytes = 16, kMacBytes = 32;
-constexpr size_t kGreetingBytes = kMagicBytes + kNonceBytes;  // front end -> peer
-constexpr size_t kReplyBytes = kNonceBytes + kMacBytes;       // peer -> front end
-constexpr size_t kRelayBuffer = 1 << 20;                      // per direction
-
-std::string key_of(const std::string& token) {
-  return hmac_sha256(token, "h3 store front end");
-}
-
-bool same(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
+constexpr size_t kRelayBuffer = 1 << 20;  // per direction
 
 class Fd {
  public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
   ~Fd() { reset(); }
   Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
   Fd& operator=(Fd&& o) noexcept {
@@ -64,7 +54,7 @@ class Fd {
   }
 
  private:
-  int fd_;
+  int fd_ = -1;
 };
 
 void set_nonblocking(int fd) {
@@ -124,36 +114,86 @@ void set_liveness(int fd, std::chrono::milliseconds liveness) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-// Carries bytes both ways until a side closes or fails, or the stop signal.
-void relay(int a, int b, int stop_fd) {
-  set_nonblocking(a);
-  set_nonblocking(b);
-  std::string to_b, to_a;  // bytes read from a (for b), from b (for a)
-  char buf[64 * 1024];
-  auto pump_in = [&](int from, std::string& queue) {
-    const ssize_t n = recv(from, buf, sizeof buf, 0);
-    if (n > 0) queue.append(buf, static_cast<size_t>(n));
-    return n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));
-  };
-  auto pump_out = [&](int to, std::string& queue) {
-    const ssize_t n = send(to, queue.data(), queue.size(), MSG_NOSIGNAL);
-    if (n > 0) queue.erase(0, static_cast<size_t>(n));
-    return n >= 0 || errno == EAGAIN || errno == EINTR;
-  };
+// How a relay between a plain side (the store, or a worker's store client) and a sealed side (the
+// other end of the session) ended.
+enum class RelayEnd {
+  kStopped,         // the stop signal
+  kPlainClosed,     // the plain side closed or failed
+  kSealedClosed,    // the far end closed the session
+  kSealedReset,     // ... reset it
+  kSealedTimedOut,  // no acknowledgement or keep-alive answer within the liveness bound
+  kUnreachable,     // the network says the far end cannot be reached any more
+  kSealedFailed,    // another error on the session's socket
+  kTampered,        // a record failed (why says which)
+};
+
+RelayEnd sealed_error(int err, std::string* why) {
+  if (err == ECONNRESET || err == EPIPE) return RelayEnd::kSealedReset;
+  if (err == ETIMEDOUT) return RelayEnd::kSealedTimedOut;
+  if (why) *why = std::strerror(err);
+  if (err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN || err == EHOSTDOWN)
+    return RelayEnd::kUnreachable;
+  return RelayEnd::kSealedFailed;
+}
+
+int socket_error(int fd) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  return err;
+}
+
+// Carries the store's traffic between `plain` and `sealed` until a side closes or fails, a record
+// fails, or the stop signal: what `plain` sends travels sealed, what arrives sealed is opened and
+// only then handed on. At most about kRelayBuffer is held per direction.
+RelayEnd relay_sealed(int plain, int sealed, session::Sealer& sealer, session::Opener& opener, int stop_fd,
+                      std::string* why) {
+  set_nonblocking(plain);
+  set_nonblocking(sealed);
+  std::string to_sealed, from_sealed, to_plain;  // records to send; bytes received; opened traffic
+  std::vector<char> buf(64 * 1024);
   for (;;) {
-    pollfd p[3] = {
-        {a, static_cast<short>((to_b.size() < kRelayBuffer ? POLLIN : 0) | (to_a.empty() ? 0 : POLLOUT)), 0},
-        {b, static_cast<short>((to_a.size() < kRelayBuffer ? POLLIN : 0) | (to_b.empty() ? 0 : POLLOUT)), 0},
-        {stop_fd, POLLIN, 0}};
+    pollfd p[3] = {{plain,
+                    static_cast<short>((to_sealed.size() < kRelayBuffer ? POLLIN : 0) |
+                                       (to_plain.empty() ? 0 : POLLOUT)),
+                    0},
+                   {sealed,
+                    static_cast<short>((to_plain.size() < kRelayBuffer ? POLLIN : 0) |
+                                       (to_sealed.empty() ? 0 : POLLOUT)),
+                    0},
+                   {stop_fd, POLLIN, 0}};
     const int n = poll(p, 3, -1);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 || (p[2].revents & POLLIN)) return;
-    if ((p[0].revents & POLLIN) && !pump_in(a, to_b)) return;
-    if ((p[1].revents & POLLIN) && !pump_in(b, to_a)) return;
-    if ((p[0].revents & POLLOUT) && !pump_out(a, to_a)) return;
-    if ((p[1].revents & POLLOUT) && !pump_out(b, to_b)) return;
-    if ((p[0].revents | p[1].revents) & (POLLERR | POLLNVAL)) return;
-    if (((p[0].revents | p[1].revents) & POLLHUP) && !((p[0].revents | p[1].revents) & POLLIN)) return;
+    if (n < 0 || (p[2].revents & POLLIN)) return RelayEnd::kStopped;
+    if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t r = recv(sealed, buf.data(), buf.size(), 0);
+      if (r == 0) return RelayEnd::kSealedClosed;
+      if (r < 0 && errno != EAGAIN && errno != EINTR) return sealed_error(errno, why);
+      if (r > 0) from_sealed.append(buf.data(), static_cast<size_t>(r));
+      for (;;) {
+        const auto st = opener.next(from_sealed, to_plain, why);
+        if (st == session::Opener::Status::kBad) return RelayEnd::kTampered;
+        if (st == session::Opener::Status::kNeedMore) break;
+      }
+    }
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t r = recv(plain, buf.data(), buf.size(), 0);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return RelayEnd::kPlainClosed;
+      if (r > 0) sealer.seal(buf.data(), static_cast<size_t>(r), to_sealed);
+    }
+    if (!to_plain.empty() && (p[0].revents & POLLOUT)) {
+      const ssize_t w = send(plain, to_plain.data(), to_plain.size(), MSG_NOSIGNAL);
+      if (w < 0 && errno != EAGAIN && errno != EINTR) return RelayEnd::kPlainClosed;
+      if (w > 0) to_plain.erase(0, static_cast<size_t>(w));
+    }
+    if (!to_sealed.empty() && (p[1].revents & POLLOUT)) {
+      const ssize_t w = send(sealed, to_sealed.data(), to_sealed.size(), MSG_NOSIGNAL);
+      if (w < 0 && errno != EAGAIN && errno != EINTR) return sealed_error(errno, why);
+      if (w > 0) to_sealed.erase(0, static_cast<size_t>(w));
+    }
+    if (p[1].revents & POLLNVAL) return RelayEnd::kSealedFailed;
+    if (p[0].revents & POLLNVAL) return RelayEnd::kPlainClosed;
+    if ((p[1].revents & POLLERR) && !(p[1].revents & POLLIN)) return sealed_error(socket_error(sealed), why);
   }
 }
 
@@ -223,8 +263,8 @@ int listen_loopback(int* port) {
   return fd.release();
 }
 
-// Accepts on `listen_fd` until the stop signal, handing each connection to `take` (which may
-// refuse it). A full descriptor table waits a moment instead of spinning or failing.
+// Accepts on `listen_fd` until the stop signal, handing each connection and its peer's address
+// to `take` (which may refuse it). A full descriptor table waits a moment instead of spinning or failing.
 template <typename Take>
 void accept_loop(int listen_fd, int stop_fd, Take&& take) {
   for (;;) {
@@ -232,14 +272,16 @@ void accept_loop(int listen_fd, int stop_fd, Take&& take) {
     const int n = poll(p, 2, -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 || (p[1].revents & POLLIN)) return;
-    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       continue;
     }
-    take(Fd(fd));
+    take(Fd(fd), peer);
   }
 }
 
@@ -261,86 +303,158 @@ void stop_and_drain(State& s, std::thread& acceptor, OpenNow&& open_now) {
   }
 }
 
+std::string seconds_text(std::chrono::milliseconds t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(t.count()) / 1000.0);
+  return buf;
+}
+
+// The source a peer counts as (front_end_slots.h).
+std::string source_of_peer(const sockaddr_storage& ss) {
+  try {
+    return dist::source_of(ip_of(ss));
+  } catch (const std::exception&) {
+    return "an unknown address";
+  }
+}
+
+void log_line(const std::string& s) {
+  std::fprintf(stderr, "h3: %s\n", s.c_str());
+  std::fflush(stderr);
+}
+
+// Reads what arrives within the deadline, up to `n` bytes; stops early when the peer closes.
+std::string read_some(int fd, size_t n, int stop_fd, Clock::time_point deadline) {
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    if (!wait_ready(fd, POLLIN, stop_fd, deadline)) break;
+    const ssize_t r = recv(fd, out.data() + got, n - got, 0);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
 }  // namespace
-
-std::string store_proof(const std::string& token, const std::string& greeting,
-                        const std::string& client_nonce) {
-  return client_nonce + hmac_sha256(key_of(token), "client\n" + greeting.substr(kMagicBytes));
-}
-
-bool store_proof_valid(const std::string& token, const std::string& greeting, const std::string& reply) {
-  if (greeting.size() != kGreetingBytes || reply.size() != kReplyBytes) return false;
-  const std::string want = hmac_sha256(key_of(token), "client\n" + greeting.substr(kMagicBytes));
-  return same(reply.substr(kNonceBytes), want);
-}
 
 // ---- rank 0's front end ----
 
 struct StoreFrontEnd::State {
   Fd listen_fd;
   Fd stop{eventfd(0, EFD_CLOEXEC)};
-  int store_port = 0;
+  std::shared_ptr<StoreGate> gate;
   std::string token;
   FrontEndLimits limits;
   mutable std::mutex m;
   FrontEndCounts counts;
+  FrontEndSlots slots{SlotLimits{}};
+  std::map<uint64_t, int> fds;  // each open connection's descriptor, to close an evicted one
+  uint64_t next_id = 0;
 
-  void serve(Fd peer) {
-    const auto deadline = Clock::now() + limits.handshake;
-    const std::string greeting = std::string(kMagic, kMagicBytes) + random_bytes(kNonceBytes);
-    std::string reply;
-    bool proved = false, answered = false;
-    if (write_all(peer.get(), greeting, stop.get(), deadline) &&
-        read_exact(peer.get(), reply, kReplyBytes, stop.get(), deadline)) {
-      answered = true;
-      proved = store_proof_valid(token, greeting, reply);
-    }
-    Fd store;
-    if (proved) {
-      const std::string server_proof = hmac_sha256(
-          key_of(token), "server\n" + reply.substr(0, kNonceBytes) + greeting.substr(kMagicBytes));
-      std::string why;
-      if (write_all(peer.get(), server_proof, stop.get(), deadline))
-        store = connect_to("127.0.0.1", store_port, limits.handshake, stop.get(), &why);
-    }
+  // A newcomer from `source`: a place for it (its id), or a busy notice and none.
+  void arrive(Fd fd, const std::string& source, const std::shared_ptr<State>& self) {
+    uint64_t id = 0;
     {
       std::lock_guard<std::mutex> lk(m);
-      if (store.get() >= 0) {
-        ++counts.relayed;
-      } else if (answered && !proved) {
-        ++counts.wrong_proof;
-      } else if (!proved) {
-        ++counts.no_proof;
+      id = ++next_id;
+      const FrontEndSlots::Decision d = slots.arrive(id, source, Clock::now());
+      if (d.admit != FrontEndSlots::Admit::kAdmitted) {
+        ++counts.over_cap;
+        const bool source_full = d.admit == FrontEndSlots::Admit::kSourceFull;
+        counts.source_full += source_full;
+        const std::string notice =
+            session::busy_notice(source_full ? session::Busy::kSourceFull : session::Busy::kFull);
+        (void)!send(fd.get(), notice.data(), notice.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        return;  // closed as `fd` goes
       }
+      if (d.evicted) {
+        // Its thread sees the connection fail and leaves; the place is the newcomer's already.
+        shutdown(fds.at(*d.evicted), SHUT_RDWR);
+        ++counts.evicted;
+      }
+      ++counts.accepted;
+      ++counts.open_now;
+      fds[id] = fd.get();
     }
-    if (store.get() >= 0) {
+    std::thread([self, id, source, peer = std::move(fd)]() mutable {
+      self->serve(id, source, std::move(peer));
+    }).detach();
+  }
+
+  void serve(uint64_t id, const std::string& source, Fd peer) {
+    const auto deadline = Clock::now() + limits.handshake;
+    const std::string greeting = session::greeting(random_bytes(session::kNonceBytes));
+    std::string proof;
+    const bool answered = write_all(peer.get(), greeting, stop.get(), deadline) &&
+                          read_exact(peer.get(), proof, session::kProofBytes, stop.get(), deadline);
+    const bool proved = answered && session::client_proof_valid(token, greeting, proof);
+    FrontEndSlots::Proved place = FrontEndSlots::Proved::kEvicted;
+    if (proved) {
+      std::lock_guard<std::mutex> lk(m);
+      place = slots.prove(id);
+      counts.proven_full += place == FrontEndSlots::Proved::kFull;
+    }
+    const std::string nonce = proof.substr(0, session::kNonceBytes);
+    int store = -1;
+    if (!answered) {
+      std::lock_guard<std::mutex> lk(m);
+      ++counts.no_proof;
+    } else if (!proved) {
+      (void)!send(peer.get(), session::kWrongProof, 4, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::lock_guard<std::mutex> lk(m);
+      ++counts.wrong_proof;
+    } else if (place == FrontEndSlots::Proved::kFull) {
+      write_all(peer.get(), session::full_proof(token, greeting, nonce), stop.get(), deadline);
+    } else if (place == FrontEndSlots::Proved::kProven &&
+               write_all(peer.get(), session::server_proof(token, greeting, nonce), stop.get(), deadline)) {
+      std::string why;
+      store = gate->connect(limits.handshake, &why);
+      if (store < 0)
+        log_line("rank 0: could not carry a proven connection from " + source + " to the store: " + why);
+    }
+    if (store >= 0) {
+      {
+        std::lock_guard<std::mutex> lk(m);
+        ++counts.relayed;
+      }
       set_liveness(peer.get(), limits.liveness);
-      relay(peer.get(), store.get(), stop.get());
+      const session::Keys keys = session::session_keys(token, greeting, nonce);
+      session::Sealer sealer(keys.to_client);
+      session::Opener opener(keys.to_server);
+      std::string why;
+      if (relay_sealed(store, peer.get(), sealer, opener, stop.get(), &why) == RelayEnd::kTampered) {
+        {
+          std::lock_guard<std::mutex> lk(m);
+          ++counts.tampered;
+        }
+        log_line("rank 0: closed a store connection from " + source + ": " + why +
+                 " (something between that worker and rank 0 altered the connection)");
+      }
+      gate->close(store);
     }
     std::lock_guard<std::mutex> lk(m);
+    slots.leave(id);
+    fds.erase(id);
+    peer.reset();  // after fds forgot it: an eviction never shuts down a reused descriptor
     --counts.open_now;
   }
 };
 
-StoreFrontEnd::StoreFrontEnd(int listen_fd, int store_port, const std::string& token, FrontEndLimits limits)
+StoreFrontEnd::StoreFrontEnd(int listen_fd, std::shared_ptr<StoreGate> gate, const std::string& token,
+                             FrontEndLimits limits)
     : state_(std::make_shared<State>()) {
   state_->listen_fd = Fd(listen_fd);
-  state_->store_port = store_port;
+  state_->gate = std::move(gate);
   state_->token = token;
   state_->limits = limits;
+  state_->slots = FrontEndSlots(limits.slots);
   if (state_->stop.get() < 0) throw Error(ErrorKind::kInternal, "store front end: no eventfd");
   acceptor_ = std::thread([s = state_] {
-    accept_loop(s->listen_fd.get(), s->stop.get(), [&](Fd fd) {
-      {
-        std::lock_guard<std::mutex> lk(s->m);
-        if (s->counts.open_now >= s->limits.max_connections) {
-          ++s->counts.over_cap;
-          return;  // closed as `fd` goes
-        }
-        ++s->counts.accepted;
-        ++s->counts.open_now;
-      }
-      std::thread([s, peer = std::move(fd)]() mutable { s->serve(std::move(peer)); }).detach();
+    accept_loop(s->listen_fd.get(), s->stop.get(), [&](Fd fd, const sockaddr_storage& peer) {
+      s->arrive(std::move(fd), source_of_peer(peer), s);
     });
   });
 }
@@ -363,59 +477,135 @@ struct StoreTunnel::State {
   int port = 0;
   int local_port = 0;
   std::string token;
-  std::chrono::milliseconds liveness{60000};
+  std::chrono::milliseconds liveness{60000}, patience{60000};
   mutable std::mutex m;
   std::string failure;
-  bool proof_failed_ = false;
+  int failure_rank = 0;  // 3: of the proof, 2: the link lost, 1: anything else
   int open_now = 0;
 
-  // A failure of the proof either way (rank 0 refused this worker's, or what answers could not
-  // prove the token) is kept over later ones (c10d's client retries, and finds rank 0 gone once
-  // rank 0 gave up on it): it is the cause the worker must report.
-  void fail(const std::string& why, bool of_the_proof = false) {
+  std::string where() const { return host + ":" + std::to_string(port); }
+
+  // The cause the worker must report is kept over later, lesser failures: a failed proof over
+  // everything (c10d's client retries, and finds rank 0 gone once rank 0 gave up on it), a lost
+  // link over failures to connect again.
+  void fail(const std::string& why, int rank = 1) {
     std::lock_guard<std::mutex> lk(m);
-    if (of_the_proof || !proof_failed_) failure = why;
-    proof_failed_ = proof_failed_ || of_the_proof;
+    if (rank >= failure_rank) {
+      failure = why;
+      failure_rank = rank;
+    }
   }
 
+  struct Upstream {
+    Fd fd;
+    session::Keys keys;
+  };
   // Connects to rank 0's front end and proves the token both ways: the connection ready to
-  // relay, or none (and the failure recorded).
-  Fd open_upstream() {
-    const std::string where = host + ":" + std::to_string(port);
-    std::string why;
-    Fd up = connect_to(host, port, liveness, stop.get(), &why);
-    const auto deadline = Clock::now() + liveness;
-    std::string greeting, server_proof;
-    if (up.get() < 0) {
-      fail("cannot reach rank 0's store at " + where + ": " + why);
-      return Fd();
+  // relay, or none (and the failure recorded). While the front end has no place for it (a busy
+  // notice, or the connection closed before the proof was answered), asks again for at most
+  // `patience`, then says what it met.
+  Upstream open_upstream() {
+    const auto give_up = Clock::now() + patience;
+    auto pause = std::chrono::milliseconds(50);
+    int tries = 0;
+    for (;;) {
+      ++tries;
+      std::string why, met;
+      Fd up = connect_to(host, port, liveness, stop.get(), &why);
+      if (up.get() < 0) {
+        fail("cannot reach rank 0's store at " + where() + ": " + why);
+        return Upstream{};
+      }
+      const auto deadline = Clock::now() + liveness;
+      const std::string greeting = read_some(up.get(), session::kGreetingBytes, stop.get(), deadline);
+      if (const uint8_t busy = session::busy_reason(greeting)) {
+        met = session::busy_text(busy);
+      } else if (!session::is_greeting(greeting)) {
+        fail(greeting.compare(0, 3, "H3S") == 0 && greeting.size() > 3
+                 ? "rank 0 at " + where() + " speaks another version of the door's handshake (" +
+                       greeting.substr(0, 4) + "): run the same h3 on every host"
+                 : "what answers at " + where() + " is not an h3 rank 0's store (no greeting)");
+        return Upstream{};
+      } else {
+        const std::string nonce = random_bytes(session::kNonceBytes);
+        const std::string answer =
+            write_all(up.get(), session::client_proof(token, greeting, nonce), stop.get(), deadline)
+                ? read_some(up.get(), session::kMacBytes, stop.get(), deadline)
+                : std::string();
+        if (answer.size() < session::kMacBytes && answer.compare(0, 4, session::kWrongProof, 4) == 0) {
+          fail("rank 0's store at " + where() +
+                   " refused this worker's proof of the token: wrong token (rank 0 holds another one)",
+               3);
+          return Upstream{};
+        }
+        if (answer == session::server_proof(token, greeting, nonce)) {
+          set_liveness(up.get(), liveness);
+          return {std::move(up), session::session_keys(token, greeting, nonce)};
+        }
+        if (answer == session::full_proof(token, greeting, nonce)) {
+          met =
+              "every place rank 0 keeps for proven connections was taken (more workers than the world "
+              "has ranks, or workers started twice?)";
+        } else if (answer.size() == session::kMacBytes) {
+          fail("what answers at " + where() +
+                   " does not hold this world's token: it is not rank 0 of this world",
+               3);
+          return Upstream{};
+        } else {
+          met =
+              "rank 0 closed the connection before it answered this worker's proof (a newcomer took its "
+              "place, or its handshake deadline passed)";
+        }
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now());
+      if (left.count() <= 0) {
+        fail("rank 0's door at " + where() + " had no place for this worker's connection in " +
+             seconds_text(patience) + " (" + std::to_string(tries) + (tries == 1 ? " try" : " tries") +
+             "; the last time " + met + ")");
+        return Upstream{};
+      }
+      // The last wait ends with the patience, for one more try; the stop signal ends it at once.
+      pollfd p{stop.get(), POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(std::min(pause, left).count())) != 0) return Upstream{};
+      pause = std::min<std::chrono::milliseconds>(pause * 2, std::chrono::seconds(1));
     }
-    if (!read_exact(up.get(), greeting, kGreetingBytes, stop.get(), deadline) ||
-        greeting.compare(0, kMagicBytes, kMagic, kMagicBytes) != 0) {
-      fail("what answers at " + where + " is not an h3 rank 0's store (no greeting)");
-      return Fd();
-    }
-    const std::string nonce = random_bytes(kNonceBytes);
-    if (!write_all(up.get(), store_proof(token, greeting, nonce), stop.get(), deadline) ||
-        !read_exact(up.get(), server_proof, kMacBytes, stop.get(), deadline)) {
-      fail("rank 0's store at " + where +
-               " refused this worker's proof of the token: wrong token (rank 0 holds another one)",
-           /*of_the_proof=*/true);
-      return Fd();
-    }
-    if (!same(server_proof, hmac_sha256(key_of(token), "server\n" + nonce + greeting.substr(kMagicBytes)))) {
-      fail("what answers at " + where + " does not hold this world's token: it is not rank 0 of this world",
-           /*of_the_proof=*/true);
-      return Fd();
-    }
-    set_liveness(up.get(), liveness);
-    return up;
   }
 
   void carry(Fd local) {
-    if (Fd up = open_upstream(); up.get() >= 0) {
-      relay(local.get(), up.get(), stop.get());
-      fail("the connection to rank 0's store at " + host + ":" + std::to_string(port) + " ended");
+    if (Upstream up = open_upstream(); up.fd.get() >= 0) {
+      session::Sealer sealer(up.keys.to_server);
+      session::Opener opener(up.keys.to_client);
+      std::string why;
+      switch (relay_sealed(local.get(), up.fd.get(), sealer, opener, stop.get(), &why)) {
+        case RelayEnd::kStopped:
+        case RelayEnd::kPlainClosed: break;
+        case RelayEnd::kSealedClosed:
+          fail("rank 0 at " + where() +
+                   " closed the connection to its store (its process ended or closed its door)",
+               2);
+          break;
+        case RelayEnd::kSealedReset:
+          fail("rank 0 at " + where() + " reset the connection to its store (its process ended?)", 2);
+          break;
+        case RelayEnd::kSealedTimedOut:
+          fail("no reply from rank 0 at " + where() + " for " + seconds_text(liveness) +
+                   ": the network between this host and rank 0's broke, or rank 0 stopped",
+               2);
+          break;
+        case RelayEnd::kUnreachable:
+          fail("rank 0 at " + where() + " could no longer be reached (" + why +
+                   "): the network between this host and rank 0's broke",
+               2);
+          break;
+        case RelayEnd::kSealedFailed:
+          fail("the connection to rank 0's store at " + where() + " failed: " + why, 2);
+          break;
+        case RelayEnd::kTampered:
+          fail("a record from rank 0's store at " + where() + " failed authentication (" + why +
+                   "): something between this host and rank 0 altered the connection, so it was closed",
+               2);
+          break;
+      }
     }
     std::lock_guard<std::mutex> lk(m);
     --open_now;
@@ -423,16 +613,17 @@ struct StoreTunnel::State {
 };
 
 StoreTunnel::StoreTunnel(std::string host, int port, const std::string& token,
-                         std::chrono::milliseconds liveness)
+                         std::chrono::milliseconds liveness, std::chrono::milliseconds patience)
     : state_(std::make_shared<State>()) {
   state_->host = std::move(host);
   state_->port = port;
   state_->token = token;
   state_->liveness = liveness;
+  state_->patience = patience;
   state_->listen_fd = Fd(listen_loopback(&port_));
   state_->local_port = port_;
   acceptor_ = std::thread([s = state_] {
-    accept_loop(s->listen_fd.get(), s->stop.get(), [&](Fd fd) {
+    accept_loop(s->listen_fd.get(), s->stop.get(), [&](Fd fd, const sockaddr_storage&) {
       // Only this process's own store client: another local user must not borrow the token.
       if (!from_this_process(fd.get(), s->local_port)) return;
       {
@@ -449,7 +640,7 @@ StoreTunnel::~StoreTunnel() {
 }
 
 std::string StoreTunnel::check() {
-  if (state_->open_upstream().get() >= 0) return "";
+  if (state_->open_upstream().fd.get() >= 0) return "";
   return last_failure();
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "common/error.h"
@@ -43,9 +44,15 @@ std::string read_token_file(const std::string& path) {
   if (!S_ISREG(st.st_mode)) {
     throw Error(ErrorKind::kInvalidArgument, what + " is not a regular file (a FIFO, device or folder)");
   }
+  // Only the owner may have any permission on it: a group or other bit, even write or execute
+  // alone, lets someone else read the token, plant their own, or learn the file's use.
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    throw Error(ErrorKind::kInvalidArgument,
-                what + " may be read or written by its group or others: run `chmod 600 " + path + "`");
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw Error(ErrorKind::kInvalidArgument, what + " has mode " + mode +
+                                                 ": its group or others may use it (only its owner may): run "
+                                                 "`chmod 600 " +
+                                                 path + "`");
   }
   if (static_cast<size_t>(st.st_size) > kMaxTokenFileBytes) {
     throw Error(ErrorKind::kInvalidArgument, what + " is " + std::to_string(st.st_size) +

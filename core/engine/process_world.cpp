@@ -1,5 +1,8 @@
 #include "engine/process_world.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <cstdio>
 
 #include "common/error.h"
@@ -28,6 +31,14 @@ ProcessWorld::ProcessWorld(const dist::DoorOptions& door, RankServer& server, Jo
     : door_(std::make_unique<dist::DoorServer>(door)), server_(server), channel_(channel) {}
 
 void ProcessWorld::run() {
+  // Gloo writes to the workers with writev, which raises SIGPIPE when a worker died mid-request,
+  // and the host process (the element's application) would end by it. Blocked in this thread,
+  // and so in the threads Gloo starts from it, the write fails with EPIPE instead and the request
+  // fails naming the lost rank. (A signal blocked here leaves the host's own disposition alone.)
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   for (;;) {
     std::unique_ptr<dist::Group> g;
     std::exception_ptr err;

@@ -3,6 +3,7 @@
 #include <c10/util/Logging.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -48,6 +49,10 @@ int run(Args& a) {
   // about each slice that ends ("waitForInput ... timed out"): about one line a second in the
   // worker's log while it idles. Errors only, unless the user chose a level.
   if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 2;
+  // Gloo writes to its peers with writev, which raises SIGPIPE when rank 0 died mid-request; its
+  // default action would end this process with no word (exit 141). Ignored, the write fails with
+  // EPIPE, and the worker says that it lost rank 0.
+  std::signal(SIGPIPE, SIG_IGN);
   run_worker(o);
   std::fprintf(stderr, "h3 worker: rank %d: rank 0 said stop\n", o.rank);
   return 0;

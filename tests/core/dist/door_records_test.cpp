@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -87,6 +88,26 @@ TEST(TokenFile, RefusesWhatIsNotAPrivateRegularFileOfOneLine) {
   EXPECT_THAT(error_of([&] { read_token_file(d.path + "/missing"); }, ErrorKind::kNotFound),
               HasSubstr(d.path + "/missing"));
   EXPECT_THAT(error_of([&] { read_token_file(""); }, ErrorKind::kInvalidArgument), HasSubstr("token file"));
+}
+
+// The rule: only the owner may have any permission on the file. Every group or other bit, read,
+// write or execute, alone or together, is refused naming the mode; owner-only modes pass.
+TEST(TokenFile, AnyGroupOrOtherPermissionIsRefusedAndOwnerOnlyModesPass) {
+  Dir d;
+  for (mode_t mode : {0640, 0604, 0620, 0602, 0610, 0601, 0660, 0644, 0606}) {
+    char name[16];
+    std::snprintf(name, sizeof name, "m%04o", static_cast<unsigned>(mode));
+    const std::string f = d.file(name, kToken + "\n", mode);
+    const std::string what = error_of([&] { read_token_file(f); }, ErrorKind::kInvalidArgument);
+    EXPECT_THAT(what, HasSubstr(std::string("has mode ") + (name + 1) + ": its group or others may use it"))
+        << name;
+    EXPECT_THAT(what, HasSubstr("chmod 600 " + f)) << name;
+  }
+  for (mode_t mode : {0600, 0400, 0700}) {
+    char name[16];
+    std::snprintf(name, sizeof name, "ok%04o", static_cast<unsigned>(mode));
+    EXPECT_EQ(read_token_file(d.file(name, kToken + "\n", mode)), kToken) << name;
+  }
 }
 
 // ---- records ----
@@ -244,6 +265,35 @@ TEST(SealedStore, ATamperedCiphertextOrTagFailsAuthentication) {
   const std::string other_hidden = spy->last;
   spy->c10d::HashStore::set(other_hidden, stored);
   EXPECT_THAT(error_of([&] { sealed->get("other"); }, ErrorKind::kDistributed),
+              HasSubstr("fails authentication"));
+}
+
+// A value sealed by a holder of one token, copied under the hidden name that another token's view
+// gives the same key (what a holder of token B would read): it never opens there.
+TEST(SealedStore, AValueSealedUnderOneTokenMovedToAnotherTokensNameIsRefused) {
+  struct Spy : c10d::HashStore {
+    std::string last;
+    void set(const std::string& key, const std::vector<uint8_t>& value) override {
+      last = key;
+      c10d::HashStore::set(key, value);
+    }
+  };
+  auto spy = c10::make_intrusive<Spy>();
+  auto under_a = make_sealed_store(spy, kToken, "run");
+  auto under_b = make_sealed_store(spy, "another token of 16+ chars", "run");
+  under_a->set("addr", std::vector<uint8_t>{1, 2, 3});
+  const std::string a_name = spy->last;
+  under_b->set("addr", std::vector<uint8_t>{9});
+  const std::string b_name = spy->last;
+  ASSERT_NE(a_name, b_name) << "two tokens hide a key under the same name";
+  const std::vector<uint8_t> a_value = spy->get(a_name), b_value = spy->get(b_name);
+  spy->c10d::HashStore::set(b_name, a_value);
+  EXPECT_THAT(
+      error_of([&] { under_b->get("addr"); }, ErrorKind::kDistributed),
+      HasSubstr("the value of 'addr' fails authentication: a peer without this world's token wrote it"));
+  // ... and the other way round, under the same run and under another.
+  spy->c10d::HashStore::set(a_name, b_value);
+  EXPECT_THAT(error_of([&] { under_a->get("addr"); }, ErrorKind::kDistributed),
               HasSubstr("fails authentication"));
 }
 
