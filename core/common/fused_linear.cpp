@@ -109,26 +109,26 @@ LinearTiles linear_tiles(int64_t rows, int64_t in, int64_t out) {
   out = std::max<int64_t>(out, 1);
   const int64_t macs = rows * std::max<int64_t>(in, 1) * out;
   const int64_t wanted = std::clamp<int64_t>(ceil_div(macs, kMacsPerTile), 1, kMaxTiles);
-  // Rows in multiples of 16 (oneDNN's kernels take rows in blocks of that order), columns in
-  // multiples of 64. A row tile reads all of W, a column tile all of x: the larger of the two
-  // dimensions is split first, so that the larger operand is read once (a few prompt tokens or
-  // timesteps against a wide projection: W once, in column blocks; a long sequence: x once, in
-  // row blocks), and the other only where its tiles are too few.
-  auto rows_for = [&](int64_t tiles) {
-    return std::min(rows, std::max<int64_t>(16, round_up(ceil_div(rows, tiles), 16)));
+  // `tiles` blocks of about equal size, each of at least `least` (unless the dimension is
+  // smaller), a multiple of `multiple`: rows of 16 (oneDNN's kernels take rows in blocks of that
+  // order), columns of 64.
+  auto block = [](int64_t n, int64_t tiles, int64_t least, int64_t multiple) {
+    tiles = std::clamp<int64_t>(tiles, 1, std::max<int64_t>(1, n / least));
+    return std::min(n, round_up(ceil_div(n, tiles), multiple));
   };
-  auto cols_for = [&](int64_t tiles) {
-    return std::min(out, std::max<int64_t>(64, round_up(ceil_div(out, tiles), 64)));
-  };
+  // A row tile reads all of W, a column tile all of x: the larger of the two dimensions is split
+  // first, so that the larger operand is read once (a few prompt tokens or timesteps against a
+  // wide projection: W once, in column blocks; a long sequence: x once, in row blocks), and the
+  // other only where its tiles are too few.
   if (rows >= out) {
-    t.rows_per_tile = rows_for(wanted);
+    t.rows_per_tile = block(rows, wanted, kMinTileRows, 16);
     t.row_tiles = ceil_div(rows, t.rows_per_tile);
-    t.cols_per_tile = cols_for(std::max<int64_t>(1, wanted / t.row_tiles));
+    t.cols_per_tile = block(out, wanted / t.row_tiles, kMinTileCols, 64);
     t.col_tiles = ceil_div(out, t.cols_per_tile);
   } else {
-    t.cols_per_tile = cols_for(wanted);
+    t.cols_per_tile = block(out, wanted, kMinTileCols, 64);
     t.col_tiles = ceil_div(out, t.cols_per_tile);
-    t.rows_per_tile = rows_for(std::max<int64_t>(1, wanted / t.col_tiles));
+    t.rows_per_tile = block(rows, wanted / t.col_tiles, kMinTileRows, 16);
     t.row_tiles = ceil_div(rows, t.rows_per_tile);
   }
   return t;

@@ -37,14 +37,17 @@ const char* fused_linear_backend();
 
 // How linear cuts an [rows, out] output of `in` inputs into tiles: row blocks of `rows_per_tile`
 // rows (the last one shorter) times column blocks of `cols_per_tile` columns (the last narrower).
-// About one tile per kMacsPerTile multiply-adds, at most kMaxTiles; the larger of rows and
-// outputs is split first (the other operand then is read once per tile).
+// About one tile per kMacsPerTile multiply-adds, at most kMaxTiles, none under kMinTileRows x
+// kMinTileCols (unless the output is): a single-threaded oneDNN GEMM of 16-64 rows runs at
+// 45-75 % of its rate on 256 or more (docs/performance.md, "Thread-count independence"). The larger
+// of rows and outputs is split first (the other operand then is read once per tile).
 struct LinearTiles {
   int64_t rows_per_tile = 0, cols_per_tile = 0;
   int64_t row_tiles = 0, col_tiles = 0;
 };
-constexpr int64_t kMacsPerTile = int64_t(1) << 22;  // ~4 M multiply-adds: ~0.1 ms on one core
+constexpr int64_t kMacsPerTile = int64_t(1) << 26;  // 67 M multiply-adds: about 1 ms on one core
 constexpr int64_t kMaxTiles = 64;
+constexpr int64_t kMinTileRows = 256, kMinTileCols = 256;
 LinearTiles linear_tiles(int64_t rows, int64_t in, int64_t out);
 
 }  // namespace h3

@@ -49,13 +49,13 @@ TEST_F(FusedLinear, EveryPostOpMatchesAtLinearOverTilesOfEveryKind) {
     int64_t k, n;
     bool bias;
   } cases[] = {
-      {{3}, 512, 9216, true},      // a few AdaLN rows: 4 column tiles
-      {{1500}, 128, 768, false},   // row tiles, the last shorter
-      {{2, 150}, 384, 128, true},  // a 3-D input, row tiles
-      {{64}, 512, 3072, true},     // prompt rows: column tiles
-      {{64}, 4096, 192, false},    // row and column tiles
+      {{3}, 4096, 9216, true},     // a few AdaLN rows: 2 column tiles
+      {{1500}, 128, 768, false},   // 3 row tiles, the last shorter
+      {{2, 600}, 384, 256, true},  // a 3-D input, 2 row tiles
+      {{64}, 512, 3072, true},     // prompt rows: 2 column tiles
+      {{600}, 2048, 1024, false},  // 2 row tiles x 4 column tiles
       {{5}, 16, 8, false},         // one tile
-      {{20}, 512, 1000, true},     // column tiles, the last narrower
+      {{20}, 4096, 1000, true},    // 2 column tiles, the last narrower
   };
   for (const auto& c : cases) {
     std::vector<int64_t> xs = c.lead, os = c.lead;
@@ -119,7 +119,7 @@ TEST_F(FusedLinear, LeavesTheCallersThreadCountAsItWas) {
   at::set_num_threads(3);
   (void)h3::linear(at::randn({100, 64}), at::randn({64, 64}), {});  // one tile
   EXPECT_EQ(at::get_num_threads(), 3);
-  (void)h3::linear(at::randn({2826, 512}), at::randn({1536, 512}), {});  // 59 tiles
+  (void)h3::linear(at::randn({2826, 512}), at::randn({1536, 512}), {});  // 33 tiles
   EXPECT_EQ(at::get_num_threads(), 3);
 }
 
@@ -128,20 +128,21 @@ TEST(LinearTiles, FollowTheShapeAlone) {
     const LinearTiles t = linear_tiles(rows, in, out);
     return std::vector<int64_t>{t.rows_per_tile, t.row_tiles, t.cols_per_tile, t.col_tiles};
   };
-  // 2.2 G multiply-adds: 64 tiles wanted, more rows than outputs: 45 rows each rounded up to 48,
-  // 59 row tiles, and no column split (64 / 59 column tiles wanted rounds down to one).
-  EXPECT_EQ(tiles(2826, 512, 1536), (std::vector<int64_t>{48, 59, 1536, 1}));
-  // 13 M: 4 tiles of 50 rows rounded up to 64 (the last 8 rows).
-  EXPECT_EQ(tiles(200, 512, 128), (std::vector<int64_t>{64, 4, 128, 1}));
-  // More outputs than rows: columns first. 5 M: two tiles of 256 columns.
-  EXPECT_EQ(tiles(40, 256, 512), (std::vector<int64_t>{40, 1, 256, 2}));
-  // Three rows (AdaLN): 885 K multiply-adds, one tile; at the release's width 60 column tiles.
+  // 2.2 G multiply-adds: 34 tiles wanted; more rows than outputs: 11 row tiles (no fewer than 256
+  // rows each) of 272 rows, the last 106, then the 34 / 11 = 3 column tiles of 512 columns.
+  EXPECT_EQ(tiles(2826, 512, 1536), (std::vector<int64_t>{272, 11, 512, 3}));
+  // TP 2's q projection of the bench model (590 M): 9 row tiles of 512 rows.
+  EXPECT_EQ(tiles(4506, 512, 256), (std::vector<int64_t>{512, 9, 256, 1}));
+  // Under 67 M multiply-adds: one tile.
+  EXPECT_EQ(tiles(200, 512, 128), (std::vector<int64_t>{200, 1, 128, 1}));
   EXPECT_EQ(tiles(3, 128, 2304), (std::vector<int64_t>{3, 1, 2304, 1}));
-  EXPECT_EQ(tiles(3, 5120, 30720), (std::vector<int64_t>{3, 1, 512, 60}));
-  // 64 prompt rows of 512 -> 3072 (100 M): 24 tiles of 128 columns.
-  EXPECT_EQ(tiles(64, 512, 3072), (std::vector<int64_t>{64, 1, 128, 24}));
-  // Both split: 12 tiles wanted, 3 column tiles of the 64 smallest, 4 row tiles of 16.
-  EXPECT_EQ(tiles(64, 4096, 192), (std::vector<int64_t>{16, 4, 64, 3}));
+  // More outputs than rows: columns first. Three AdaLN rows at the release's width (472 M): 8
+  // column tiles; 64 prompt rows of 512 -> 3072 (100 M): 2.
+  EXPECT_EQ(tiles(3, 5120, 30720), (std::vector<int64_t>{3, 1, 3840, 8}));
+  EXPECT_EQ(tiles(64, 512, 3072), (std::vector<int64_t>{64, 1, 1536, 2}));
+  // Both split (8.6 G, 64 tiles): 8 column tiles of 256, then 64 / 8 = 8 row tiles wanted, of
+  // which 1024 rows allow 4.
+  EXPECT_EQ(tiles(1024, 4096, 2048), (std::vector<int64_t>{256, 4, 256, 8}));
   EXPECT_EQ(tiles(1, 1, 1), (std::vector<int64_t>{1, 1, 1, 1}));
 }
 
