@@ -140,6 +140,9 @@ TEST(LinearTiles, FollowTheShapeAlone) {
   // column tiles; 64 prompt rows of 512 -> 3072 (100 M): 2.
   EXPECT_EQ(tiles(3, 5120, 30720), (std::vector<int64_t>{3, 1, 3840, 8}));
   EXPECT_EQ(tiles(64, 512, 3072), (std::vector<int64_t>{64, 1, 1536, 2}));
+  // 2.1 G, 32 tiles wanted: the larger dimension in the more tiles, either way round.
+  EXPECT_EQ(tiles(1024, 512, 4096), (std::vector<int64_t>{512, 2, 256, 16}));
+  EXPECT_EQ(tiles(4096, 512, 1024), (std::vector<int64_t>{256, 16, 512, 2}));
   // Both split (8.6 G, 64 tiles): 8 column tiles of 256, then 64 / 8 = 8 row tiles wanted, of
   // which 1024 rows allow 4.
   EXPECT_EQ(tiles(1024, 4096, 2048), (std::vector<int64_t>{256, 4, 256, 8}));
