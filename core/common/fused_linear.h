@@ -39,7 +39,8 @@ const char* fused_linear_backend();
 // rows (the last one shorter) times column blocks of `cols_per_tile` columns (the last narrower).
 // About one tile per kMacsPerTile multiply-adds, at most kMaxTiles, none under kMinTileRows x
 // kMinTileCols (unless the output is): a single-threaded oneDNN GEMM of 16-64 rows runs at
-// 45-75 % of its rate on 256 or more (docs/performance.md, "Thread-count independence"). The larger
+// 45-75 % of its rate on 256 or more (docs/performance.md, "Thread-count independence, and
+// process ranks on one host"). The larger
 // of rows and outputs is split first (the other operand then is read once per tile).
 struct LinearTiles {
   int64_t rows_per_tile = 0, cols_per_tile = 0;
