@@ -1,12 +1,12 @@
 #include "common/cpu_attention.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "common/fused_linear.h"
+#include "common/parallel_tasks.h"
 
 namespace h3 {
 
@@ -43,18 +43,16 @@ at::Tensor cpu_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
   at::Tensor out = at::empty({s, heads, d}, q.options());
   const int64_t block = cpu_attention_block_rows(s, sk, max_score_elements);
   const int64_t blocks = (s + block - 1) / block;
-  // The intra-op threads share the (head, block) tasks and each runs its GEMMs on its own: no
-  // GEMM is split across threads, so every output is summed in the same order at any thread count
-  // (the ranks of one world give the same frames whether they are threads or processes, which run
-  // different thread counts). The block does not shrink with more threads: a GEMM's rows change
-  // its bits. One block's scores exist per running task.
-  at::parallel_for(0, heads * blocks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t h = task / blocks, i0 = (task % blocks) * block, b = std::min(block, s - i0);
-      at::Tensor scores = h3::linear(qh.select(0, h).narrow(0, i0, b), kh.select(0, h), {});  // [b, Sk]
-      at::_softmax_out(scores, scores, -1, false);  // in place, row by row
-      out.narrow(0, i0, b).select(1, h).copy_(h3::linear(scores, vt.select(0, h), {}));
-    }
+  // The intra-op threads share the (head, block) tasks and each runs its GEMMs on its own
+  // (run_tasks): no GEMM is split across threads, so every output is summed in the same order at
+  // any thread count (the ranks of one world give the same frames whether they are threads or
+  // processes, which run different thread counts). The block does not shrink with more threads:
+  // a GEMM's rows change its bits. One block's scores exist per running task.
+  run_tasks(heads * blocks, [&](int64_t task) {
+    const int64_t h = task / blocks, i0 = (task % blocks) * block, b = std::min(block, s - i0);
+    at::Tensor scores = linear_in_task(qh.select(0, h).narrow(0, i0, b), kh.select(0, h), {});  // [b, Sk]
+    at::_softmax_out(scores, scores, -1, false);  // in place, row by row
+    out.narrow(0, i0, b).select(1, h).copy_(linear_in_task(scores, vt.select(0, h), {}));
   });
   return out.view({s, heads * d});
 }

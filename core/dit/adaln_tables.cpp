@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/fused_linear.h"
 #include "dit/layers.h"
 
 namespace h3::dit {
@@ -58,11 +59,11 @@ AdalnTables AdalnTables::compute(const DitWeights& w, const DitConfig& c,
     rows.reserve(w.blocks.size());
     for (const auto& b : w.blocks) {
       const auto x = e.silu_temb.to(b.adaln.weight.scalar_type());
-      rows.push_back(at::linear(x, b.adaln.weight, b.adaln.bias));
+      rows.push_back(h3::linear(x, b.adaln.weight, b.adaln.bias));
     }
     e.block_rows = at::stack(rows, 1);
     const auto& f = w.norm_out_linear;
-    e.final_rows = at::linear(e.silu_temb.to(f.weight.scalar_type()), f.weight, f.bias);
+    e.final_rows = h3::linear(e.silu_temb.to(f.weight.scalar_type()), f.weight, f.bias);
     out.entries_.emplace(std::move(key), std::move(e));
   }
   return out;

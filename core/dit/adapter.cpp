@@ -2,11 +2,13 @@
 
 #include <ATen/ATen.h>
 
+#include "common/fused_linear.h"
+
 namespace h3::dit {
 
 at::Tensor Adapter::residual(const at::Tensor& x) const {
   auto xf = x.scalar_type() == at::kFloat ? x : x.to(at::kFloat);
-  return at::linear(at::linear(xf, down), up).mul_(scale);
+  return h3::linear(h3::linear(xf, down, {}), up, {}).mul_(scale);
 }
 
 at::Tensor adapted(const at::Tensor& base_out, const Adapter& adapter, const at::Tensor& x) {

@@ -103,13 +103,13 @@ at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at:
 
 at::Tensor linear_fp32(const LinearWeights& l, const at::Tensor& x) {
   auto xf = x.to(at::kFloat);
-  return adapted(at::linear(xf, l.weight.to(at::kFloat), l.bias.defined() ? l.bias.to(at::kFloat) : l.bias),
+  return adapted(h3::linear(xf, l.weight.to(at::kFloat), l.bias.defined() ? l.bias.to(at::kFloat) : l.bias),
                  l.lora, xf);
 }
 
 at::Tensor linear_in_dtype(const LinearWeights& l, const at::Tensor& x) {
   auto xd = as_dtype(x, l.weight);
-  return adapted(at::linear(xd, l.weight, l.bias), l.lora, xd);
+  return adapted(h3::linear(xd, l.weight, l.bias), l.lora, xd);
 }
 
 std::vector<Segment> segments_of(const at::Tensor& index) {
@@ -146,13 +146,13 @@ at::Tensor time_embedding(const DitWeights& w, const at::Tensor& t, int64_t freq
   auto f = timestep_features(t, freq_dim);
   auto l1 = w.time_linear_1.weight.to(at::kFloat);
   auto l2 = w.time_linear_2.weight.to(at::kFloat);
-  auto x = at::silu(adapted(at::linear(f, l1, w.time_linear_1.bias.to(at::kFloat)), w.time_linear_1.lora, f));
-  return adapted(at::linear(x, l2, w.time_linear_2.bias.to(at::kFloat)), w.time_linear_2.lora, x);
+  auto x = at::silu(adapted(h3::linear(f, l1, w.time_linear_1.bias.to(at::kFloat)), w.time_linear_1.lora, f));
+  return adapted(h3::linear(x, l2, w.time_linear_2.bias.to(at::kFloat)), w.time_linear_2.lora, x);
 }
 
 at::Tensor adaln_rows(const LinearWeights& adaln, const at::Tensor& silu_temb) {
   auto x = as_dtype(silu_temb, adaln.weight);
-  return adapted(at::linear(x, adaln.weight, adaln.bias), adaln.lora, x);
+  return adapted(h3::linear(x, adaln.weight, adaln.bias), adaln.lora, x);
 }
 
 at::Tensor modality_table(const at::Tensor& gathered_rows, int64_t hidden) {

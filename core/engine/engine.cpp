@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -54,7 +55,10 @@ struct Engine::Impl {
   // This process's ranks as the memory guard counts them.
   MemoryShape memory_shape() const {
     if (processes) {
-      return memory_shape_of(1, opts.world_size, opts.sp, compute_dtype, opts.device, at::get_num_threads());
+      // Rank 0's rank thread runs the threads it chose when its world formed.
+      const int chosen = ranks->cpu_threads();
+      return memory_shape_of(1, opts.world_size, opts.sp, compute_dtype, opts.device,
+                             chosen > 0 ? chosen : at::get_num_threads());
     }
     const int threads =
         opts.ranks == 1 ? at::get_num_threads() : engine_detail::cpu_threads_per_thread_rank(opts.ranks);
@@ -174,6 +178,12 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
   setup.sp = opts.sp;
   setup.thread_ranks = !processes;
   setup.cuda_index = processes ? 0 : -1;
+  if (processes) {
+    setup.announce_threads = [](int threads, const engine_detail::UsableCores& cores, int sharing) {
+      std::fprintf(stderr, "h3: rank 0: %s\n",
+                   engine_detail::describe_rank_threads(threads, cores, sharing, false).c_str());
+    };
+  }
   impl->ranks.emplace(impl->model, setup, impl->channel);
   if (processes) {
     engine_detail::DoorSettings door;

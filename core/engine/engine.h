@@ -73,6 +73,9 @@ struct WorkerOptions {
   // The most a request may take in this process beside its weights (checked at each request, the
   // ranks agreeing before any work); 0: what this host has available.
   int64_t max_memory = 0;
+  // This process's intra-op threads; 0: the cores it may use (affinity, cgroup limit) shared
+  // among the world's ranks on them, chosen each time the world forms (engine/rank_threads.h).
+  int threads = 0;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // joining, and every collective
 };
 

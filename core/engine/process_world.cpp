@@ -91,6 +91,12 @@ void run_worker(const WorkerOptions& o) {
   setup.thread_ranks = false;
   setup.cuda_index = o.cuda_device;
   setup.max_memory = o.max_memory;
+  setup.cpu_threads = o.threads;
+  setup.announce_threads = [rank = o.rank, asked = o.threads > 0](
+                               int threads, const engine_detail::UsableCores& cores, int sharing) {
+    std::fprintf(stderr, "h3 worker: rank %d: %s\n", rank,
+                 engine_detail::describe_rank_threads(threads, cores, sharing, asked).c_str());
+  };
   engine_detail::DoorSettings door;
   door.rendezvous = o.rendezvous;
   door.world_size = o.world_size;

@@ -6,22 +6,20 @@
 
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 
 #include "dist/group.h"
 #include "engine/job_channel.h"
 #include "engine/model.h"
+#include "engine/rank_threads.h"
 #include "engine/stage.h"
 
 namespace h3::engine_detail {
 
 // An exception's message, for the reasons the world keeps and reports.
 std::string message_of(const std::exception_ptr& e);
-
-// The intra-op threads of each rank of a world of `ranks` thread ranks: their share of this
-// host's cores (every rank's GEMMs fanning out over every core would contend).
-int cpu_threads_per_thread_rank(int ranks);
 
 // What the caller's side learns of the world's health from the rank side.
 class WorldHealth {
@@ -51,6 +49,11 @@ struct RankSetup {
   // A process world's peer: the most a request may take in this process beside its weights
   // (`h3 worker --max-memory`); 0: what its host has available. Rank 0's is the engine's.
   int64_t max_memory = 0;
+  // A process world's rank: its intra-op threads (`h3 worker --threads`); 0: its usable cores
+  // shared among the world's ranks on them, chosen each time its world forms (rank_threads.h).
+  int cpu_threads = 0;
+  // A process world's rank: told the threads it runs, each time its world forms.
+  std::function<void(int threads, const UsableCores& cores, int sharing)> announce_threads;
 };
 
 class RankServer {
@@ -67,9 +70,12 @@ class RankServer {
   WorldHealth& health() { return health_; }
   double load_seconds() const { return load_s_; }                        // read after the ready report
   const ResidentWeights& resident_weights() const { return resident_; }  // rank 0's; likewise
+  // A process world's rank: the intra-op threads it runs in its current world; 0 before one formed.
+  int cpu_threads() const { return threads_.load(); }
 
  private:
   void load_parts(dist::Group& g, RankParts& parts, Clock::time_point t0);
+  void choose_process_threads(dist::Group& g);
   bool serve(dist::Group& g, RankParts& parts);
   void run_job(dist::Group& g, RankParts& parts, const Job& j, const DispatchedJob* mine);
 
@@ -77,6 +83,7 @@ class RankServer {
   const RankSetup setup_;
   JobChannel& channel_;
   WorldHealth health_;
+  std::atomic<int> threads_{0};
   // A process world's rank keeps what it loaded when its world breaks and forms again: its rank
   // and the world's size stay, so its shards still fit, and reloading costs minutes on every
   // rank for the release. Thread ranks end with their world and never reuse parts. Loaded once

@@ -29,6 +29,7 @@ int run(Args& a) {
   o.model_dir = a.string_or("model", "");
   o.timeout = std::chrono::seconds(a.int_or("timeout", kDefaultTimeout.count(), 1, 86400));
   if (const auto m = a.opt_string("max-memory")) o.max_memory = parse_bytes(*m, "--max-memory");
+  o.threads = static_cast<int>(a.int_or("threads", 0, 1, 1024));
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
   if (o.model_dir.empty()) o.model_dir = default_model_dir();
@@ -62,7 +63,7 @@ H3_REGISTER_COMMAND(
     "worker", "a rank in another process or on another host, serving rank 0's requests",
     "usage: h3 worker --rendezvous HOST:PORT --world-size N --rank R --token-file FILE\n"
     "                 [--device cpu|cuda:K] [--compute-dtype fp32|bf16] [--sp S] [--ref2va] [--model DIR]\n"
-    "                 [--max-memory BYTES] [--timeout S]\n"
+    "                 [--max-memory BYTES] [--threads N] [--timeout S]\n"
     "\n"
     "  --rendezvous HOST:PORT  where rank 0 (`h3 generate --rendezvous`, or the element's\n"
     "                          `rendezvous` property) serves the rendezvous store\n"
@@ -80,6 +81,9 @@ H3_REGISTER_COMMAND(
     "  --max-memory BYTES      the most a request may take in this process beside its weights\n"
     "                          (8G, 512M, ...); default: what this host has available. A request\n"
     "                          over it fails on every rank before any work, naming this rank\n"
+    "  --threads N             this process's intra-op threads; default: the cores it may use\n"
+    "                          (affinity mask, cgroup CPU limit) shared among the world's ranks\n"
+    "                          on them, stated when it joins (OMP_NUM_THREADS is not used)\n"
     "  --timeout S             how long to wait for rank 0, and the bound on every collective\n"
     "                          (default 120)\n"
     "\n"

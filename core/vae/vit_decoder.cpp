@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/fused_linear.h"
+#include "common/parallel_tasks.h"
 #include "common/shape.h"
 #include "vae/attention_inputs.h"
 #include "vae/decoder_tensors.h"
@@ -94,6 +95,47 @@ DecoderWeights bind_decoder_weights(const VaeConfig& c,
   return w;
 }
 
+namespace {
+
+// Query rows per attention task on the CPU: the fused kernel then takes them in its own blocks of
+// 256 (of 64 in a last, shorter block).
+constexpr int64_t kAttentionRows = 768;
+
+// softmax(q kᵀ / √hd) v of a tile's rows, q, k, v [S, H * hd] -> [S, H * hd], by LibTorch's fused
+// kernel. On the CPU one call per (head, block of kAttentionRows query rows) against all keys,
+// the intra-op threads sharing the calls and each running its own on one thread (run_tasks): the
+// kernel's GEMMs (MKL's) are then never split between threads, so a tile's bits do not depend on
+// the thread count (the ranks of one world, which decode their tiles at different counts, agree).
+at::Tensor tile_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t H,
+                          int64_t hd) {
+  const int64_t S = q.size(0);
+  if (!q.is_cpu()) {
+    // [1, H, S, hd] -> [S, D]: the output is laid out [S, H, hd] already.
+    return at::scaled_dot_product_attention(as_heads(q, H, hd), as_heads(k, H, hd), as_heads(v, H, hd))
+        .squeeze(0)
+        .transpose(0, 1)
+        .reshape({S, H * hd});
+  }
+  const at::Tensor o = at::empty({S, H * hd}, q.options());
+  const int64_t blocks = (S + kAttentionRows - 1) / kAttentionRows;
+  run_tasks(H * blocks, [&](int64_t task) {
+    const int64_t h = task / blocks, r0 = (task % blocks) * kAttentionRows,
+                  n = std::min(kAttentionRows, S - r0);
+    // Head h's rows r0 .. r0 + n as [1, 1, n, hd] (a view with q's row stride).
+    auto head = [&](const at::Tensor& t, int64_t first, int64_t rows) {
+      return t.narrow(0, first, rows).narrow(1, h * hd, hd).unsqueeze(0).unsqueeze(0);
+    };
+    o.narrow(0, r0, n)
+        .narrow(1, h * hd, hd)
+        .copy_(at::scaled_dot_product_attention(head(q, r0, n), head(k, 0, S), head(v, 0, S))
+                   .squeeze(0)
+                   .squeeze(0));
+  });
+  return o;
+}
+
+}  // namespace
+
 at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Tensor& latent_tile) {
   at::Tensor z = latent_tile.dim() == 5 ? latent_tile.squeeze(0) : latent_tile;
   if (z.dim() != 4 || z.size(0) != c.latent_channels) {
@@ -131,12 +173,7 @@ at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Te
                             sin.narrow(0, r0, rows), c.norm_eps, q.narrow(0, r0, rows), k.narrow(0, r0, rows),
                             v.narrow(0, r0, rows));
     }
-    // [1, H, S, hd] -> [S, D]: the CPU kernel's output is laid out [S, H, hd] already.
-    const at::Tensor o =
-        at::scaled_dot_product_attention(as_heads(q, H, hd), as_heads(k, H, hd), as_heads(v, H, hd))
-            .squeeze(0)
-            .transpose(0, 1)
-            .reshape({S, D});
+    const at::Tensor o = tile_attention(q, k, v, H, hd);
     for (const auto& [r0, rows] : bands) {
       const at::Tensor xr = x.narrow(0, r0, rows);
       // x + attn * scale1 (folded), then x + ffn * scale2 (folded), written back into x's rows.

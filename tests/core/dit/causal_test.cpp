@@ -275,6 +275,49 @@ TEST(CausalSampler, TwoRanksMatchTheReferenceAndEachOther) {
   }
 }
 
+// The ranks of one world run different intra-op thread counts (thread ranks share their process's
+// cores, an `h3 worker` has its own), and a LoRA clip is the same bits whatever each runs: one rank
+// at 1, 2, 3 and 4 threads, and two ranks at 1 + 1 and at 3 + 2 threads. (On AVX-512 oneDNN
+// happens to sum alike at these counts; meson test core_threads_avx2 runs this with oneDNN and MKL
+// held to AVX2, where a GEMM split between threads changes the bits.)
+TEST(CausalSampler, ALoraClipIsTheSameBitsWhateverThreadsEachRankRuns) {
+  const int saved = at::get_num_threads();
+  const auto& spec = case_spec("k2_sink2_window2");
+  const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
+  const CausalRequest r = request_of(spec, t);
+  auto one_rank = [&](int threads) {
+    at::set_num_threads(threads);
+    return testing::causal_outputs(tiny_with_lora(), r);
+  };
+  const std::vector<at::Tensor> want = one_rank(1);
+  for (int threads : {2, 3, 4}) {
+    const std::vector<at::Tensor> got = one_rank(threads);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(at::equal(got[i], want[i])) << "1 rank at " << threads << " threads, output " << i
+                                              << ": max |diff| " << max_abs_diff(got[i], want[i]);
+    }
+  }
+  at::set_num_threads(saved);
+  auto two_ranks = [&](int threads0, int threads1) {
+    std::vector<std::vector<at::Tensor>> out(2);
+    auto results = dist::run_threads(2, [&](dist::Group& g) {
+      at::set_num_threads(g.rank() == 0 ? threads0 : threads1);
+      out[static_cast<size_t>(g.rank())] = testing::causal_outputs(tiny_with_lora(&g), r);
+    });
+    for (const auto& res : results) EXPECT_TRUE(res.ok) << "rank " << res.rank << ": " << res.error;
+    EXPECT_EQ(out[0].size(), out[1].size());
+    return out[0];
+  };
+  const std::vector<at::Tensor> even = two_ranks(1, 1), uneven = two_ranks(3, 2);
+  ASSERT_EQ(even.size(), uneven.size());
+  ASSERT_FALSE(even.empty());
+  for (size_t i = 0; i < even.size(); ++i) {
+    EXPECT_TRUE(at::equal(even[i], uneven[i])) << "2 ranks at 1 + 1 against 3 + 2 threads, output " << i
+                                               << ": max |diff| " << max_abs_diff(even[i], uneven[i]);
+  }
+}
+
 TEST(CausalSampler, BadSettingsAreRefusedNamingTheSetting) {
   auto model = Transformer::load(golden_dir() + "/transformer_tiny");
   const auto& spec = case_spec("k1_sink2_window2");

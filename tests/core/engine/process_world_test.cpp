@@ -7,6 +7,7 @@
 #include "dit/config.h"
 #include "dit/random_model.h"
 #include "engine/memory_guard.h"
+#include "engine/rank_threads.h"
 #include "process_world_util.h"
 
 namespace h3 {
@@ -27,6 +28,14 @@ TEST(ProcessWorld, AWorkerProcessGivesTheFramesOfTwoThreadRanksAndExitsZeroAtSto
   EXPECT_TRUE(exited_with(worker.wait(), 0)) << worker.output();
   EXPECT_THAT(worker.output(), HasSubstr("rank 0 said stop"));
   EXPECT_TRUE(at::equal(frames, thread_rank_frames())) << "process ranks and thread ranks disagree";
+  // Rank 0 (this process) and the worker run on the same cores: each takes half of them, as two
+  // thread ranks do, whatever OMP_NUM_THREADS says, and the worker says so when it joins.
+  const engine_detail::UsableCores cores = engine_detail::usable_cores();
+  EXPECT_THAT(worker.output(),
+              HasSubstr("h3 worker: rank 1: " +
+                        engine_detail::describe_rank_threads(
+                            engine_detail::threads_per_rank(cores.count(), 2), cores, 2, false) +
+                        "\n"));
 }
 
 TEST(ProcessWorld, AnFl2vaRequestsKeyframesReachTheWorkerAndGiveTheThreadRanksClip) {
@@ -211,9 +220,14 @@ TEST(ProcessWorld, ACausalClipWithALoraIsTheThreadRanksAndAWorkerKilledInAChunkI
     return sink.all();
   };
   const at::Tensor threads = frames_of(*test::open_tiny(2), {});
-  Child worker = w.worker("first");
+  // The worker at another intra-op thread count than the thread ranks (which share this host's
+  // cores): the bits do not depend on it (docs/dit.md, "Linears").
+  const int other = engine_detail::cpu_threads_per_thread_rank(2) + 1;
+  Child worker = w.worker("first", 1, "", {"--threads", std::to_string(other)});
   auto e = Engine::open(w.rank0());
   EXPECT_TRUE(at::equal(frames_of(*e, {}), threads)) << "process ranks and thread ranks disagree";
+  EXPECT_THAT(worker.output(),
+              HasSubstr("h3 worker: rank 1: " + std::to_string(other) + " intra-op threads (as asked; "));
   bool killed = false;
   try {
     frames_of(*e, [&](const Progress& p) {

@@ -167,8 +167,11 @@ struct World {
             "--timeout",
             std::to_string(worker_timeout.count())};
   }
-  Child worker(const std::string& name, int rank = 1, const std::string& token_file = "") {
-    return Child::start(worker_args(rank, 2, token_file), dir / (name + ".log"));
+  Child worker(const std::string& name, int rank = 1, const std::string& token_file = "",
+               const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = worker_args(rank, 2, token_file);
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Child::start(args, dir / (name + ".log"));
   }
   // A worker started and waiting for rank 0's door: what a failure test then opens rank 0 against
   // (so that a slow start of the worker is not mistaken for the failure the test waits for).
@@ -199,9 +202,8 @@ inline at::Tensor generate_frames(Engine& e, const ProgressFn& progress = {}) {
   return sink.all();
 }
 
-// The frames of two thread ranks for small_request(). Rank 0 in this process and a worker give
-// the same bits only with the same intra-op thread count as a thread rank (one here): the test
-// environment sets OMP_NUM_THREADS=1 (tests/meson.build); run by hand, set it too.
+// The frames of two thread ranks for small_request(): a process world's ranks give the same bits
+// at any intra-op thread count (and take, like the thread ranks, half of this host's cores each).
 inline at::Tensor thread_rank_frames() {
   static const at::Tensor frames = [] {
     auto e = test::open_tiny(2);

@@ -4,6 +4,7 @@
 // contract (owner agreement, errors at chunk boundaries).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -401,6 +402,27 @@ TEST(SinkContract, CancelThroughTheSinkStaysACancel) {
   } catch (const h3::Error& e) {
     EXPECT_EQ(e.kind(), h3::ErrorKind::kCancelled);
   }
+}
+
+// The ranks of one world decode their tiles at different intra-op thread counts: a tile is the
+// same bits at 1, 2, 3 and 4 threads (the attention over 1284 rows in blocks of 768 query rows
+// per head; the linears in tiles). meson test core_threads_avx2 runs this with oneDNN and MKL held
+// to AVX2, where a GEMM split between threads sums differently.
+TEST(VaeDecodeThreads, ATileIsTheSameBitsAtAnyThreadCount) {
+  const int saved = at::get_num_threads();
+  VaeConfig c = h3::vae::small_config(2, 4, 64);
+  c.num_register_tokens = 4;
+  const VideoDecoder d = tiny_decoder(c);
+  const at::Tensor tile = latents(5, 16, 16).squeeze(0);  // 1280 tokens + 5 suffix rows
+  at::set_num_threads(1);
+  const at::Tensor one = h3::vae::decode_tile(d.config(), d.weights(), tile);
+  for (int threads : {2, 3, 4}) {
+    at::set_num_threads(threads);
+    const at::Tensor got = h3::vae::decode_tile(d.config(), d.weights(), tile);
+    EXPECT_TRUE(at::equal(got, one)) << threads << " threads: max |diff| "
+                                     << (got - one).abs().max().item<float>();
+  }
+  at::set_num_threads(saved);
 }
 
 }  // namespace
