@@ -11,7 +11,8 @@
  * stays bounded) but never the other pad's queued data. Both pads start at running
  * time 0 and end with EOS.
  *
- * Properties are h3videosrc's; is-live=true is not supported (use h3videosrc).
+ * Properties are h3videosrc's. With is-live=true it is a live source, as h3videosrc: both pads
+ * push in PLAYING only, paced to the clock.
  * A model folder without audio_vae/ cannot make a soundtrack: the element posts
  * an error naming the folder.
  *

@@ -15,8 +15,8 @@
  *
  * ## Example launch lines
  * |[
- * gst-launch-1.0 h3videosrc prompt="a paper boat on a lake" num-frames=73 ! videoconvert ! \
- *     video/x-raw,format=I420 ! x264enc ! mp4mux ! filesink location=clip.mp4
+ * gst-launch-1.0 h3videosrc prompt="a green square moving down on a white background" num-frames=73 ! \
+ *     videoconvert ! video/x-raw,format=I420 ! x264enc ! mp4mux ! filesink location=clip.mp4
  * ]| Generates 73 frames with the installed tiny model and writes an H.264 MP4.
  * |[
  * gst-launch-1.0 h3videosrc seed=7 ! videoconvert ! autovideosink

@@ -40,12 +40,14 @@ void LatenessMonitor::chunk_start(GstElement* element, const Published& pub, int
   gst_element_post_message(element, m);
   if (warned_) return;
   warned_ = true;
+  // Each late chunk adds its shortfall: a shorter clip ends before it falls far behind, but an
+  // endless stream has no num-frames to lower.
   GST_ELEMENT_WARNING_WITH_DETAILS(
       element, STREAM, FAILED,
       ("Generation is slower than real time: frame %" G_GINT64_FORMAT " came %" G_GUINT64_FORMAT
-       " ms after it was due. Frames are sent late, none is dropped; lower num-frames, width/height or "
-       "steps, add ranks, or use is-live=false",
-       n, static_cast<guint64>(late / GST_MSECOND)),
+       " ms after it was due. Frames are sent late, none is dropped; lower %swidth/height or steps, add "
+       "ranks, or use is-live=false",
+       n, static_cast<guint64>(late / GST_MSECOND), pub.plan.endless ? "" : "num-frames, "),
       (nullptr), ("frame", G_TYPE_INT64, n, "lateness", G_TYPE_UINT64, static_cast<guint64>(late), nullptr));
 }
 

@@ -1,7 +1,8 @@
 // h3src on the trained default model (data/default, train/tiny), once through the element as a user
 // runs it: the prompt's colour dominates the frames, the shape moves the prompted way, and the audio
 // pad carries the shape's tone at a moderate level, not noise (tests/clip_check.h; the engine-level
-// test of the same checks over six prompts is tests/core/engine/default_model_test.cpp).
+// test of the same checks over six prompts is tests/core/engine/default_model_test.cpp); and
+// h3videosrc without a prompt draws its default prompt.
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 
@@ -74,6 +75,28 @@ TEST(H3SrcDefaultModel, TheClipShowsAndSoundsAsPrompted) {
   EXPECT_GT(sound.rms, 0.03);
   EXPECT_LT(sound.rms, 0.3);
   EXPECT_LT(sound.peak, 0.7);
+}
+
+// Without a prompt, the element asks for what its default model draws (gst/settings.h,
+// kDefaultPrompt): a red circle moving right on a black background.
+TEST(H3VideoSrcDefaultModel, TheDefaultPromptIsOneTheDefaultModelDraws) {
+  const std::string launch = std::string("h3videosrc model=") + H3_BUILD_MODEL_DIR +
+                             " seed=1 ! videoconvert ! video/x-raw,format=RGB ! fakesink name=v sync=false";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(launch.c_str(), &err);
+  ASSERT_EQ(err, nullptr) << err->message;
+  Bytes video;
+  keep_bytes(p, "v", &video);
+  const h3test::RunResult r = h3test::run_to_end(p, 600);
+  gst_object_unref(p);
+  ASSERT_TRUE(r.eos) << r.message << " " << r.debug;
+  constexpr int64_t kW = 256, kH = 160, kFrames = 48;
+  ASSERT_EQ(video.data.size(), static_cast<size_t>(kW * kH * 3 * kFrames));
+  const auto look = h3test::look_at_clip(video.data.data(), kFrames, kW, kH, "black");
+  const auto [dx, dy] = look.motion();
+  EXPECT_GE(look.colour_share("red"), 0.9);
+  EXPECT_GE(dx, 24.0) << "centroid moved (" << dx << ", " << dy << ") px";
+  EXPECT_LT(std::abs(dy), dx / 2) << "centroid moved (" << dx << ", " << dy << ") px";
 }
 
 }  // namespace
