@@ -44,6 +44,17 @@ void keep_bytes(GstElement* pipeline, const char* sink, Bytes* into) {
   gst_object_unref(e);
 }
 
+// The model's default clip (256 x 160, 48 frames of RGB) shows a red circle moving right on black.
+void expect_a_red_circle_moving_right(const std::vector<uint8_t>& rgb) {
+  constexpr int64_t kW = 256, kH = 160, kFrames = 48;
+  ASSERT_EQ(rgb.size(), static_cast<size_t>(kW * kH * 3 * kFrames));
+  const auto look = h3test::look_at_clip(rgb.data(), kFrames, kW, kH, "black");
+  const auto [dx, dy] = look.motion();
+  EXPECT_GE(look.colour_share("red"), 0.9);
+  EXPECT_GE(dx, 24.0) << "centroid moved (" << dx << ", " << dy << ") px";
+  EXPECT_LT(std::abs(dy), dx / 2) << "centroid moved (" << dx << ", " << dy << ") px";
+}
+
 TEST(H3SrcDefaultModel, TheClipShowsAndSoundsAsPrompted) {
   const std::string launch = std::string("h3src name=s model=") + H3_BUILD_MODEL_DIR +
                              " prompt=\"a red circle moving right on a black background\" seed=1 "
@@ -61,13 +72,7 @@ TEST(H3SrcDefaultModel, TheClipShowsAndSoundsAsPrompted) {
   ASSERT_TRUE(r.eos) << r.message << " " << r.debug;
 
   // The model's defaults: 256 x 160, 48 frames, 32 kHz stereo.
-  constexpr int64_t kW = 256, kH = 160, kFrames = 48;
-  ASSERT_EQ(video.data.size(), static_cast<size_t>(kW * kH * 3 * kFrames));
-  const auto look = h3test::look_at_clip(video.data.data(), kFrames, kW, kH, "black");
-  const auto [dx, dy] = look.motion();
-  EXPECT_GE(look.colour_share("red"), 0.9);
-  EXPECT_GE(dx, 24.0) << "centroid moved (" << dx << ", " << dy << ") px";
-  EXPECT_LT(std::abs(dy), dx / 2) << "centroid moved (" << dx << ", " << dy << ") px";
+  expect_a_red_circle_moving_right(video.data);
   ASSERT_GT(audio.data.size(), 0u);
   const auto sound = h3test::listen_to(reinterpret_cast<const float*>(audio.data.data()),
                                        static_cast<int64_t>(audio.data.size() / 8), 32000.0);
@@ -90,13 +95,7 @@ TEST(H3VideoSrcDefaultModel, TheDefaultPromptIsOneTheDefaultModelDraws) {
   const h3test::RunResult r = h3test::run_to_end(p, 600);
   gst_object_unref(p);
   ASSERT_TRUE(r.eos) << r.message << " " << r.debug;
-  constexpr int64_t kW = 256, kH = 160, kFrames = 48;
-  ASSERT_EQ(video.data.size(), static_cast<size_t>(kW * kH * 3 * kFrames));
-  const auto look = h3test::look_at_clip(video.data.data(), kFrames, kW, kH, "black");
-  const auto [dx, dy] = look.motion();
-  EXPECT_GE(look.colour_share("red"), 0.9);
-  EXPECT_GE(dx, 24.0) << "centroid moved (" << dx << ", " << dy << ") px";
-  EXPECT_LT(std::abs(dy), dx / 2) << "centroid moved (" << dx << ", " << dy << ") px";
+  expect_a_red_circle_moving_right(video.data);
 }
 
 }  // namespace
