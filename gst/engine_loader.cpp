@@ -31,6 +31,21 @@ std::vector<std::string> candidates(const std::string& plugin_dir) {
 
 }  // namespace
 
+std::string plugin_dir_of(GstElement* element) {
+  std::string dir;
+  GstElementFactory* factory = gst_element_get_factory(element);
+  GstPlugin* plugin = factory ? gst_plugin_feature_get_plugin(GST_PLUGIN_FEATURE(factory)) : nullptr;
+  if (plugin) {
+    if (const gchar* file = gst_plugin_get_filename(plugin)) {
+      gchar* d = g_path_get_dirname(file);
+      dir = d;
+      g_free(d);
+    }
+    gst_object_unref(plugin);
+  }
+  return dir;
+}
+
 const EngineModule* load_engine_module(const std::string& plugin_dir, std::string* error,
                                        std::string* loaded_from) {
   std::lock_guard<std::mutex> lock(g_mutex);

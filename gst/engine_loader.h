@@ -1,11 +1,18 @@
-// Finds and opens the engine module (see engine_module.h) once per process.
+// Where the engine module is looked for (the plugin's own folder, $H3_ENGINE_MODULE), and its
+// opening (see engine_module.h), once per process.
 #pragma once
+
+#include <gst/gst.h>
 
 #include <string>
 
 #include "boundary/engine_module.h"
 
 namespace h3gst {
+
+// The folder of the plugin file `element` came from ("" when unknown): where the module is
+// looked for beside it.
+std::string plugin_dir_of(GstElement* element);
 
 // Looks for the module, in order:
 //   $H3_ENGINE_MODULE (a file),

@@ -38,7 +38,16 @@ void FrameWriter::reset() {
   }
 }
 
-bool FrameWriter::write(const Frame& f, GstBuffer* buf) const {
+bool FrameWriter::write(const Frame& f, GstBuffer* buf, GstElement* element) const {
+  if (!copy(f, buf)) {
+    GST_ELEMENT_ERROR(element, RESOURCE, FAILED, ("Could not write a frame into the output buffer"),
+                      (nullptr));
+    return false;
+  }
+  return true;
+}
+
+bool FrameWriter::copy(const Frame& f, GstBuffer* buf) const {
   GstVideoFrame out;
   if (!gst_video_frame_map(&out, &info_, buf, GST_MAP_WRITE)) return false;
   const gsize row = static_cast<gsize>(f.width) * 3;

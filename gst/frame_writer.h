@@ -23,10 +23,13 @@ class FrameWriter {
   void reset();
   // The negotiated format; GST_VIDEO_FORMAT_UNKNOWN before configure().
   const GstVideoInfo& info() const { return info_; }
-  // false when `buf` (or the frame) could not be mapped.
-  bool write(const Frame& f, GstBuffer* buf) const;
+  // Writes `f` into `buf`; false, with an error posted on `element`, when `buf` (or the frame)
+  // could not be mapped.
+  bool write(const Frame& f, GstBuffer* buf, GstElement* element) const;
 
  private:
+  bool copy(const Frame& f, GstBuffer* buf) const;  // false: a map failed
+
   GstVideoInfo info_;      // the negotiated format
   GstVideoInfo src_info_;  // the engine's packed RGB, width*3 bytes a row
   GstVideoConverter* converter_ = nullptr;

@@ -11,7 +11,8 @@
  * stays bounded) but never the other pad's queued data. Both pads start at running
  * time 0 and end with EOS.
  *
- * Properties are h3videosrc's; is-live=true is not supported (use h3videosrc).
+ * Properties are h3videosrc's. With is-live=true it is a live source, as h3videosrc: both pads
+ * push in PLAYING only, paced to the clock.
  * A model folder without audio_vae/ cannot make a soundtrack: the element posts
  * an error naming the folder.
  *
@@ -29,35 +30,26 @@
 #include <gst/video/video.h>
 
 #include <atomic>
-#include <cstring>
 
-#include "element_common.h"
+#include "audio_writer.h"
+#include "caps.h"
 #include "frame_writer.h"
 #include "lifecycle.h"
 #include "live_timing.h"
 #include "src_pad.h"
+#include "tags.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_h3_src_debug);
 #define GST_CAT_DEFAULT gst_h3_src_debug
 
-namespace {
-
 // Sample frames per audio buffer: 32 ms at the release's 32 kHz, about what audio sources push, so that
 // downstream queues measured in buffers or time hold a sensible amount.
-constexpr int64_t kAudioBufferSamples = 1024;
-constexpr int kAudioChannels = 2;
+static constexpr int64_t kAudioBufferSamples = 1024;
 
-}  // namespace
-
-static GstStaticPadTemplate video_template = GST_STATIC_PAD_TEMPLATE(
-    "video", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE("{ RGB, RGBA, BGRx, I420 }")));
-
-// The rate is the model's (its audio VAE's config): fixed from the plan when the stream starts.
+static GstStaticPadTemplate video_template =
+    GST_STATIC_PAD_TEMPLATE("video", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(H3_VIDEO_CAPS));
 static GstStaticPadTemplate audio_template =
-    GST_STATIC_PAD_TEMPLATE("audio", GST_PAD_SRC, GST_PAD_ALWAYS,
-                            GST_STATIC_CAPS("audio/x-raw, format = (string) { F32LE, S16LE }, "
-                                            "rate = (int) [ 1, MAX ], channels = (int) 2, "
-                                            "layout = (string) interleaved, channel-mask = (bitmask) 0x3"));
+    GST_STATIC_PAD_TEMPLATE("audio", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(H3_AUDIO_CAPS));
 
 // h3src's instance state. Threads: the application's (properties, state changes, events), the
 // generation's worker (engine; fills both queues), the video pad's task and the audio pad's task
@@ -68,6 +60,10 @@ struct H3SrcPrivate {
   explicit H3SrcPrivate(GstH3Src* self);
 
   h3gst::Lifecycle lifecycle;
+  // is-live=true (docs/causal.md "Live"): the pads push in PLAYING only, paced to this clock
+  // (src_pad.h). `live` is this start's is-live, written by state changes while no task runs.
+  h3gst::LiveClock live_clock;
+  bool live = false;
 
   h3gst::SrcPad video, audio;
   guint group_id = 0;  // both pads' streams are one group
@@ -75,16 +71,8 @@ struct H3SrcPrivate {
   // them again. Written by state changes, read by flush-stop.
   std::atomic<bool> started_tasks{false};
 
-  h3gst::FrameWriter writer;  // the video pad's task only
-  bool s16 = false;           // the audio pad's task only: negotiated S16LE (else F32LE)
-
-  // is-live=true (docs/causal.md "Live"): the tasks push in PLAYING only, paced to the clock; a
-  // buffer whose wait a flush or stop cut short is held (each pad's task only) and pushed first
-  // when the pad runs again.
-  bool live = false;  // this start's is-live; written by state changes while no task runs
-  h3gst::LiveClock live_clock;
-  h3gst::LatenessMonitor lateness;  // the video pad's task only: QoS for a late chunk
-  GstBuffer* held[2] = {nullptr, nullptr};
+  h3gst::FrameWriter writer;        // the video pad's task only
+  h3gst::AudioWriter audio_writer;  // the audio pad's task only
 };
 
 struct _GstH3Src {
@@ -139,14 +127,19 @@ static GstPad* make_pad(GstH3Src* self, GstStaticPadTemplate* templ) {
   return pad;
 }
 
-// The pads' tasks read the plan once the first chunk is out, which comes after this.
+// The pads' tasks read the plan once the first chunk is out, which comes after this. The video
+// pad reports each frame as it goes (a prompt change is applied from its chunk's first frame).
+// The segment is TIME from 0: a buffer's running time is its PTS (the live anchor included).
 H3SrcPrivate::H3SrcPrivate(GstH3Src* self)
     : lifecycle(GST_ELEMENT(self), gst_h3_src_debug,
                 [this](const h3::ClipPlan* plan) {
                   if (plan) lifecycle.publish_plan(*plan);
                 }),
-      video(GST_ELEMENT(self), make_pad(self, &video_template), gst_h3_src_debug),
-      audio(GST_ELEMENT(self), make_pad(self, &audio_template), gst_h3_src_debug) {}
+      video(GST_ELEMENT(self), make_pad(self, &video_template), gst_h3_src_debug, live_clock, 0,
+            [this](GstBuffer* buf) {
+              lifecycle.frame_pushed(static_cast<int64_t>(GST_BUFFER_OFFSET(buf)), GST_BUFFER_PTS(buf));
+            }),
+      audio(GST_ELEMENT(self), make_pad(self, &audio_template), gst_h3_src_debug, live_clock, 1) {}
 
 static void gst_h3_src_init(GstH3Src* self) {
   self->priv = new H3SrcPrivate(self);
@@ -182,16 +175,15 @@ static void stop_tasks(GstH3Src* self) {
   p->started_tasks = false;
   p->lifecycle.set_flushing(true);
   p->live_clock.stop();
-  gst_pad_stop_task(p->video.pad());
-  gst_pad_stop_task(p->audio.pad());
-  for (GstBuffer*& b : p->held) gst_clear_buffer(&b);
+  p->video.stop_task();
+  p->audio.stop_task();
 }
 
 static void start_tasks(GstH3Src* self) {
   H3SrcPrivate* p = self->priv;
   p->started_tasks = true;
-  gst_pad_start_task(p->video.pad(), gst_h3_src_video_loop, self, nullptr);
-  gst_pad_start_task(p->audio.pad(), gst_h3_src_audio_loop, self, nullptr);
+  p->video.start_task(gst_h3_src_video_loop, self);
+  p->audio.start_task(gst_h3_src_audio_loop, self);
 }
 
 // Idempotent: after the tasks stopped, or after a start that failed.
@@ -208,13 +200,11 @@ static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStat
   H3SrcPrivate* p = self->priv;
   switch (transition) {
     case GST_STATE_CHANGE_READY_TO_PAUSED:
-      p->video.reset();
-      p->audio.reset();
-      p->s16 = false;
-      p->group_id = gst_util_group_id_next();
       p->live = p->lifecycle.live_property();
+      p->video.reset(p->live);
+      p->audio.reset(p->live);
+      p->group_id = gst_util_group_id_next();
       p->live_clock.reset();
-      p->lateness.reset();
       if (!p->lifecycle.start(/*audio=*/true)) {
         stop_running(self);
         return GST_STATE_CHANGE_FAILURE;
@@ -271,40 +261,28 @@ static void flush_stop(GstH3Src* self, GstEvent* event) {
   gst_pad_push_event(p->video.pad(), gst_event_ref(event));
   gst_pad_push_event(p->audio.pad(), event);
   p->lifecycle.set_flushing(false);
-  if (p->lifecycle.restart_if_flushed()) {
-    p->video.restart();
-    p->audio.restart();
-    for (GstBuffer*& b : p->held) gst_clear_buffer(&b);
-  }
-  p->live_clock.reset();
-  p->lateness.reset();
-  if (GST_STATE(self) == GST_STATE_PLAYING) p->live_clock.set_playing(true);
+  const bool restarted = p->lifecycle.restart_if_flushed();
+  p->video.flush_stop(restarted);
+  p->audio.flush_stop(restarted);
+  p->live_clock.reset(GST_STATE(self) == GST_STATE_PLAYING);
   const bool running = p->started_tasks;
   GST_PAD_STREAM_UNLOCK(p->audio.pad());
   GST_PAD_STREAM_UNLOCK(p->video.pad());
-  if (running) {
-    gst_pad_start_task(p->video.pad(), gst_h3_src_video_loop, self, nullptr);
-    gst_pad_start_task(p->audio.pad(), gst_h3_src_audio_loop, self, nullptr);
-  }
+  if (running) start_tasks(self);
 }
 
-// Chunk k is computed from chunk k-1's state, so the clip cannot be entered in the middle:
-// seeks are refused. An EOS sent to the element (gst-launch-1.0 -e) ends the clip early: the
-// request is cancelled and both pads push EOS.
+// Seeks are refused (Lifecycle::refuses_seek). An EOS sent to the element (gst-launch-1.0 -e)
+// ends the clip early: the request is cancelled and both pads push EOS.
 static gboolean gst_h3_src_send_event(GstElement* element, GstEvent* event) {
   GstH3Src* self = GST_H3_SRC(element);
   bool accepted = false;
-  if (self->priv->lifecycle.prompt_event(event, &accepted)) {
+  if (self->priv->lifecycle.prompt_event(event, &accepted) || self->priv->lifecycle.refuses_seek(event)) {
     gst_event_unref(event);
     return accepted;
   }
   switch (GST_EVENT_TYPE(event)) {
     case GST_EVENT_FLUSH_START: flush_start(self, event); return TRUE;
     case GST_EVENT_FLUSH_STOP: flush_stop(self, event); return TRUE;
-    case GST_EVENT_SEEK:
-      GST_DEBUG_OBJECT(self, "refusing a seek: a generated clip is not seekable");
-      gst_event_unref(event);
-      return FALSE;
     case GST_EVENT_EOS:
       self->priv->lifecycle.request_eos();
       gst_event_unref(event);
@@ -314,17 +292,14 @@ static gboolean gst_h3_src_send_event(GstElement* element, GstEvent* event) {
 }
 
 static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* event) {
-  switch (GST_EVENT_TYPE(event)) {
-    case GST_EVENT_SEEK:
-      GST_DEBUG_OBJECT(parent, "refusing a seek on %s: a generated clip is not seekable", GST_PAD_NAME(pad));
-      gst_event_unref(event);
-      return FALSE;
-    case GST_EVENT_RECONFIGURE:
-      // The caps are fixed by the plan: nothing to renegotiate.
-      gst_event_unref(event);
-      return TRUE;
-    default: return gst_pad_event_default(pad, parent, event);
+  if (GST_H3_SRC(parent)->priv->lifecycle.refuses_seek(event)) {
+    gst_event_unref(event);
+    return FALSE;
   }
+  // The caps are fixed by the plan: a RECONFIGURE has nothing to renegotiate.
+  if (GST_EVENT_TYPE(event) != GST_EVENT_RECONFIGURE) return gst_pad_event_default(pad, parent, event);
+  gst_event_unref(event);
+  return TRUE;
 }
 
 static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* query) {
@@ -341,13 +316,9 @@ static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* q
         const h3gst::Published pub = p->lifecycle.published();
         if (pub.have_plan)
           caps = video ? h3gst::planned_video_caps(caps, pub.plan, pub.fps_n, pub.fps_d)
-                       : h3gst::planned_audio_caps(caps, pub);
+                       : h3gst::planned_audio_caps(caps, pub.plan);
       }
-      if (filter) {
-        GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
-        gst_caps_unref(caps);
-        caps = tmp;
-      }
+      caps = h3gst::filter_caps(caps, filter);
       gst_query_set_caps_result(query, caps);
       gst_caps_unref(caps);
       return TRUE;
@@ -357,14 +328,10 @@ static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* q
       gst_query_parse_duration(query, &format, nullptr);
       const h3gst::Published pub = p->lifecycle.published();
       if (format != GST_FORMAT_TIME || !pub.have_plan) return FALSE;
-      if (pub.plan.endless) {  // no end: the duration is unknown
-        gst_query_set_duration(query, GST_FORMAT_TIME, -1);
-        return TRUE;
-      }
-      const GstClockTime d =
-          video ? h3gst::Lifecycle::frame_time(pub.plan.num_frames, pub.fps_n, pub.fps_d)
-                : gst_util_uint64_scale(static_cast<guint64>(pub.plan.audio_samples), GST_SECOND,
-                                        static_cast<guint64>(pub.plan.audio_rate));
+      const GstClockTime d = pub.plan.endless ? GST_CLOCK_TIME_NONE  // no end: the duration is unknown (-1)
+                             : video ? h3gst::Lifecycle::frame_time(pub.plan.num_frames, pub.fps_n, pub.fps_d)
+                                     : h3gst::Lifecycle::sample_time(pub.plan.audio_samples,
+                                                                     static_cast<gint>(pub.plan.audio_rate));
       gst_query_set_duration(query, GST_FORMAT_TIME, static_cast<gint64>(d));
       return TRUE;
     }
@@ -375,14 +342,9 @@ static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* q
       return TRUE;
     }
     case GST_QUERY_LATENCY:
-      // Live, a chunk's buffers exist only once the chunk is made: the slowest chunk so far (plus
-      // 5 %), at least a frame; non-live, none.
-      if (p->live) {
-        gst_query_set_latency(query, TRUE, h3gst::live_latency(p->lifecycle.published()),
-                              GST_CLOCK_TIME_NONE);
-      } else {
-        gst_query_set_latency(query, FALSE, 0, GST_CLOCK_TIME_NONE);
-      }
+      // Live, a chunk's buffers exist only once the chunk is made (live_latency); non-live, none.
+      gst_query_set_latency(query, FALSE, 0, GST_CLOCK_TIME_NONE);
+      if (p->live) h3gst::answer_live_latency(query, p->lifecycle.published());
       return TRUE;
     default: return gst_pad_query_default(pad, parent, query);
   }
@@ -394,7 +356,8 @@ static bool configure_video(GstH3Src* self, const h3gst::Published& pub) {
   H3SrcPrivate* p = self->priv;
   GstCaps* offered = h3gst::planned_video_caps(gst_pad_get_pad_template_caps(p->video.pad()), pub.plan,
                                                pub.fps_n, pub.fps_d);
-  GstCaps* caps = p->video.negotiate(offered, h3gst::fixate_to_published, &pub);
+  GstCaps* caps = p->video.negotiate(
+      offered, [&pub](GstCaps* c) { h3gst::fixate_video_caps(c, pub.plan, pub.fps_n, pub.fps_d); });
   if (!caps) return false;
   GstVideoInfo info;
   const bool ok = gst_video_info_from_caps(&info, caps) && p->writer.configure(info) &&
@@ -407,19 +370,17 @@ static bool configure_video(GstH3Src* self, const h3gst::Published& pub) {
 static bool configure_audio(GstH3Src* self, const h3gst::Published& pub) {
   H3SrcPrivate* p = self->priv;
   GstCaps* caps =
-      p->audio.negotiate(h3gst::planned_audio_caps(gst_pad_get_pad_template_caps(p->audio.pad()), pub),
-                         h3gst::fixate_audio_f32, nullptr);
+      p->audio.negotiate(h3gst::planned_audio_caps(gst_pad_get_pad_template_caps(p->audio.pad()), pub.plan),
+                         h3gst::fixate_audio_caps);
   if (!caps) return false;
   GstAudioInfo info;
-  bool ok = gst_audio_info_from_caps(&info, caps) && GST_AUDIO_INFO_RATE(&info) == pub.plan.audio_rate &&
-            GST_AUDIO_INFO_CHANNELS(&info) == kAudioChannels;
+  bool ok = gst_audio_info_from_caps(&info, caps) && p->audio_writer.configure(info, pub.plan.audio_rate);
   if (!ok) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Could not negotiate the audio pad's format"),
                       ("caps %" GST_PTR_FORMAT, static_cast<void*>(caps)));
   } else {
-    p->s16 = GST_AUDIO_INFO_FORMAT(&info) == GST_AUDIO_FORMAT_S16LE;
     ok = p->audio.begin(caps, p->group_id, h3gst::stream_tags(p->lifecycle.active()),
-                        static_cast<guint>(kAudioBufferSamples * GST_AUDIO_INFO_BPF(&info)), /*video=*/false);
+                        static_cast<guint>(p->audio_writer.bytes(kAudioBufferSamples)), /*video=*/false);
   }
   gst_caps_unref(caps);
   return ok;
@@ -436,39 +397,11 @@ static void no_data(GstH3Src* self, h3gst::SrcPad& pad, h3gst::Lifecycle::Pop wh
   pad.end(eos);
 }
 
-// Pushes `buf` (taken) on pad `slot`; live, once the clock reaches its running time (a flush or
-// stop cuts the wait short: the buffer is held for the next run). `chunk`: the video frame that
-// starts a chunk, whose lateness a live stream reports (QoS).
-static void push_paced(GstH3Src* self, h3gst::SrcPad& pad, int slot, GstBuffer* buf,
-                       const h3gst::Published* chunk = nullptr, int64_t frame = 0) {
-  H3SrcPrivate* p = self->priv;
-  if (p->live && !p->live_clock.stamp_and_wait(GST_ELEMENT(self), slot, buf)) {
-    p->held[slot] = buf;
-    return;
-  }
-  if (p->live && chunk != nullptr) {
-    p->lateness.chunk_start(GST_ELEMENT(self), *chunk, frame, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
-  }
-  // The segment is TIME from 0: a buffer's running time is its PTS (the live anchor included).
-  if (slot == 0) p->lifecycle.frame_pushed(static_cast<int64_t>(GST_BUFFER_OFFSET(buf)), GST_BUFFER_PTS(buf));
-  pad.push(buf);
-}
-
-// A held buffer is pushed before anything new: true when there was one.
-static bool push_held(GstH3Src* self, h3gst::SrcPad& pad, int slot) {
-  H3SrcPrivate* p = self->priv;
-  GstBuffer* held = p->held[slot];
-  if (held == nullptr) return false;
-  p->held[slot] = nullptr;
-  push_paced(self, pad, slot, held);
-  return true;
-}
-
 static void gst_h3_src_video_loop(gpointer data) {
   GstH3Src* self = GST_H3_SRC(data);
   H3SrcPrivate* p = self->priv;
   h3gst::SrcPad& pad = p->video;
-  if (push_held(self, pad, 0)) return;
+  if (pad.push_held()) return;
   h3gst::Published pub;
   h3gst::Frame f;
   const h3gst::Lifecycle::Pop got = p->lifecycle.pop_frame(&f, pad.next, &pub);
@@ -477,23 +410,22 @@ static void gst_h3_src_video_loop(gpointer data) {
   if (!pad.configured() && !configure_video(self, pub)) return pad.end(false);
   GstBuffer* buf = pad.acquire();
   if (!buf) return;
-  if (!p->writer.write(f, buf)) {
+  if (!p->writer.write(f, buf, GST_ELEMENT(self))) {
     gst_buffer_unref(buf);
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not write a frame into the output buffer"), (nullptr));
     return pad.end(false);
   }
   h3gst::Lifecycle::stamp_frame(buf, pad.next, pub.fps_n, pub.fps_d);
   GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, pad.next,
                  GST_TIME_ARGS(GST_BUFFER_PTS(buf)));
   const int64_t n = pad.next++;
-  push_paced(self, pad, 0, buf, f.chunk_start ? &pub : nullptr, n);
+  pad.push_paced(buf, f.chunk_start ? &pub : nullptr, n);
 }
 
 static void gst_h3_src_audio_loop(gpointer data) {
   GstH3Src* self = GST_H3_SRC(data);
   H3SrcPrivate* p = self->priv;
   h3gst::SrcPad& pad = p->audio;
-  if (push_held(self, pad, 1)) return;
+  if (pad.push_held()) return;
   h3gst::Published pub;
   h3gst::AudioSlice a;
   const h3gst::Lifecycle::Pop got = p->lifecycle.pop_audio(&a, kAudioBufferSamples, pad.next, &pub);
@@ -502,23 +434,12 @@ static void gst_h3_src_audio_loop(gpointer data) {
   if (!pad.configured() && !configure_audio(self, pub)) return pad.end(false);
   GstBuffer* buf = pad.acquire();
   if (!buf) return;
-  const int64_t values = a.count * kAudioChannels;
-  const gsize bytes = static_cast<gsize>(values) * (p->s16 ? sizeof(int16_t) : sizeof(float));
-  GstMapInfo map;
-  if (gst_buffer_get_size(buf) < bytes || !gst_buffer_map(buf, &map, GST_MAP_WRITE)) {
+  if (!p->audio_writer.write(a, buf, GST_ELEMENT(self))) {
     gst_buffer_unref(buf);
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED,
-                      ("Could not map an audio buffer of %" G_GSIZE_FORMAT " bytes", bytes), (nullptr));
     return pad.end(false);
   }
-  if (p->s16)
-    h3gst::write_s16(a.data, values, reinterpret_cast<int16_t*>(map.data));
-  else
-    std::memcpy(map.data, a.data, bytes);  // F32LE: the engine's own
-  gst_buffer_unmap(buf, &map);
-  gst_buffer_set_size(buf, static_cast<gssize>(bytes));  // the clip's last stretch may be shorter
   h3gst::Lifecycle::stamp_samples(buf, pad.next, a.count, static_cast<gint>(pub.plan.audio_rate));
   GST_LOG_OBJECT(self, "%" G_GINT64_FORMAT " samples from %" G_GINT64_FORMAT, a.count, pad.next);
   pad.next += a.count;
-  push_paced(self, pad, 1, buf);
+  pad.push_paced(buf);
 }

@@ -15,8 +15,8 @@
  *
  * ## Example launch lines
  * |[
- * gst-launch-1.0 h3videosrc prompt="a paper boat on a lake" num-frames=73 ! videoconvert ! \
- *     video/x-raw,format=I420 ! x264enc ! mp4mux ! filesink location=clip.mp4
+ * gst-launch-1.0 h3videosrc prompt="a green square moving down on a white background" num-frames=73 ! \
+ *     videoconvert ! video/x-raw,format=I420 ! x264enc ! mp4mux ! filesink location=clip.mp4
  * ]| Generates 73 frames with the installed tiny model and writes an H.264 MP4.
  * |[
  * gst-launch-1.0 h3videosrc seed=7 ! videoconvert ! autovideosink
@@ -28,29 +28,19 @@
 
 #include <gst/video/video.h>
 
-#include "element_common.h"
+#include "caps.h"
 #include "frame_writer.h"
 #include "lifecycle.h"
 #include "live_timing.h"
+#include "messages.h"
+#include "tags.h"
+#include "video_pool.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_h3_video_src_debug);
 #define GST_CAT_DEFAULT gst_h3_video_src_debug
 
-#define H3_FORMATS "{ RGB, RGBA, BGRx, I420 }"
-
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(GST_VIDEO_CAPS_MAKE(H3_FORMATS)));
-
-namespace {
-
-// What the streaming thread knows about the stream it is producing: reset at start and when a
-// flush generates the clip again.
-struct StreamState {
-  int64_t frame_n = 0;  // the next frame's index in the clip
-  bool tags_sent = false;
-};
-
-}  // namespace
+static GstStaticPadTemplate src_template =
+    GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(H3_VIDEO_CAPS));
 
 // h3videosrc's instance state: the lifecycle it shares with h3src (properties, settings
 // snapshot, generation, published plan; lifecycle.h) and its streaming thread's own state.
@@ -62,11 +52,17 @@ struct H3VideoSrcPrivate {
 
   // The streaming thread only (and start()/stop(), while it does not run).
   h3gst::FrameWriter writer;  // the negotiated format and the conversion to it
-  StreamState stream;
-  h3gst::LatenessMonitor lateness;  // live only
+  // What it knows about the stream it is producing: reset at start and when a flush generates
+  // the clip again.
+  struct Stream {
+    int64_t frame_n = 0;  // the next frame's index in the clip
+    bool tags_sent = false;
+  } stream;
   // Live only: the frames' running times and their wait for the clock (fill() waits; the state
-  // changes and flushes wake it). No get_times: the base class neither syncs nor re-stamps.
+  // changes and flushes wake it), and the lateness of a chunk. No get_times: the base class
+  // neither syncs nor re-stamps.
   h3gst::LiveClock live_clock;
+  h3gst::LivePacer pacer{live_clock, 0};
 };
 
 struct _GstH3VideoSrc {
@@ -183,8 +179,8 @@ static void gst_h3_video_src_get_property(GObject* object, guint prop_id, GValue
 static gboolean gst_h3_video_src_start(GstBaseSrc* bsrc) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   H3VideoSrcPrivate* p = self->priv;
-  p->stream = StreamState();
-  p->lateness.reset();
+  p->stream = {};
+  p->pacer.reset(gst_base_src_is_live(bsrc));
   p->live_clock.reset();
   // A live source's task starts at PAUSED -> PLAYING, possibly before the async start is
   // complete: it must not negotiate before the plan fixes size and rate. Clear the pad's initial
@@ -237,8 +233,7 @@ static gboolean gst_h3_video_src_unlock_stop(GstBaseSrc* bsrc) {
 
 // ---- Events, caps, allocation, queries ----
 
-// Chunk k is computed from chunk k-1's state, so the clip cannot be entered in the middle:
-// seeks are refused.
+// Seeks are refused (Lifecycle::refuses_seek).
 static gboolean gst_h3_video_src_is_seekable(GstBaseSrc*) {
   return FALSE;
 }
@@ -249,32 +244,26 @@ static gboolean gst_h3_video_src_is_seekable(GstBaseSrc*) {
 // frame is dropped and no chunk skipped, since a chunk's frames all exist once it is made and the
 // next chunk is made from it (the lateness the element sees itself is reported: live_timing.h).
 static bool accept_event(GstH3VideoSrc* self, GstEvent* event) {
+  if (self->priv->lifecycle.refuses_seek(event)) return false;
   switch (GST_EVENT_TYPE(event)) {
-    case GST_EVENT_SEEK:
-      GST_DEBUG_OBJECT(self, "refusing a seek: a generated clip is not seekable");
-      return false;
     case GST_EVENT_FLUSH_START:
       self->priv->lifecycle.flush_start();
       self->priv->live_clock.stop();  // a fill() waiting for the clock returns FLUSHING
       return true;
     case GST_EVENT_FLUSH_STOP:
       // The clip starts again with a new anchor (the restart resets the stream in fill()).
-      self->priv->live_clock.reset();
-      if (GST_STATE(self) == GST_STATE_PLAYING) self->priv->live_clock.set_playing(true);
+      self->priv->live_clock.reset(GST_STATE(self) == GST_STATE_PLAYING);
       return true;
     default: return true;
   }
 }
 
 static gboolean gst_h3_video_src_send_event(GstElement* element, GstEvent* event) {
-  bool accepted = false;
-  if (GST_H3_VIDEO_SRC(element)->priv->lifecycle.prompt_event(event, &accepted)) {
+  GstH3VideoSrc* self = GST_H3_VIDEO_SRC(element);
+  bool accepted = false;  // an h3-prompt event's answer; false for one accept_event refuses
+  if (self->priv->lifecycle.prompt_event(event, &accepted) || !accept_event(self, event)) {
     gst_event_unref(event);
     return accepted;
-  }
-  if (!accept_event(GST_H3_VIDEO_SRC(element), event)) {
-    gst_event_unref(event);
-    return FALSE;
   }
   return GST_ELEMENT_CLASS(parent_class)->send_event(element, event);
 }
@@ -290,12 +279,7 @@ static GstCaps* gst_h3_video_src_get_caps(GstBaseSrc* bsrc, GstCaps* filter) {
   GstCaps* caps = gst_pad_get_pad_template_caps(GST_BASE_SRC_PAD(bsrc));
   const h3gst::Published pub = self->priv->lifecycle.published();
   if (pub.have_plan) caps = h3gst::planned_video_caps(caps, pub.plan, pub.fps_n, pub.fps_d);
-  if (filter) {
-    GstCaps* tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref(caps);
-    caps = tmp;
-  }
-  return caps;
+  return h3gst::filter_caps(caps, filter);
 }
 
 static GstCaps* gst_h3_video_src_fixate(GstBaseSrc* bsrc, GstCaps* caps) {
@@ -314,7 +298,7 @@ static gboolean gst_h3_video_src_set_caps(GstBaseSrc* bsrc, GstCaps* caps) {
     return FALSE;
   }
   const h3gst::Published pub = self->priv->lifecycle.published();
-  if (!h3gst::caps_match_plan(info, pub)) {
+  if (!pub.have_plan || !h3gst::caps_match_plan(info, pub.plan, pub.fps_n, pub.fps_d)) {
     GST_WARNING_OBJECT(self,
                        "caps %" GST_PTR_FORMAT " do not match the planned clip (%" G_GINT64_FORMAT
                        "x%" G_GINT64_FORMAT " at %d/%d, square pixels, progressive)",
@@ -334,15 +318,6 @@ static gboolean gst_h3_video_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* q
   return GST_BASE_SRC_CLASS(parent_class)->decide_allocation(bsrc, query);
 }
 
-// Frames the stream will carry: the plan's (the num-frames property's until the plan is known),
-// or fewer when num-buffers says so; -1: not known yet.
-static int64_t stream_frames(GstH3VideoSrc* self, const h3gst::Published& pub) {
-  int64_t n = pub.frames();
-  const gint nb = GST_BASE_SRC(self)->num_buffers;
-  if (nb >= 0 && (n < 0 || nb < n)) n = nb;
-  return n;
-}
-
 static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   switch (GST_QUERY_TYPE(query)) {
@@ -350,13 +325,15 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
       GstFormat format;
       gst_query_parse_duration(query, &format, nullptr);
       const h3gst::Published pub = self->priv->lifecycle.published();
-      const int64_t n = stream_frames(self, pub);
-      if (n < 0) break;
-      if (format == GST_FORMAT_TIME && pub.fps_n > 0) {
+      // The stream's frames: the plan's (the num-frames property's until the plan is known), or
+      // fewer when num-buffers says so; -1: not known yet.
+      int64_t n = pub.frames();
+      if (bsrc->num_buffers >= 0 && (n < 0 || bsrc->num_buffers < n)) n = bsrc->num_buffers;
+      if (format == GST_FORMAT_TIME && n >= 0 && pub.fps_n > 0) {
         gst_query_set_duration(query, GST_FORMAT_TIME, h3gst::Lifecycle::frame_time(n, pub.fps_n, pub.fps_d));
         return TRUE;
       }
-      if (format == GST_FORMAT_DEFAULT) {
+      if (format == GST_FORMAT_DEFAULT && n >= 0) {
         gst_query_set_duration(query, GST_FORMAT_DEFAULT, n);
         return TRUE;
       }
@@ -377,14 +354,8 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
       // A chunk's frames exist only once the whole chunk is decoded: report the slowest chunk
       // seen (plus 5 %), at least one frame, at least what the base class measured at start-up.
       if (!GST_BASE_SRC_CLASS(parent_class)->query(bsrc, query)) return FALSE;
-      gboolean live;
-      GstClockTime min, max;
-      gst_query_parse_latency(query, &live, &min, &max);
-      min = MAX(min, h3gst::live_latency(self->priv->lifecycle.published()));
-      // The queue can hold queue-chunks more chunks: that much more waiting is fine.
-      if (GST_CLOCK_TIME_IS_VALID(max)) max = MAX(max, min);
-      gst_query_set_latency(query, TRUE, min, max);
-      GST_DEBUG_OBJECT(self, "latency: min %" GST_TIME_FORMAT, GST_TIME_ARGS(min));
+      h3gst::answer_live_latency(query, self->priv->lifecycle.published());
+      GST_DEBUG_OBJECT(self, "latency %" GST_PTR_FORMAT, static_cast<void*>(query));
       return TRUE;
     }
     default: break;
@@ -394,19 +365,11 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
 
 // ---- Streaming ----
 
-static void send_tags(GstH3VideoSrc* self) {
-  GstTagList* tags = h3gst::stream_tags(self->priv->lifecycle.active());
-  // The base class queues TAG events and pushes them, in order, before the next buffer. Called
-  // without the state lock that gst_element_send_event takes, which a state change may be holding
-  // while it waits for this thread.
-  GST_ELEMENT_CLASS(parent_class)->send_event(GST_ELEMENT(self), gst_event_new_tag(tags));
-}
-
-static void send_chunk_event(GstH3VideoSrc* self, const h3gst::Frame& f, int64_t total_frames) {
-  GstStructure* s = gst_structure_new("h3-chunk", "first-frame", G_TYPE_INT64, f.index, "total-frames",
-                                      G_TYPE_INT64, total_frames, nullptr);
-  GST_ELEMENT_CLASS(parent_class)
-      ->send_event(GST_ELEMENT(self), gst_event_new_custom(GST_EVENT_CUSTOM_DOWNSTREAM, s));
+// The base class queues TAG and custom downstream events and pushes them, in order, before the
+// next buffer. Called without the state lock that gst_element_send_event takes, which a state
+// change may be holding while it waits for this thread.
+static void send_downstream(GstH3VideoSrc* self, GstEvent* event) {
+  GST_ELEMENT_CLASS(parent_class)->send_event(GST_ELEMENT(self), event);
 }
 
 // The base class allocated `buf` from the negotiated pool; the next frame goes in.
@@ -415,8 +378,8 @@ static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
   H3VideoSrcPrivate* p = self->priv;
 
   if (p->lifecycle.restart_if_flushed()) {
-    p->stream = StreamState();
-    p->lateness.reset();
+    p->stream = {};
+    p->pacer.restart();
   }
   h3gst::Published pub = p->lifecycle.published();
   // Live, the task may run before the async start completes. It may not block here
@@ -436,24 +399,17 @@ static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
       return GST_FLOW_ERROR;  // frames were still due (the count check above)
     case h3gst::Lifecycle::Pop::kError: return GST_FLOW_ERROR;
   }
-  if (!p->writer.write(f, buf)) {
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not write a frame into the output buffer"), (nullptr));
-    return GST_FLOW_ERROR;
-  }
+  if (!p->writer.write(f, buf, GST_ELEMENT(self))) return GST_FLOW_ERROR;
   const int64_t n = p->stream.frame_n;
   h3gst::Lifecycle::stamp_frame(buf, n, pub.fps_n, pub.fps_d);
   if (!p->stream.tags_sent) {
-    send_tags(self);
+    send_downstream(self, gst_event_new_tag(h3gst::stream_tags(p->lifecycle.active())));
     p->stream.tags_sent = true;
   }
   ++p->stream.frame_n;
-  if (gst_base_src_is_live(GST_BASE_SRC(psrc))) {
-    // In PLAYING only, once the clock reaches the frame's running time; held across a pause.
-    if (!p->live_clock.stamp_and_wait(GST_ELEMENT(self), 0, buf)) return GST_FLOW_FLUSHING;
-    if (f.chunk_start)
-      p->lateness.chunk_start(GST_ELEMENT(self), pub, n, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
-  }
-  if (f.chunk_start) send_chunk_event(self, f, pub.plan.num_frames);
+  // Live: in PLAYING only, once the clock reaches the frame's running time; held across a pause.
+  if (!p->pacer.pace(GST_ELEMENT(self), buf, f.chunk_start ? &pub : nullptr, n)) return GST_FLOW_FLUSHING;
+  if (f.chunk_start) send_downstream(self, h3gst::chunk_event(f.index, pub.plan.num_frames));
   GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, n,
                  GST_TIME_ARGS(GST_BUFFER_PTS(buf)));
   return GST_FLOW_OK;

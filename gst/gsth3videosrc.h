@@ -12,7 +12,4 @@ G_DECLARE_FINAL_TYPE(GstH3VideoSrc, gst_h3_video_src, GST, H3_VIDEO_SRC, GstPush
 
 GST_ELEMENT_REGISTER_DECLARE(h3videosrc);
 
-// The custom tag carrying the generation seed (G_TYPE_UINT64).
-#define GST_H3_TAG_SEED "h3-seed"
-
 G_END_DECLS

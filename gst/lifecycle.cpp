@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "common/error.h"
-#include "element_common.h"
 #include "engine_loader.h"
 #include "messages.h"
+#include "settings_checks.h"
 
 namespace h3gst {
 
@@ -194,6 +194,12 @@ void Lifecycle::request_eos() {
   generation_.end();
 }
 
+bool Lifecycle::refuses_seek(GstEvent* event) const {
+  if (GST_EVENT_TYPE(event) != GST_EVENT_SEEK) return false;
+  GST_CAT_DEBUG_OBJECT(category_, element_, "refusing a seek: a generated clip is not seekable");
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // Publications
 // ---------------------------------------------------------------------------
@@ -304,10 +310,12 @@ void Lifecycle::frame_pushed(int64_t n, GstClockTime running_time) {
                             "running-time", G_TYPE_UINT64, static_cast<guint64>(running_time), nullptr)));
 }
 
+GstClockTime Lifecycle::sample_time(int64_t n, gint rate) {
+  return gst_util_uint64_scale(static_cast<guint64>(n), GST_SECOND, static_cast<guint64>(rate));
+}
+
 void Lifecycle::stamp_samples(GstBuffer* buf, int64_t first, int64_t count, gint rate) {
-  const auto at = [rate](int64_t s) {
-    return gst_util_uint64_scale(static_cast<guint64>(s), GST_SECOND, static_cast<guint64>(rate));
-  };
+  const auto at = [rate](int64_t s) { return sample_time(s, rate); };
   GST_BUFFER_PTS(buf) = at(first);
   GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
   GST_BUFFER_DURATION(buf) = at(first + count) - at(first);

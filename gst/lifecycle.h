@@ -84,6 +84,10 @@ class Lifecycle final : private Generation::Observer {
   // An EOS sent to the element (gst-launch-1.0 -e): the clip ends early, both queues wake.
   void request_eos();
   bool eos_requested() const { return eos_requested_; }
+  // Chunk k is computed from chunk k-1's state, so a clip cannot be entered in the middle: both
+  // elements refuse every seek, sent to the element or arriving on a pad. True (logged) when
+  // `event` is a seek; the caller refuses it.
+  bool refuses_seek(GstEvent* event) const;
 
   // ---- the worker's publications ----
   Published published() const;
@@ -112,6 +116,7 @@ class Lifecycle final : private Generation::Observer {
   static void stamp_frame(GstBuffer* buf, int64_t n, gint fps_n, gint fps_d);
   static void stamp_samples(GstBuffer* buf, int64_t first, int64_t count, gint rate);
   static GstClockTime frame_time(int64_t n, gint fps_n, gint fps_d);
+  static GstClockTime sample_time(int64_t n, gint rate);
   // The streaming thread: frame `n` went out at `running_time` (h3videosrc: seen by a probe on its
   // pad; h3src: as its video pad pushes it). Posts `h3-prompt-applied` when it is the first frame
   // of a chunk that took a new prompt.

@@ -10,6 +10,16 @@ GstClockTime live_latency(const Published& pub) {
   return est;
 }
 
+void answer_live_latency(GstQuery* query, const Published& pub) {
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
+  gst_query_parse_latency(query, &live, &min, &max);
+  min = MAX(min, live_latency(pub));
+  // The queue can hold queue-chunks more chunks: that much more waiting is fine.
+  if (GST_CLOCK_TIME_IS_VALID(max)) max = MAX(max, min);
+  gst_query_set_latency(query, TRUE, min, max);
+}
+
 void LatenessMonitor::chunk_start(GstElement* element, const Published& pub, int64_t n, GstClockTime pts,
                                   GstClockTime duration) {
   GstClock* clock = gst_element_get_clock(element);
@@ -30,19 +40,31 @@ void LatenessMonitor::chunk_start(GstElement* element, const Published& pub, int
   gst_element_post_message(element, m);
   if (warned_) return;
   warned_ = true;
+  // Each late chunk adds its shortfall: a shorter clip ends before it falls far behind, but an
+  // endless stream has no num-frames to lower.
   GST_ELEMENT_WARNING_WITH_DETAILS(
       element, STREAM, FAILED,
       ("Generation is slower than real time: frame %" G_GINT64_FORMAT " came %" G_GUINT64_FORMAT
-       " ms after it was due. Frames are sent late, none is dropped; lower num-frames, width/height or "
-       "steps, add ranks, or use is-live=false",
-       n, static_cast<guint64>(late / GST_MSECOND)),
+       " ms after it was due. Frames are sent late, none is dropped; lower %swidth/height or steps, add "
+       "ranks, or use is-live=false",
+       n, static_cast<guint64>(late / GST_MSECOND), pub.plan.endless ? "" : "num-frames, "),
       (nullptr), ("frame", G_TYPE_INT64, n, "lateness", G_TYPE_UINT64, static_cast<guint64>(late), nullptr));
 }
 
-void LiveClock::reset() {
+bool LivePacer::pace(GstElement* element, GstBuffer* buf, const Published* chunk, int64_t frame) {
+  if (!live_) return true;
+  if (!clock_.stamp_and_wait(element, slot_, buf)) return false;
+  if (chunk != nullptr)
+    lateness_.chunk_start(element, *chunk, frame, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
+  return true;
+}
+
+void LiveClock::reset(bool playing) {
   std::lock_guard<std::mutex> lock(mutex_);
-  playing_ = stopped_ = false;
+  playing_ = playing;
+  stopped_ = false;
   anchor_ = GST_CLOCK_TIME_NONE;
+  changed_.notify_all();
 }
 
 void LiveClock::set_playing(bool playing) {

@@ -1,6 +1,7 @@
-// A live source's timing (h3videosrc is-live=true): the latency it reports — a chunk's frames
-// exist only once the whole chunk is decoded — and the QoS message and warning for a chunk that
-// comes after its frames were due. Frames are sent late, never dropped.
+// A live source's timing (is-live=true; h3videosrc, and each of h3src's pads): the latency it
+// reports — a chunk's frames exist only once the whole chunk is decoded —, the QoS message and
+// warning for a chunk that comes after its frames were due, and the pacing of its buffers to the
+// clock. Frames are sent late, never dropped.
 #pragma once
 
 #include <gst/gst.h>
@@ -15,6 +16,9 @@ namespace h3gst {
 
 // One frame, or the slowest chunk's production time seen so far plus 5 %, whichever is more.
 GstClockTime live_latency(const Published& pub);
+// A live source's answer to the LATENCY `query` (holding the base class's answer, or none): live,
+// its minimum raised to live_latency(pub), its maximum (when it has one) at least that.
+void answer_live_latency(GstQuery* query, const Published& pub);
 
 // The streaming thread's: reset with its stream, told of each chunk's first frame.
 class LatenessMonitor {
@@ -41,8 +45,9 @@ class LatenessMonitor {
 // Thread-safe: the streaming threads wait; the state changes and flushes wake them.
 class LiveClock {
  public:
-  // A new stream: the next buffer anchors it again; not stopped, not playing.
-  void reset();
+  // A new stream (a start, or a flush-stop: the clip starts again): the next buffer anchors it
+  // again; not stopped; PLAYING when `playing` says so (a flush in PLAYING).
+  void reset(bool playing = false);
   // PLAYING or not: the waits hold the pads' buffers while not.
   void set_playing(bool playing);
   // Adds the anchor to `buf`'s PTS (once) and waits, as pad `slot` (0 video, 1 audio), until the
@@ -58,6 +63,30 @@ class LiveClock {
   bool playing_ = false, stopped_ = false;
   GstClockTime anchor_ = GST_CLOCK_TIME_NONE;
   GstClockID waits_[2] = {nullptr, nullptr};
+};
+
+// One stream's pacing: each buffer waits in a LiveClock (as pad `slot` of it), then a chunk's
+// first frame that comes after it was due is reported (LatenessMonitor); a stream that is not
+// live is not paced. The streaming thread's: reset with its stream, before each buffer goes.
+class LivePacer {
+ public:
+  LivePacer(LiveClock& clock, int slot) : clock_(clock), slot_(slot) {}
+  // A new stream; `live`: paced.
+  void reset(bool live) {
+    live_ = live;
+    lateness_.reset();
+  }
+  // The stream starts again after a flush: its next chunk anchors the lateness again.
+  void restart() { lateness_.reset(); }
+  // Live: stamps `buf` and waits until it is due (LiveClock::stamp_and_wait); false when a flush
+  // or stop cut the wait short. `chunk`: the plan when `buf` is frame `frame`, a chunk's first.
+  bool pace(GstElement* element, GstBuffer* buf, const Published* chunk = nullptr, int64_t frame = 0);
+
+ private:
+  LiveClock& clock_;
+  const int slot_;
+  bool live_ = false;
+  LatenessMonitor lateness_;
 };
 
 }  // namespace h3gst

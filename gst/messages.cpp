@@ -47,4 +47,10 @@ void post_h3_progress(GstElement* element, const h3::Progress& p) {
   gst_element_post_message(element, gst_message_new_element(GST_OBJECT(element), s));
 }
 
+GstEvent* chunk_event(int64_t first_frame, int64_t total_frames) {
+  return gst_event_new_custom(GST_EVENT_CUSTOM_DOWNSTREAM,
+                              gst_structure_new("h3-chunk", "first-frame", G_TYPE_INT64, first_frame,
+                                                "total-frames", G_TYPE_INT64, total_frames, nullptr));
+}
+
 }  // namespace h3gst

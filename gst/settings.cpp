@@ -21,31 +21,29 @@ void install_request_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_MODEL,
       g_param_spec_string("model", "Model",
-                          "Model folder in the H3 release layout (model_index.json, transformer/, vae/). "
-                          "Unset: the installed tiny model, or $H3_MODEL_DIR when set",
+                          "Model folder in the H3 release layout (model_index.json, transformer/, vae/); "
+                          "unset: the installed tiny model, or $H3_MODEL_DIR",
                           nullptr, kReady));
   g_object_class_install_property(
       klass, PROP_PROMPT,
       g_param_spec_string(
           "prompt", "Prompt",
-          "Text prompt, for models with a text encoder (text_encoder/ + tokenizer/). "
-          "Ignored when prompt-embeds is set. With sampler=causal it may change while "
-          "playing: the stream takes it from its next chunk on",
+          "Text prompt (for models with a text encoder); ignored beside prompt-embeds. A sampler=causal "
+          "stream takes a new one while playing",
           kDefaultPrompt,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING)));
   g_object_class_install_property(
       klass, PROP_PROMPT_TIMELINE,
       g_param_spec_string(
           "prompt-timeline", "Prompt timeline",
-          "sampler=causal: a file of `SECONDS PROMPT` lines, prompts that take over at those "
-          "times into the stream (each from the first chunk starting at or after it); the same "
-          "timeline and seed give the same frames",
+          "sampler=causal: a file of `SECONDS PROMPT` lines, prompts that take over at those times "
+          "into the stream",
           nullptr, kReady));
   g_object_class_install_property(
       klass, PROP_PROMPT_EMBEDS,
       g_param_spec_string("prompt-embeds", "Prompt embeddings",
-                          "Safetensors file of precomputed prompt embeddings (`embeds` [L, text_dim], "
-                          "optional `tags`); takes the place of the prompt",
+                          "Safetensors file of precomputed prompt embeddings (h3 encode-prompt writes "
+                          "one); takes the place of the prompt",
                           nullptr, kReady));
   g_object_class_install_property(
       klass, PROP_SEED,
@@ -55,32 +53,28 @@ void install_request_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_STEPS,
       g_param_spec_int("steps", "Steps",
-                       "Denoising grid points N (N-1 model evaluations), at least 2; -1: the model's default",
+                       "Denoising grid points N (N-1 model evaluations), at least 2; sampler=causal: "
+                       "forwards per chunk; -1: the model's default",
                        kModelDefault, static_cast<gint>(h3::kMaxSteps), d.steps, kReady));
   g_object_class_install_property(
       klass, PROP_SAMPLER,
       g_param_spec_enum("sampler", "Sampler",
-                        "How the clip is synthesised: euler, the release's sampler over the whole clip (the "
-                        "first frames wait for every step), or causal, RAVEN-Streaming's chunk-causal "
-                        "sampler (each 17-frame chunk is finished against a KV cache and decoded at once; "
-                        "steps are then forwards per chunk, -1: 4)",
+                        "How the clip is synthesised: euler over the whole clip, or causal, chunk by "
+                        "chunk, each decoded at once",
                         sampler_get_type(), d.sampler, kReady));
   g_object_class_install_property(
       klass, PROP_LORA,
       g_param_spec_string("lora", "LoRA",
                           "A PEFT LoRA on the DiT (adapter_model.safetensors or its folder), e.g. "
-                          "RAVEN-Streaming's for sampler=causal or a step-distilled one; unset: none",
+                          "RAVEN-Streaming's for sampler=causal",
                           nullptr, kReady));
   for (auto [id, name, nick, blurb] :
        {std::tuple<Property, const char*, const char*, const char*>{
             PROP_FIRST_FRAME, "first-frame", "First frame",
-            "FL2VA: a picture the clip starts from (a file or URI in any format GStreamer decodes; a "
-            "video's first frame). Without width and height the canvas follows its aspect ratio; it is "
-            "stretched onto the canvas. Needs a model with FL2VA's condition path and sampler=euler; "
-            "unset: none"},
+            "FL2VA: a picture (file or URI) the clip starts from; needs a model with FL2VA's condition "
+            "path and sampler=euler"},
         {PROP_LAST_FRAME, "last-frame", "Last frame",
-         "FL2VA: a picture the clip ends on (a file or URI, as first-frame): scaled to cover the canvas "
-         "and centre-cropped, or, alone, the canvas follows it; unset: none"}}) {
+         "FL2VA: a picture (file or URI) the clip ends on, as first-frame"}}) {
     g_object_class_install_property(klass, id, g_param_spec_string(name, nick, blurb, nullptr, kReady));
   }
   // An array of strings, which gst-launch sets as references="<a.png,b.jpg>" (GStreamer 1.22
@@ -89,14 +83,8 @@ void install_request_properties(GObjectClass* klass) {
       klass, PROP_REFERENCES,
       gst_param_spec_array(
           "references", "References",
-          "Ref2VA: image references (subjects, styles, scenes; at most 9), video references (motion, "
-          "camera; at most 3) and audio references (voices, music; at most 3, never alone), in the order "
-          "the model reads them, each a file or URI GStreamer decodes (one picture: an image, more: a "
-          "video, sound alone: audio); gst-launch: references=\"<a.png,b.mp4,voice.wav>\". An image is "
-          "encoded at its own size, a video at 24 fps on the canvas of its aspect ratio with its "
-          "soundtrack, sound by the audio VAE's encoder, cut to the clip; the clip's canvas stays width x "
-          "height or the model's. Opens the model's Ref2VA DiT (transformer_ref/); sampler=euler; empty: "
-          "none",
+          "Ref2VA: up to 9 images, 3 videos and 3 sounds (files or URIs) in the model's order; "
+          "gst-launch: references=\"<a.png,b.mp4,c.wav>\"",
           g_param_spec_string("reference", "Reference", "A reference: a picture, video or sound file or URI",
                               nullptr, static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS)),
           kReady));
@@ -110,8 +98,8 @@ void install_request_properties(GObjectClass* klass) {
       klass, PROP_WINDOW,
       g_param_spec_int(
           "window", "KV-cache window",
-          "sampler=causal: the most recent chunks kept in the KV cache beside the sink; -1: every "
-          "chunk (memory then grows with the clip)",
+          "sampler=causal: the most recent chunks kept in the KV cache beside the sink; -1: every chunk "
+          "(memory grows)",
           static_cast<gint>(h3::kMinWindow), static_cast<gint>(h3::kMaxWindow), d.window, kReady));
   g_object_class_install_property(
       klass, PROP_WIDTH,
@@ -126,7 +114,7 @@ void install_request_properties(GObjectClass* klass) {
       g_param_spec_int(
           "num-frames", "Number of frames",
           "Frames in the clip (exactly); -1: the model's default, and with sampler=causal an endless "
-          "stream (until EOS). The stream ends after them",
+          "stream (until EOS)",
           kModelDefault, static_cast<gint>(h3::kMaxFrames), d.num_frames, kReady));
   g_object_class_install_property(
       klass, PROP_FRAMERATE,
@@ -141,9 +129,11 @@ void install_engine_properties(GObjectClass* klass) {
   const Settings d;
   g_object_class_install_property(
       klass, PROP_RANKS,
-      g_param_spec_int("ranks", "Ranks",
-                       "Engine ranks, run as threads in this process; more than one only with device=cpu",
-                       h3::kMinRanks, h3::kMaxRanks, d.ranks, kReady));
+      g_param_spec_int(
+          "ranks", "Ranks",
+          "Engine ranks, threads of this process (device=cuda: one GPU each); 1 with rendezvous, "
+          "whose world is world-size",
+          h3::kMinRanks, h3::kMaxRanks, d.ranks, kReady));
   g_object_class_install_property(
       klass, PROP_TP_SIZE,
       g_param_spec_int("tp-size", "Tensor-parallel size",
@@ -153,9 +143,8 @@ void install_engine_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_SP_SIZE,
       g_param_spec_int("sp-size", "Sequence-parallel size",
-                       "Ranks that split the transformer's rows (Ulysses sequence parallelism, attention "
-                       "all-to-all by heads) beside tp-size; must divide the ranks and the heads each "
-                       "tensor-parallel rank holds",
+                       "Ranks that split the transformer's rows (Ulysses sequence parallelism); must divide "
+                       "the ranks and each tensor-parallel rank's heads",
                        1, h3::kMaxRanks, d.sp, kReady));
   g_object_class_install_property(
       klass, PROP_DEVICE,
@@ -172,8 +161,8 @@ void install_engine_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_IS_LIVE,
       g_param_spec_boolean("is-live", "Is live",
-                           "Act as a live source: produce in PLAYING only and sync to the clock (for RTP "
-                           "streaming); the latency reported is the measured chunk time",
+                           "Act as a live source: produce in PLAYING only, paced to the clock (for RTP "
+                           "streaming); latency: a chunk's time",
                            d.live, kReady));
   g_object_class_install_property(
       klass, PROP_TIMEOUT,
@@ -184,30 +173,28 @@ void install_engine_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_FREE_TEXT_ENCODER,
       g_param_spec_boolean("free-text-encoder", "Free the text encoder",
-                           "Drop the text encoder's weights once a prompt is encoded, leaving the memory "
-                           "to the DiT and the VAE; the next prompt reads them again from the model folder",
+                           "Drop the text encoder's weights once a prompt is encoded (the next prompt reads "
+                           "them again), leaving the memory to the DiT",
                            d.free_text_encoder, kReady));
   g_object_class_install_property(
       klass, PROP_ADALN_TABLES,
       g_param_spec_boolean("adaln-tables", "AdaLN tables",
                            "Compute the DiT's AdaLN rows once per timestep grid and drop its AdaLN "
-                           "projections (13 of the release's 33 B parameters); the output is the same bit "
-                           "for bit. Off: the projections stay and compute the rows every step",
+                           "projections; the same output bit for bit",
                            d.adaln_tables, kReady));
   g_object_class_install_property(
       klass, PROP_COMPUTE_DTYPE,
       g_param_spec_string("compute-dtype", "Compute dtype",
                           "Precision of the DiT and the text encoder: \"fp32\" or \"bf16\" (the VAEs stay "
-                          "fp32). Unset: fp32 on cpu, bf16 on cuda. bf16 halves the DiT's weight memory; "
-                          "on a CPU without AMX-BF16 or AVX-512-BF16 it is emulated and slower than fp32",
+                          "fp32); unset: fp32 on cpu, bf16 on cuda",
                           nullptr, kReady));
   g_object_class_install_property(
       klass, PROP_RENDEZVOUS,
-      g_param_spec_string("rendezvous", "Rendezvous",
-                          "host:port: this element is rank 0 of a world of world-size ranks whose others "
-                          "are `h3 worker` processes, and serves the rendezvous store on exactly that "
-                          "address; empty: the ranks are threads of this process (ranks)",
-                          nullptr, kReady));
+      g_param_spec_string(
+          "rendezvous", "Rendezvous",
+          "host:port where this element serves the rendezvous as rank 0 of world-size ranks, the others "
+          "`h3 worker` processes; empty: thread ranks",
+          nullptr, kReady));
   g_object_class_install_property(
       klass, PROP_WORLD_SIZE,
       g_param_spec_int("world-size", "World size",
@@ -222,17 +209,14 @@ void install_engine_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_MAX_MEMORY,
       g_param_spec_uint64("max-memory", "Max memory",
-                          "Bytes a request may take beside the loaded weights; 0: what the machine (or "
-                          "this process's cgroup) has available. A request estimated above it is refused "
-                          "at start, naming the length and size that would fit",
+                          "Bytes a request may take beside the loaded weights, else it is refused at start; "
+                          "0: what the machine (or cgroup) has available",
                           0, G_MAXINT64, d.max_memory, kReady));
   g_object_class_install_property(
       klass, PROP_DEVICE_MEMORY,
       g_param_spec_uint64("device-memory", "Device memory",
-                          "Bytes of each rank's device for the fit planner: a request whose tp-size x "
-                          "sp-size layout cannot fit is refused before the model is loaded, naming a "
-                          "layout that would. 0: on cuda the GPU's memory, on cpu no such check (max-memory "
-                          "guards the host)",
+                          "Bytes of each rank's device: a layout that cannot fit is refused before the "
+                          "model loads; 0: on cuda the GPU's, on cpu no check",
                           0, G_MAXINT64, d.device_memory, kReady));
 }
 

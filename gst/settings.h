@@ -18,7 +18,8 @@ namespace h3gst {
 // and steps. The engine's is 0 (h3::GenerationRequest); the element keeps -1 so
 // that an explicit 0 is reported as a mistake instead of applied as a default.
 constexpr gint kModelDefault = -1;
-constexpr const char* kDefaultPrompt = "a paper boat drifting on a calm lake at sunset";
+// One the embedded default model draws (its world: README.md, train/tiny/README.md).
+constexpr const char* kDefaultPrompt = "a red circle moving right on a black background";
 constexpr gint kDefaultQueueChunks = 2, kMaxQueueChunks = 64;
 constexpr guint kMaxTimeoutSeconds = 3600;
 

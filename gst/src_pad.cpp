@@ -1,19 +1,29 @@
 #include "src_pad.h"
 
-#include "element_common.h"
+#include "video_pool.h"
 
 namespace h3gst {
 
-void SrcPad::reset() {
+void SrcPad::reset(bool live) {
   release_pool();
+  gst_clear_buffer(&held_);
+  pacer_.reset(live);
   next = 0;
   configured_ = need_segment_ = downstream_done_ = false;
 }
 
-void SrcPad::restart() {
+void SrcPad::flush_stop(bool restarted) {
+  pacer_.restart();
+  if (!restarted) return;
+  gst_clear_buffer(&held_);
   next = 0;
   downstream_done_ = false;
   need_segment_ = configured_;
+}
+
+void SrcPad::stop_task() {
+  gst_pad_stop_task(pad_);
+  gst_clear_buffer(&held_);
 }
 
 void SrcPad::release_pool() {
@@ -23,8 +33,7 @@ void SrcPad::release_pool() {
   pool_ = nullptr;
 }
 
-GstCaps* SrcPad::negotiate(GstCaps* offered, void (*fixate)(GstCaps* caps, const void* data),
-                           const void* data) {
+GstCaps* SrcPad::negotiate(GstCaps* offered, const std::function<void(GstCaps* caps)>& fixate) {
   GstCaps* peer = gst_pad_peer_query_caps(pad_, offered);
   GstCaps* caps = gst_caps_intersect_full(peer, offered, GST_CAPS_INTERSECT_FIRST);
   gst_caps_unref(peer);
@@ -37,7 +46,7 @@ GstCaps* SrcPad::negotiate(GstCaps* offered, void (*fixate)(GstCaps* caps, const
     return nullptr;
   }
   caps = gst_caps_truncate(gst_caps_make_writable(caps));
-  fixate(caps, data);
+  fixate(caps);
   return gst_caps_fixate(caps);
 }
 
@@ -99,6 +108,23 @@ GstBuffer* SrcPad::acquire() {
   if (r != GST_FLOW_FLUSHING) GST_ELEMENT_FLOW_ERROR(element_, r);
   gst_pad_pause_task(pad_);
   return nullptr;
+}
+
+bool SrcPad::push_held() {
+  GstBuffer* buf = held_;
+  if (buf == nullptr) return false;
+  held_ = nullptr;
+  push_paced(buf);
+  return true;
+}
+
+void SrcPad::push_paced(GstBuffer* buf, const Published* chunk, int64_t frame) {
+  if (!pacer_.pace(element_, buf, chunk, frame)) {
+    held_ = buf;
+    return;
+  }
+  if (pushed_) pushed_(buf);
+  push(buf);
 }
 
 void SrcPad::push(GstBuffer* buf) {

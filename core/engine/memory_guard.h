@@ -19,7 +19,7 @@ struct MemoryShape {
   int activation_bytes = 4;  // the DiT's compute dtype: 4 (fp32) or 2 (bf16)
   // device = cuda: the DiT, the decode and the encoders work in GPU memory, and this host holds
   // only what comes back (the sampler's host copies, rank 0's frames of one clip, the waveform).
-  // What the GPUs hold is the fit check's (engine/fit_check.h).
+  // What the GPUs hold is the fit check's (check_fit in engine/engine.h, engine/fit_check.cpp).
   bool on_gpus = false;
   // Intra-op threads of each rank on the CPU: each holds one block of attention scores at a time
   // (common/cpu_attention.h).

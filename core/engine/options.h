@@ -19,7 +19,8 @@ struct EngineOptions {
   // heads (dit::check_layout). The text encoder and the VAE use every rank as before.
   int tp = 0;
   int sp = 1;
-  std::string device = "cpu";  // "cpu" or "cuda" (cuda needs a CUDA LibTorch; single rank)
+  // "cpu" or "cuda": thread rank r on cuda:r, NCCL between them (a CUDA LibTorch and a GPU per rank).
+  std::string device = "cpu";
   std::chrono::milliseconds timeout{kDefaultTimeout};  // every collective
   // Drop the text encoder's weights after each prompt is encoded and read them again for the
   // next prompt: the DiT and the VAE keep the memory (tens of GB for the release's 50 layers) at

@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
   h3::EngineOptions eo;
   eo.model_dir = o.model.empty() ? h3::default_model_dir() : o.model;
   h3::GenerationRequest req;
-  req.prompt = "a paper boat drifting on a calm lake at sunset";
+  req.prompt = "a red circle moving right on a black background";  // both runs' (the launch line's)
   req.width = o.width;
   req.height = o.height;
   req.num_frames = o.frames;
@@ -206,8 +206,8 @@ int main(int argc, char** argv) {
       o.steps ? std::to_string(o.steps).c_str() : "default", static_cast<unsigned long long>(o.seed), o.runs);
 
   std::string l = std::string(o.av ? "h3src" : "h3videosrc") + " name=src model=\"" + eo.model_dir +
-                  "\" num-frames=" + std::to_string(o.frames) + " seed=" + std::to_string(o.seed) +
-                  " queue-chunks=" + std::to_string(o.queue_chunks);
+                  "\" prompt=\"" + req.prompt + "\" num-frames=" + std::to_string(o.frames) +
+                  " seed=" + std::to_string(o.seed) + " queue-chunks=" + std::to_string(o.queue_chunks);
   if (o.width) l += " width=" + std::to_string(o.width);
   if (o.height) l += " height=" + std::to_string(o.height);
   if (o.steps) l += " steps=" + std::to_string(o.steps);

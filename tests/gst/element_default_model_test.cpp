@@ -1,7 +1,8 @@
 // h3src on the trained default model (data/default, train/tiny), once through the element as a user
 // runs it: the prompt's colour dominates the frames, the shape moves the prompted way, and the audio
 // pad carries the shape's tone at a moderate level, not noise (tests/clip_check.h; the engine-level
-// test of the same checks over six prompts is tests/core/engine/default_model_test.cpp).
+// test of the same checks over six prompts is tests/core/engine/default_model_test.cpp); and
+// h3videosrc without a prompt draws its default prompt.
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 
@@ -43,6 +44,17 @@ void keep_bytes(GstElement* pipeline, const char* sink, Bytes* into) {
   gst_object_unref(e);
 }
 
+// The model's default clip (256 x 160, 48 frames of RGB) shows a red circle moving right on black.
+void expect_a_red_circle_moving_right(const std::vector<uint8_t>& rgb) {
+  constexpr int64_t kW = 256, kH = 160, kFrames = 48;
+  ASSERT_EQ(rgb.size(), static_cast<size_t>(kW * kH * 3 * kFrames));
+  const auto look = h3test::look_at_clip(rgb.data(), kFrames, kW, kH, "black");
+  const auto [dx, dy] = look.motion();
+  EXPECT_GE(look.colour_share("red"), 0.9);
+  EXPECT_GE(dx, 24.0) << "centroid moved (" << dx << ", " << dy << ") px";
+  EXPECT_LT(std::abs(dy), dx / 2) << "centroid moved (" << dx << ", " << dy << ") px";
+}
+
 TEST(H3SrcDefaultModel, TheClipShowsAndSoundsAsPrompted) {
   const std::string launch = std::string("h3src name=s model=") + H3_BUILD_MODEL_DIR +
                              " prompt=\"a red circle moving right on a black background\" seed=1 "
@@ -60,13 +72,7 @@ TEST(H3SrcDefaultModel, TheClipShowsAndSoundsAsPrompted) {
   ASSERT_TRUE(r.eos) << r.message << " " << r.debug;
 
   // The model's defaults: 256 x 160, 48 frames, 32 kHz stereo.
-  constexpr int64_t kW = 256, kH = 160, kFrames = 48;
-  ASSERT_EQ(video.data.size(), static_cast<size_t>(kW * kH * 3 * kFrames));
-  const auto look = h3test::look_at_clip(video.data.data(), kFrames, kW, kH, "black");
-  const auto [dx, dy] = look.motion();
-  EXPECT_GE(look.colour_share("red"), 0.9);
-  EXPECT_GE(dx, 24.0) << "centroid moved (" << dx << ", " << dy << ") px";
-  EXPECT_LT(std::abs(dy), dx / 2) << "centroid moved (" << dx << ", " << dy << ") px";
+  expect_a_red_circle_moving_right(video.data);
   ASSERT_GT(audio.data.size(), 0u);
   const auto sound = h3test::listen_to(reinterpret_cast<const float*>(audio.data.data()),
                                        static_cast<int64_t>(audio.data.size() / 8), 32000.0);
@@ -74,6 +80,22 @@ TEST(H3SrcDefaultModel, TheClipShowsAndSoundsAsPrompted) {
   EXPECT_GT(sound.rms, 0.03);
   EXPECT_LT(sound.rms, 0.3);
   EXPECT_LT(sound.peak, 0.7);
+}
+
+// Without a prompt, the element asks for what its default model draws (gst/settings.h,
+// kDefaultPrompt): a red circle moving right on a black background.
+TEST(H3VideoSrcDefaultModel, TheDefaultPromptIsOneTheDefaultModelDraws) {
+  const std::string launch = std::string("h3videosrc model=") + H3_BUILD_MODEL_DIR +
+                             " seed=1 ! videoconvert ! video/x-raw,format=RGB ! fakesink name=v sync=false";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(launch.c_str(), &err);
+  ASSERT_EQ(err, nullptr) << err->message;
+  Bytes video;
+  keep_bytes(p, "v", &video);
+  const h3test::RunResult r = h3test::run_to_end(p, 600);
+  gst_object_unref(p);
+  ASSERT_TRUE(r.eos) << r.message << " " << r.debug;
+  expect_a_red_circle_moving_right(video.data);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // A live source's times on the pipeline's clock (docs/element.md, "Latency" and "h3-prompt-applied"),
 // made deterministic with a GstTestClock that moves only when the test moves it: a stream whose
-// chunks come after they were due posts one QoS message per late chunk and one warning; a QoS event
-// from downstream drops no frame; a prompt change is reported with the running time its chunk's
-// first buffer went out with, and an h3-prompt event's running time is read on the same clock, when
-// the stream's first frame is not at running time 0.
+// chunks come after they were due posts one QoS message per late chunk and one warning (an endless
+// stream's without num-frames); a QoS event from downstream drops no frame; a prompt change is
+// reported with the running time its chunk's first buffer went out with, and an h3-prompt event's
+// running time is read on the same clock, when the stream's first frame is not at running time 0.
 #include <gst/app/gstappsink.h>
 #include <gst/check/gsttestclock.h>
 #include <gst/gst.h>
@@ -95,6 +95,34 @@ void unref_all(std::vector<GstMessage*>& ms) {
   ms.clear();
 }
 
+// The slower-than-real-time warnings (STREAM / FAILED) among `ms`, each for frame 17 (chunk 1's
+// first, the first chunk after the stream's anchor), its lateness in its details and its text
+// ending with what to change, `advice`: how many there are; *lateness: the last one's.
+int late_warnings(const std::vector<GstMessage*>& ms, const char* advice, guint64* lateness) {
+  int n = 0;
+  for (GstMessage* m : of_type(ms, GST_MESSAGE_WARNING)) {
+    GError* err = nullptr;
+    gst_message_parse_warning(m, &err, nullptr);
+    if (err->domain == GST_STREAM_ERROR) {
+      ++n;
+      EXPECT_EQ(err->code, GST_STREAM_ERROR_FAILED);
+      const GstStructure* details = nullptr;
+      gst_message_parse_warning_details(m, &details);
+      gint64 frame = -1;
+      EXPECT_TRUE(details && gst_structure_get_int64(details, "frame", &frame));
+      EXPECT_TRUE(details && gst_structure_get_uint64(details, "lateness", lateness));
+      EXPECT_EQ(frame, 17);
+      gchar* want = g_strdup_printf("Generation is slower than real time: frame 17 came %" G_GUINT64_FORMAT
+                                    " ms after it was due. Frames are sent late, none is dropped; %s",
+                                    *lateness / GST_MSECOND, advice);
+      EXPECT_STREQ(err->message, want);
+      g_free(want);
+    }
+    g_error_free(err);
+  }
+  return n;
+}
+
 GstClockTime latency_of(GstElement* src) {
   GstQuery* q = gst_query_new_latency();
   EXPECT_TRUE(gst_element_query(src, q));
@@ -158,34 +186,30 @@ TEST(H3VideoSrcLiveTiming, ALateStreamPostsAQosMessagePerLateChunkAndOneWarningS
 
   // One warning per stream (beside the sampler's: causal without a LoRA), with the first late
   // frame and its lateness, saying what to change.
-  int late_warnings = 0;
-  for (GstMessage* m : of_type(all, GST_MESSAGE_WARNING)) {
-    GError* err = nullptr;
-    gst_message_parse_warning(m, &err, nullptr);
-    if (err->domain == GST_STREAM_ERROR) {
-      ++late_warnings;
-      EXPECT_EQ(err->code, GST_STREAM_ERROR_FAILED);
-      gchar* want = g_strdup_printf(
-          "Generation is slower than real time: frame 17 came %" G_GUINT64_FORMAT
-          " ms after it was due. Frames are sent late, none is dropped; lower num-frames, width/height or "
-          "steps, add ranks, or use is-live=false",
-          first_jitter / GST_MSECOND);
-      EXPECT_STREQ(err->message, want);
-      g_free(want);
-      const GstStructure* details = nullptr;
-      gst_message_parse_warning_details(m, &details);
-      ASSERT_NE(details, nullptr);
-      gint64 frame = -1;
-      guint64 lateness = 0;
-      EXPECT_TRUE(gst_structure_get_int64(details, "frame", &frame));
-      EXPECT_TRUE(gst_structure_get_uint64(details, "lateness", &lateness));
-      EXPECT_EQ(frame, 17);
-      EXPECT_EQ(lateness, first_jitter);
-    }
-    g_error_free(err);
-  }
+  guint64 lateness = 0;
+  EXPECT_EQ(late_warnings(all, "lower num-frames, width/height or steps, add ranks, or use is-live=false",
+                          &lateness),
+            1);
+  EXPECT_EQ(lateness, first_jitter);
   unref_all(all);
-  EXPECT_EQ(late_warnings, 1);
+}
+
+// An endless stream (sampler=causal, num-frames -1) has no num-frames to lower: its warning says
+// what would make its chunks faster. h3src's pads pace their buffers themselves (SrcPad).
+TEST(H3SrcLiveTiming, AnEndlessLateStreamsWarningDoesNotAskForFewerFrames) {
+  LivePipeline p(
+      "h3src name=s sampler=causal is-live=true width=80 height=48 s.video ! appsink name=v sync=false "
+      "s.audio ! fakesink sync=false async=false",
+      0);
+  gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
+  ASSERT_EQ(p.pull(), std::make_pair(GstClockTime(0), gint64(0)));
+  p.move_clock_to(100 * GST_SECOND);  // chunk 1 (frame 17) comes long after it was due
+  for (gint64 n = 1; n < 35; ++n) ASSERT_EQ(p.pull().second, n);
+
+  auto all = p.messages();
+  guint64 lateness = 0;
+  EXPECT_EQ(late_warnings(all, "lower width/height or steps, add ranks, or use is-live=false", &lateness), 1);
+  unref_all(all);
 }
 
 TEST(H3VideoSrcLiveTiming, AQosEventFromDownstreamIsTakenAndDropsNoFrame) {

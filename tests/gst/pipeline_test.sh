@@ -39,7 +39,7 @@ case "$what" in
     python3 -c "import sys; d=float('$dur'); sys.exit(0 if abs(d - $frames/24) < 0.05 else 1)" ||
       { echo "duration $dur s, expected $(python3 -c "print($frames/24)") s" >&2; exit 1; }
     # The prompt went into the file's tags (title / comment).
-    ffprobe -v error -show_entries format_tags=title -of default=nw=1:nk=1 "$out/clip.mp4" | grep -q 'paper boat' ||
+    ffprobe -v error -show_entries format_tags=title -of default=nw=1:nk=1 "$out/clip.mp4" | grep -q 'a red circle moving right on a black background' ||
       { echo "the MP4 has no title tag with the prompt" >&2; exit 1; }
     ;;
   mp4-interrupt)
@@ -137,6 +137,16 @@ case "$what" in
     done
     grep -q 'format: { (string)F32LE, (string)S16LE }' "$out/inspect-av.txt" ||
       { echo "h3src's audio pad does not offer F32LE and S16LE" >&2; exit 1; }
+    # Each property's line (its name in 24 columns, then its blurb) fits two lines of an 80-column
+    # terminal: the details are docs/element.md's.
+    for f in inspect inspect-av; do
+      sed -n '/^Element Properties:/,$p' "$out/$f.txt" | grep '^  [a-z][a-z0-9-]* *: ' > "$out/$f-props.txt" || true
+      n=$(wc -l < "$out/$f-props.txt")
+      [ "$n" -ge 32 ] || { echo "$f: only $n property lines found" >&2; exit 1; }
+      if awk 'length($0) > 160 { print; bad = 1 } END { exit !bad }' "$out/$f-props.txt" >&2; then
+        echo "$f: the property lines above run over two 80-column lines" >&2; exit 1
+      fi
+    done
     # The plugin declares the licence of LICENSE (MIT, "MIT/X11" in GStreamer's spelling) and
     # the origin the build was configured with (arguments 4 and 5).
     licence=$(sed -n 's/^  License  *//p' "$out/inspect.txt")
