@@ -1,7 +1,7 @@
 // Gloo backend. c10d runs each collective on a worker thread of the process
 // group; this rank's thread waits for it in short slices so that it can give
 // up on a peer's posted failure or on the group's timeout instead of waiting
-// for ever (see docs/dist.md, "Failures and timeouts").
+// for ever (see docs/distributed.md, "Failures and timeouts").
 #include "dist/gloo_group.h"
 
 #include <algorithm>

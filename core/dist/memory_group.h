@@ -1,7 +1,7 @@
 // The shared-memory backend of Group, for the thread ranks of one process (run_threads):
 // every rank's tensors live in one address space, so a collective is a few meetings of the
 // ranks and plain copies between their buffers, at memory speed, instead of Gloo's loopback
-// TCP (docs/dist.md, "Thread ranks"). Internal to core/dist.
+// TCP (docs/distributed.md, "Thread ranks"). Internal to core/dist.
 #pragma once
 
 #include <chrono>

@@ -5,7 +5,7 @@
 // and aborts the communicator on a peer's posted failure or on the timeout.
 // The host thus waits for every collective (no overlap with later work):
 // the price of a bounded wait. Untested: no build machine had a GPU and a
-// CUDA LibTorch (see docs/dist.md).
+// CUDA LibTorch (see docs/distributed.md, "NCCL backend").
 #include "dist/nccl_group.h"
 
 #if H3_HAVE_CUDA && H3_TORCH_HAS_CUDA

@@ -12,6 +12,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "../../temp_dir.h"
 #include "audio/audio_decoder.h"
 #include "common/device.h"
 #include "common/error.h"
@@ -34,17 +35,9 @@ std::string read_all(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-// A temporary folder, removed at the end of the test.
+// A fixture with the tests' temporary folder (tests/temp_dir.h), removed at the end of the test.
 class TempDir : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("h3_audio_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // The diffusers folder with its tensors passed through `edit` (return false to drop one).
   void write_diffusers(const std::function<bool(std::string&, at::Tensor&)>& edit,
                        const std::string& config = "") {
@@ -64,7 +57,8 @@ class TempDir : public ::testing::Test {
     h3::io::write_safetensors((dir_ / kWeights).string(), tensors);
   }
 
-  fs::path dir_;
+  h3::test::TempDir tmp_{"audio"};
+  const fs::path dir_{tmp_.str()};
 };
 
 struct Case {

@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 #include "dist/world.h"
-#include "test_util.h"
+#include "dist_test_util.h"
 
 namespace h3::dist {
 namespace {

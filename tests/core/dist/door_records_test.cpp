@@ -15,11 +15,12 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "../../temp_dir.h"
 #include "common/error.h"
 #include "dist/membership.h"
 #include "dist/sealed_store.h"
 #include "dist/token_file.h"
-#include "test_util.h"
+#include "dist_test_util.h"
 
 namespace h3::dist {
 namespace {
@@ -28,15 +29,11 @@ using ::testing::HasSubstr;
 
 const std::string kToken = "the shared secret of these tests";
 
-struct Dir {
-  std::string path;
-  Dir() {
-    char tmpl[] = "/tmp/h3-door-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~Dir() { std::system(("rm -rf '" + path + "'").c_str()); }
+// The tests' temporary folder, with files written into it at the mode a test asks.
+struct Dir : test::TempDir {
+  Dir() : TempDir("door") {}
   std::string file(const std::string& name, const std::string& text, mode_t mode = 0600) const {
-    const std::string p = path + "/" + name;
+    const std::string p = *this / name;
     std::ofstream(p) << text;
     chmod(p.c_str(), mode);
     return p;
@@ -64,17 +61,17 @@ TEST(TokenFile, ReadsTheFirstLineTrimmed) {
 TEST(TokenFile, RefusesWhatIsNotAPrivateRegularFileOfOneLine) {
   Dir d;
   const std::string good = d.file("good", kToken + "\n");
-  const std::string link = d.path + "/link";
+  const std::string link = d.str() + "/link";
   ASSERT_EQ(symlink(good.c_str(), link.c_str()), 0);
   EXPECT_THAT(error_of([&] { read_token_file(link); }, ErrorKind::kInvalidArgument),
               HasSubstr("symbolic link"));
 
   // A FIFO with no writer: refused at once instead of blocking the caller.
-  const std::string fifo = d.path + "/fifo";
+  const std::string fifo = d.str() + "/fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_THAT(error_of([&] { read_token_file(fifo); }, ErrorKind::kInvalidArgument),
               HasSubstr("not a regular file"));
-  EXPECT_THAT(error_of([&] { read_token_file(d.path); }, ErrorKind::kInvalidArgument),
+  EXPECT_THAT(error_of([&] { read_token_file(d.str()); }, ErrorKind::kInvalidArgument),
               HasSubstr("not a regular file"));
 
   const std::string big = d.file("big", kToken + "\n" + std::string(5000, 'x'));
@@ -85,8 +82,8 @@ TEST(TokenFile, RefusesWhatIsNotAPrivateRegularFileOfOneLine) {
   const std::string short_one = d.file("short", "tooshort\n");
   EXPECT_THAT(error_of([&] { read_token_file(short_one); }, ErrorKind::kInvalidArgument),
               HasSubstr("at least 16 characters"));
-  EXPECT_THAT(error_of([&] { read_token_file(d.path + "/missing"); }, ErrorKind::kNotFound),
-              HasSubstr(d.path + "/missing"));
+  EXPECT_THAT(error_of([&] { read_token_file(d.str() + "/missing"); }, ErrorKind::kNotFound),
+              HasSubstr(d.str() + "/missing"));
   EXPECT_THAT(error_of([&] { read_token_file(""); }, ErrorKind::kInvalidArgument), HasSubstr("token file"));
 }
 

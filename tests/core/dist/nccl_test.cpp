@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
-#include "test_util.h"
+#include "dist_test_util.h"
 
 namespace h3::dist {
 namespace {

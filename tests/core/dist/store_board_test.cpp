@@ -17,7 +17,7 @@
 #include "common/error.h"
 #include "dist/sealed_store.h"
 #include "dist/world.h"
-#include "test_util.h"
+#include "dist_test_util.h"
 
 namespace h3::dist {
 namespace {

@@ -26,8 +26,8 @@
 #include "../../free_port.h"
 #include "common/error.h"
 #include "dist/store_gate.h"
+#include "dist_test_util.h"
 #include "tcp_relay.h"
-#include "test_util.h"
 
 namespace h3::dist {
 namespace {

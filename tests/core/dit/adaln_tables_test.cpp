@@ -18,7 +18,7 @@
 #include "dit/parameters.h"
 #include "dit/sampler.h"
 #include "dit/transformer.h"
-#include "test_util.h"
+#include "dit_test_util.h"
 
 namespace h3::dit {
 namespace {

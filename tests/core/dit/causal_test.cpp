@@ -18,8 +18,8 @@
 #include "dist/world.h"
 #include "dit/consistency_sampler.h"
 #include "dit/lora.h"
+#include "dit_test_util.h"
 #include "io/safetensors.h"
-#include "test_util.h"
 
 namespace h3::dit {
 namespace {

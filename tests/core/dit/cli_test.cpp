@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "../cli_run.h"
+#include "dit_test_util.h"
 #include "io/safetensors.h"
-#include "test_util.h"
 
 namespace h3::dit {
 namespace {

@@ -12,9 +12,9 @@
 #include "common/error.h"
 #include "dit/parameters.h"
 #include "dit/transformer.h"
+#include "dit_test_util.h"
 #include "io/layout.h"
 #include "io/shard_plan.h"
-#include "test_util.h"
 
 namespace h3::dit {
 namespace {

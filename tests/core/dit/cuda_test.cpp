@@ -6,7 +6,7 @@
 #include "common/device.h"
 #include "dist/world.h"
 #include "dit/transformer.h"
-#include "test_util.h"
+#include "dit_test_util.h"
 
 namespace h3::dit {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "dit/packed_sequence.h"
 #include "dit/transformer.h"
-#include "test_util.h"
+#include "dit_test_util.h"
 
 namespace h3::dit {
 namespace {

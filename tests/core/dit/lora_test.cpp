@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "dit_test_util.h"
 #include "io/safetensors.h"
-#include "test_util.h"
 
 namespace h3::dit {
 namespace {

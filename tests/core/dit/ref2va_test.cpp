@@ -15,7 +15,7 @@
 #include "dist/world.h"
 #include "dit/sampler.h"
 #include "dit/transformer.h"
-#include "test_util.h"
+#include "dit_test_util.h"
 
 namespace h3::dit {
 namespace {

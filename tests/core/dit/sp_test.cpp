@@ -17,7 +17,7 @@
 #include "dit/consistency_sampler.h"
 #include "dit/random_model.h"
 #include "dit/transformer.h"
-#include "test_util.h"
+#include "dit_test_util.h"
 
 namespace h3::dit {
 namespace {

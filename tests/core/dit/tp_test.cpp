@@ -16,8 +16,8 @@
 #include "dit/random_model.h"
 #include "dit/sampler.h"
 #include "dit/transformer.h"
+#include "dit_test_util.h"
 #include "io/shard_plan.h"
-#include "test_util.h"
 
 namespace h3::dit {
 namespace {

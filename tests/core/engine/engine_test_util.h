@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../text/golden_encoder.h"
-#include "../text/test_util.h"
+#include "../text/text_test_util.h"
 #include "common/error.h"
 #include "engine/engine.h"
 #include "engine/model.h"

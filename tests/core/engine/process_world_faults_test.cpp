@@ -20,7 +20,7 @@
 
 #include "dist/proc_sockets.h"
 #include "engine/tiny_model.h"
-#include "process_world_util.h"
+#include "process_world_test_util.h"
 
 namespace h3 {
 namespace {

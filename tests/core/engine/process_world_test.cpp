@@ -8,7 +8,7 @@
 #include "dit/random_model.h"
 #include "engine/memory_guard.h"
 #include "engine/rank_threads.h"
-#include "process_world_util.h"
+#include "process_world_test_util.h"
 
 namespace h3 {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "../text/test_util.h"
+#include "../text/text_test_util.h"
 #include "dist/world.h"
 
 namespace h3::engine_detail {

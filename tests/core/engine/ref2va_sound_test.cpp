@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../text/test_util.h"
+#include "../text/text_test_util.h"
 #include "audio/audio_encoder.h"
 #include "audio/bigvgan.h"
 #include "audio/encoder_modules.h"

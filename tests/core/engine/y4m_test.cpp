@@ -3,7 +3,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "../text/test_util.h"
+#include "../text/text_test_util.h"
 #include "engine/y4m_writer.h"
 
 namespace h3 {

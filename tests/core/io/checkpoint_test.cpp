@@ -22,16 +22,16 @@ TEST(Checkpoint, OpensSingleFileIndexAndFolder) {
   auto a = at::arange(6, at::kFloat).reshape({2, 3});
   auto b = at::arange(4, at::kInt);
   auto c = at::ones({5}, at::kBFloat16);
-  write_safetensors(dir.file("m-1.safetensors"), {{"a", a}, {"b", b}});
-  write_safetensors(dir.file("m-2.safetensors"), {{"c", c}});
-  write_index(dir.file("m.safetensors.index.json"),
+  write_safetensors(dir / "m-1.safetensors", {{"a", a}, {"b", b}});
+  write_safetensors(dir / "m-2.safetensors", {{"c", c}});
+  write_index(dir / "m.safetensors.index.json",
               R"("a": "m-1.safetensors", "b": "m-1.safetensors", "c": "m-2.safetensors")",
               R"("metadata": {"total_size": 50}, )");
 
-  for (const std::string& p : {dir.file("m.safetensors.index.json"), dir.path()}) {
+  for (const std::string& p : {dir / "m.safetensors.index.json", dir.str()}) {
     SCOPED_TRACE(p);
     Checkpoint ck = Checkpoint::open(p);
-    EXPECT_EQ(ck.path(), dir.file("m.safetensors.index.json"));
+    EXPECT_EQ(ck.path(), dir / "m.safetensors.index.json");
     EXPECT_EQ(ck.names(), (std::vector<std::string>{"a", "b", "c"}));
     EXPECT_EQ(ck.files().size(), 2u);  // each shard opened once
     EXPECT_TRUE(at::equal(ck.view("a"), a));
@@ -42,49 +42,49 @@ TEST(Checkpoint, OpensSingleFileIndexAndFolder) {
     expect_error([&] { ck.info("zz"); }, ErrorKind::kNotFound, {"'zz'", "m.safetensors.index.json"});
   }
 
-  Checkpoint single = Checkpoint::open(dir.file("m-2.safetensors"));
+  Checkpoint single = Checkpoint::open(dir / "m-2.safetensors");
   EXPECT_EQ(single.names(), std::vector<std::string>{"c"});
 }
 
 TEST(Checkpoint, FolderWithoutOrWithSeveralCandidatesIsAnError) {
   TempDir dir;
-  expect_error([&] { Checkpoint::open(dir.path()); }, ErrorKind::kNotFound, {dir.path(), "no .safetensors"});
-  write_safetensors(dir.file("x.safetensors"), {{"a", at::zeros({1})}});
-  write_safetensors(dir.file("y.safetensors"), {{"a", at::zeros({1})}});
-  expect_error([&] { Checkpoint::open(dir.path()); }, ErrorKind::kInvalidArgument, {"2 .safetensors files"});
+  expect_error([&] { Checkpoint::open(dir.str()); }, ErrorKind::kNotFound, {dir.str(), "no .safetensors"});
+  write_safetensors(dir / "x.safetensors", {{"a", at::zeros({1})}});
+  write_safetensors(dir / "y.safetensors", {{"a", at::zeros({1})}});
+  expect_error([&] { Checkpoint::open(dir.str()); }, ErrorKind::kInvalidArgument, {"2 .safetensors files"});
 }
 
 TEST(Checkpoint, IndexNameMissingFromItsShard) {
   TempDir dir;
-  write_safetensors(dir.file("s1.safetensors"), {{"a", at::zeros({2})}});
-  write_safetensors(dir.file("s2.safetensors"), {{"b", at::zeros({2})}});
-  write_index(dir.file("i.safetensors.index.json"), R"("a": "s1.safetensors", "b": "s1.safetensors")");
+  write_safetensors(dir / "s1.safetensors", {{"a", at::zeros({2})}});
+  write_safetensors(dir / "s2.safetensors", {{"b", at::zeros({2})}});
+  write_index(dir / "i.safetensors.index.json", R"("a": "s1.safetensors", "b": "s1.safetensors")");
   expect_error(
-      [&] { Checkpoint::open(dir.file("i.safetensors.index.json")); }, ErrorKind::kFormat,
+      [&] { Checkpoint::open(dir / "i.safetensors.index.json"); }, ErrorKind::kFormat,
       {"i.safetensors.index.json", "tensor 'b'", "mapped to shard 's1.safetensors'", "no such tensor"});
 }
 
 TEST(Checkpoint, TensorPresentTwiceAcrossShards) {
   TempDir dir;
-  write_safetensors(dir.file("s1.safetensors"), {{"a", at::zeros({2})}, {"b", at::zeros({2})}});
-  write_safetensors(dir.file("s2.safetensors"), {{"b", at::zeros({2})}});
-  write_index(dir.file("i.safetensors.index.json"), R"("a": "s1.safetensors", "b": "s2.safetensors")");
-  expect_error([&] { Checkpoint::open(dir.file("i.safetensors.index.json")); }, ErrorKind::kFormat,
+  write_safetensors(dir / "s1.safetensors", {{"a", at::zeros({2})}, {"b", at::zeros({2})}});
+  write_safetensors(dir / "s2.safetensors", {{"b", at::zeros({2})}});
+  write_index(dir / "i.safetensors.index.json", R"("a": "s1.safetensors", "b": "s2.safetensors")");
+  expect_error([&] { Checkpoint::open(dir / "i.safetensors.index.json"); }, ErrorKind::kFormat,
                {"tensor 'b'", "present twice", "s1.safetensors", "s2.safetensors"});
 }
 
 TEST(Checkpoint, TensorPresentTwiceInTheIndex) {
   TempDir dir;
-  write_safetensors(dir.file("s1.safetensors"), {{"a", at::zeros({2})}});
-  write_index(dir.file("i.safetensors.index.json"), R"("a": "s1.safetensors", "a": "s1.safetensors")");
-  expect_error([&] { Checkpoint::open(dir.file("i.safetensors.index.json")); }, ErrorKind::kFormat,
+  write_safetensors(dir / "s1.safetensors", {{"a", at::zeros({2})}});
+  write_index(dir / "i.safetensors.index.json", R"("a": "s1.safetensors", "a": "s1.safetensors")");
+  expect_error([&] { Checkpoint::open(dir / "i.safetensors.index.json"); }, ErrorKind::kFormat,
                {"i.safetensors.index.json", "tensor 'a' is present twice"});
 }
 
 TEST(Checkpoint, MalformedIndexes) {
   TempDir dir;
-  write_safetensors(dir.file("s1.safetensors"), {{"a", at::zeros({2})}});
-  const std::string p = dir.file("i.safetensors.index.json");
+  write_safetensors(dir / "s1.safetensors", {{"a", at::zeros({2})}});
+  const std::string p = dir / "i.safetensors.index.json";
   testing::write_bytes(p, "{\"weight_map\": ");
   expect_error([&] { Checkpoint::open(p); }, ErrorKind::kFormat, {p, "invalid JSON"});
   testing::write_bytes(p, "[]");
@@ -106,10 +106,10 @@ TEST(Checkpoint, MalformedIndexes) {
 
 TEST(Checkpoint, ABadShardNamesItsFile) {
   TempDir dir;
-  testing::write_bytes(dir.file("s1.safetensors"), "");
-  write_index(dir.file("i.safetensors.index.json"), R"("a": "s1.safetensors")");
-  expect_error([&] { Checkpoint::open(dir.file("i.safetensors.index.json")); }, ErrorKind::kFormat,
-               {dir.file("s1.safetensors"), "empty file"});
+  testing::write_bytes(dir / "s1.safetensors", "");
+  write_index(dir / "i.safetensors.index.json", R"("a": "s1.safetensors")");
+  expect_error([&] { Checkpoint::open(dir / "i.safetensors.index.json"); }, ErrorKind::kFormat,
+               {dir / "s1.safetensors", "empty file"});
 }
 
 TEST(CheckpointIndex, ReleaseIndexesParse) {

@@ -1,4 +1,4 @@
-// Helpers shared by the core/io tests: a temporary folder, raw file writing for
+// Helpers shared by the core/io tests: the tests' temporary folder (tests/temp_dir.h), raw file writing for
 // malformed inputs, and checks on where a tensor's storage lives.
 #pragma once
 
@@ -15,30 +15,12 @@
 #include <sstream>
 #include <string>
 
+#include "../../temp_dir.h"
 #include "common/error.h"
 
 namespace h3::io::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/h3-io-test-XXXXXX";
-    char* p = ::mkdtemp(tmpl);
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = h3::test::TempDir;
 
 inline void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

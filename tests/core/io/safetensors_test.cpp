@@ -36,7 +36,7 @@ TEST(Safetensors, RoundTripsEveryDtypeZeroDimEmptyAndMetadata) {
   // A non-contiguous input is written as its logical contents.
   tensors.push_back({"transposed", sample(at::kFloat, {4, 6}).t()});
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"note", "round \"trip\" ✓"}};
-  const std::string path = dir.file("rt.safetensors");
+  const std::string path = dir / "rt.safetensors";
   write_safetensors(path, tensors, meta);
 
   auto f = SafetensorsFile::open(path);
@@ -65,7 +65,7 @@ TEST(Safetensors, RoundTripsEveryDtypeZeroDimEmptyAndMetadata) {
 
 TEST(Safetensors, ViewIsZeroCopyAndKeepsTheMappingAlive) {
   TempDir dir;
-  const std::string path = dir.file("v.safetensors");
+  const std::string path = dir / "v.safetensors";
   at::Tensor t = sample(at::kFloat, {64, 32});
   write_safetensors(path, {{"w", t}});
   at::Tensor v;
@@ -84,7 +84,7 @@ TEST(Safetensors, ViewIsZeroCopyAndKeepsTheMappingAlive) {
 
 TEST(Safetensors, WriterRefusesBadInput) {
   TempDir dir;
-  const std::string path = dir.file("bad.safetensors");
+  const std::string path = dir / "bad.safetensors";
   auto t = at::zeros({2});
   expect_error(
       [&] {
@@ -103,14 +103,14 @@ TEST(Safetensors, WriterRefusesBadInput) {
       ErrorKind::kInvalidArgument, {"cannot be stored"});
   expect_error(
       [&] {
-        write_safetensors(dir.file("no/such/dir.safetensors"), {{"a", t}});
+        write_safetensors(dir / "no/such/dir.safetensors", {{"a", t}});
       },
       ErrorKind::kNotFound, {"no/such/dir"});
 }
 
 TEST(Safetensors, MissingFileIsNotFound) {
   TempDir dir;
-  expect_error([&] { SafetensorsFile::open(dir.file("nope.safetensors")); }, ErrorKind::kNotFound,
+  expect_error([&] { SafetensorsFile::open(dir / "nope.safetensors"); }, ErrorKind::kNotFound,
                {"nope.safetensors"});
 }
 
@@ -223,7 +223,7 @@ TEST(Safetensors, EveryMalformedHeaderIsADistinctClearError) {
   std::set<std::string> messages;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.label);
-    const std::string path = dir.file(std::string(c.label) + ".safetensors");
+    const std::string path = dir / (std::string(c.label) + ".safetensors");
     if (c.raw)
       testing::write_bytes(path, c.bytes);
     else
@@ -252,7 +252,7 @@ TEST(Safetensors, EveryMalformedHeaderIsADistinctClearError) {
 
 TEST(Safetensors, AcceptsEmptyTensorsAnywhereAndMetadataOnly) {
   TempDir dir;
-  const std::string path = dir.file("ok.safetensors");
+  const std::string path = dir / "ok.safetensors";
   write_raw(path,
             R"({"__metadata__": {"k": "v"}, "e": {"dtype": "BF16", "shape": [0, 3], "data_offsets": [4, 4]},
                 "a": {"dtype": "F32", "shape": [], "data_offsets": [0, 4]}})",

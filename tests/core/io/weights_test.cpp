@@ -127,7 +127,7 @@ TEST_P(ShardTest, EveryRankOwnsExactlyItsSlice) {
     model.erase("scale_0d");
     model.erase("empty");
   }
-  const std::string path = dir.file("model.safetensors");
+  const std::string path = dir / "model.safetensors";
   write_safetensors(path, stored);
 
   std::vector<std::tuple<std::string, Split, int, int, at::Tensor>> kept;  // name, split, rank, tp, shard
@@ -176,8 +176,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ShardTest, ::testing::Values(false, true),
 TEST(Weights, LoadsToAnotherDtype) {
   TempDir dir;
   auto model = canonical_model();
-  write_safetensors(dir.file("m.safetensors"), {model.begin(), model.end()});
-  Weights w = Weights::open(dir.file("m.safetensors"), {ModelKind::kDit, kHeads, kHeadDim});
+  write_safetensors(dir / "m.safetensors", {model.begin(), model.end()});
+  Weights w = Weights::open(dir / "m.safetensors", {ModelKind::kDit, kHeads, kHeadDim});
   const std::string n = "transformer_blocks.0.ff.net.0.proj.weight";
   at::Tensor s = w.load(n, {Split::kFusedColumn, 1, 2}, {at::kBFloat16, c10::Device(c10::kCPU)});
   EXPECT_EQ(s.scalar_type(), at::kBFloat16);
@@ -190,8 +190,8 @@ TEST(Weights, LoadsStraightToACudaDevice) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device: device placement not exercised";
   TempDir dir;
   auto model = canonical_model();
-  write_safetensors(dir.file("m.safetensors"), {model.begin(), model.end()});
-  Weights w = Weights::open(dir.file("m.safetensors"), {ModelKind::kDit, kHeads, kHeadDim});
+  write_safetensors(dir / "m.safetensors", {model.begin(), model.end()});
+  Weights w = Weights::open(dir / "m.safetensors", {ModelKind::kDit, kHeads, kHeadDim});
   const std::string n = "transformer_blocks.0.ff.net.2.weight";
   at::Tensor g = w.load(n, {Split::kRow, 1, 2}, {at::kHalf, c10::Device(c10::kCUDA, 0)});
   EXPECT_TRUE(g.is_cuda());
@@ -204,7 +204,7 @@ TEST(Weights, LoadsStraightToACudaDevice) {
 // copy of the view leaves all of it.
 TEST(Weights, LoadingLeavesNoSourcePagesResident) {
   TempDir dir;
-  const std::string path = dir.file("big.safetensors");
+  const std::string path = dir / "big.safetensors";
   const std::string name = "transformer_blocks.0.ff.net.2.weight";
   write_safetensors(path, {{name, at::rand({2048, 4096})}});  // 32 MiB
   Weights w = Weights::open(path, {ModelKind::kDit, 1, 1});
@@ -219,8 +219,8 @@ TEST(Weights, LoadingLeavesNoSourcePagesResident) {
 TEST(Weights, ShardsThatDoNotFitAreClearErrors) {
   TempDir dir;
   auto model = canonical_model();
-  write_safetensors(dir.file("m.safetensors"), {model.begin(), model.end()});
-  Weights w = Weights::open(dir.file("m.safetensors"), {ModelKind::kDit, kHeads, kHeadDim});
+  write_safetensors(dir / "m.safetensors", {model.begin(), model.end()});
+  Weights w = Weights::open(dir / "m.safetensors", {ModelKind::kDit, kHeads, kHeadDim});
   const std::string q = "transformer_blocks.0.attn.to_q.weight";
   expect_error([&] { w.load(q, {Split::kColumn, 2, 2}); }, ErrorKind::kInvalidArgument, {q, "rank 2 of 2"});
   expect_error(
@@ -234,56 +234,56 @@ TEST(Weights, ShardsThatDoNotFitAreClearErrors) {
       },
       ErrorKind::kInvalidArgument, {"proj_in.bias", "needs a 2-D tensor"});
   expect_error([&] { w.load("scale_0d", {Split::kColumn, 0, 1}); }, ErrorKind::kInvalidArgument, {"0-d"});
-  expect_error([&] { w.load("nope"); }, ErrorKind::kNotFound, {"'nope'", dir.file("m.safetensors")});
+  expect_error([&] { w.load("nope"); }, ErrorKind::kNotFound, {"'nope'", dir / "m.safetensors"});
 }
 
 TEST(Weights, ShapeThatDisagreesWithTheConfig) {
   TempDir dir;
   auto model = canonical_model();
-  write_safetensors(dir.file("d.safetensors"), {model.begin(), model.end()});
-  write_safetensors(dir.file("n.safetensors"), to_native(model));
+  write_safetensors(dir / "d.safetensors", {model.begin(), model.end()});
+  write_safetensors(dir / "n.safetensors", to_native(model));
   // 4 heads x 3 stored; a config of 2 heads x 3 (or 4 x 4) disagrees.
   expect_error(
       [&] {
-        Weights::open(dir.file("d.safetensors"), {ModelKind::kDit, 2, kHeadDim});
+        Weights::open(dir / "d.safetensors", {ModelKind::kDit, 2, kHeadDim});
       },
       ErrorKind::kMismatch, {"attn.to_", "has 12 rows", "2 heads x head_dim 3", "needs 6"});
   expect_error(
       [&] {
-        Weights::open(dir.file("n.safetensors"), {ModelKind::kDit, kHeads, 4});
+        Weights::open(dir / "n.safetensors", {ModelKind::kDit, kHeads, 4});
       },
       ErrorKind::kMismatch, {"attn.qkv_proj.weight", "has 36 rows", "needs 3 x 16"});
   expect_error(
       [&] {
-        Weights::open(dir.file("n.safetensors"), {ModelKind::kDit, 0, 4});
+        Weights::open(dir / "n.safetensors", {ModelKind::kDit, 0, 4});
       },
       ErrorKind::kInvalidArgument, {"num_heads"});
 }
 
 TEST(Weights, UnknownNativeNameAndMixedLayoutsAreErrors) {
   TempDir dir;
-  write_safetensors(dir.file("u.safetensors"), {{"blocks.0.attn.mystery.weight", at::zeros({2})}});
+  write_safetensors(dir / "u.safetensors", {{"blocks.0.attn.mystery.weight", at::zeros({2})}});
   expect_error(
       [&] {
-        Weights::open(dir.file("u.safetensors"), {ModelKind::kDit, 1, 1});
+        Weights::open(dir / "u.safetensors", {ModelKind::kDit, 1, 1});
       },
       ErrorKind::kFormat, {"blocks.0.attn.mystery.weight", "no known diffusers name"});
   // Native detected, so a diffusers name beside native ones is refused by name.
-  write_safetensors(dir.file("m.safetensors"),
+  write_safetensors(dir / "m.safetensors",
                     {{"video_patch_proj.weight", at::zeros({2, 2})}, {"proj_in.weight", at::zeros({2, 2})}});
   expect_error(
       [&] {
-        Weights::open(dir.file("m.safetensors"), {ModelKind::kDit, 1, 1});
+        Weights::open(dir / "m.safetensors", {ModelKind::kDit, 1, 1});
       },
       ErrorKind::kFormat, {"'proj_in.weight'", "no known diffusers name"});
   // VAE encoder names pass through, so two spellings of one tensor collide.
-  write_safetensors(dir.file("v.safetensors"),
+  write_safetensors(dir / "v.safetensors",
                     {{"decoder.x_embedder.weight", at::zeros({2, 2})},
                      {"encoder.down.0.block.0.conv1.weight", at::zeros({2})},
                      {"encoder.down_blocks.0.resnets.0.conv1.weight", at::zeros({2})}});
   expect_error(
       [&] {
-        Weights::open(dir.file("v.safetensors"), {ModelKind::kVideoVae, 1, 1});
+        Weights::open(dir / "v.safetensors", {ModelKind::kVideoVae, 1, 1});
       },
       ErrorKind::kFormat,
       {"'encoder.down.0.block.0.conv1.weight'", "'encoder.down_blocks.0.resnets.0.conv1.weight'",

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "golden_encoder.h"
-#include "test_util.h"
+#include "text_test_util.h"
 
 namespace h3 {
 namespace {

@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "io/safetensors.h"
-#include "test_util.h"
+#include "text_test_util.h"
 
 namespace h3::text {
 namespace {

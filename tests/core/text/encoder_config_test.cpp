@@ -11,8 +11,8 @@
 
 #include "common/error.h"
 #include "golden_encoder.h"
-#include "test_util.h"
 #include "text/encoder_parameters.h"
+#include "text_test_util.h"
 
 namespace h3::text {
 namespace {

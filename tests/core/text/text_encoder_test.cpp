@@ -10,8 +10,8 @@
 #include "dist/group.h"
 #include "dist/world.h"
 #include "golden_encoder.h"
-#include "test_util.h"
 #include "text/tokenizer.h"
+#include "text_test_util.h"
 
 namespace h3::text {
 namespace {

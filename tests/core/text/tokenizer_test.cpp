@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "golden_encoder.h"
-#include "test_util.h"
 #include "text/pretokenize.h"
+#include "text_test_util.h"
 
 namespace h3::text {
 namespace {

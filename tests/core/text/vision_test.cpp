@@ -13,10 +13,10 @@
 #include "dist/world.h"
 #include "golden_encoder.h"
 #include "io/safetensors.h"
-#include "test_util.h"
 #include "text/checkpoint_layout.h"
 #include "text/vision_prompt.h"
 #include "text/vision_tower.h"
+#include "text_test_util.h"
 
 namespace h3::text {
 namespace {
