@@ -17,7 +17,6 @@
 #include "engine/reference_frames.h"
 #include "image/keyframes.h"
 #include "io/weights.h"
-#include "text/byte_encoder.h"
 #include "text/prompt_encoder.h"
 #include "vae/chunk_plan.h"
 #include "vae/video_decoder.h"
@@ -158,7 +157,7 @@ ModelInfo read_model(const std::string& dir, bool ref2va) {
   const fs::path te = root / "text_encoder";
   if (fs::is_directory(te)) {
     m.text_encoder_dir = te.string();
-    m.byte_encoder = text::ByteEncoder::declared_in(m.text_encoder_dir);
+    text::refuse_byte_encoder(m.text_encoder_dir);
     m.prompt_encoder = text::has_prompt_encoder(dir);
     if (m.prompt_encoder) {
       try {

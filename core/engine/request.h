@@ -67,7 +67,7 @@ struct TimedPrompt {
 };
 
 struct GenerationRequest {
-  std::string prompt;       // for models with a built-in text encoder (the tiny default)
+  std::string prompt;       // for models with a text encoder of their own (text_encoder/ and tokenizer/)
   std::string embeds_path;  // precomputed embeddings safetensors (`embeds` [L, text_dim], optional `tags`)
   int64_t width = 0, height = 0;  // output size in pixels; 0 = model default
   // Exact output frame count; 0 = model default; -1 = endless (the causal sampler only: chunks

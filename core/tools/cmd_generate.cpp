@@ -208,7 +208,7 @@ H3_REGISTER_COMMAND(
     "  --model DIR          model folder (release layout); default: the tiny default model\n"
     "                       ($H3_MODEL_DIR, else the installed or build tree's copy)\n"
     "  --prompt TEXT        prompt, for a model with its own text encoder (text_encoder/ + tokenizer/,\n"
-    "                       as released) or the byte encoder of a tiny model\n"
+    "                       as released and in the tiny models)\n"
     "  --embeds FILE        precomputed prompt embeddings: safetensors with `embeds` [L, text_dim]\n"
     "                       (bf16 or fp32) and optionally `tags` [L] (h3 encode-prompt writes one)\n"
     "  --width W --height H output size in pixels (16..4096; the model computes on a canvas rounded up\n"
