@@ -223,7 +223,8 @@ MemoryShape memory_shape_of(int ranks_here, int world_ranks, int sp, const std::
 }
 
 int64_t endless_video_latents(const ModelInfo& m) {
-  const vae::ChunkPlan cp = vae::plan_chunks(dit::kChunkLatents + 2, vae::temporal_params(m.vae));
+  const vae::ChunkPlan cp =
+      vae::plan_chunks(dit::kChunkLatents + dit::kTailLatents, vae::temporal_params(m.vae));
   return cp.tokens_chunk_size + (cp.tokens_chunk_size + cp.token_overlap) + dit::kChunkLatents - 1;
 }
 

@@ -142,12 +142,14 @@ ModelInfo read_model(const std::string& dir, bool ref2va) {
                                           " latent channels but the transformer takes " +
                                           std::to_string(m.dit.in_channels) + pair);
   }
-  if (m.vae.patch_size != dit::kVaeSpatialRatio || m.vae.patch_size_t != 4 || m.vae.clip_length != 17 ||
-      m.vae.token_drop != 3) {
+  if (m.vae.patch_size != dit::kVaeSpatialRatio || m.vae.patch_size_t != dit::kFramesPerLatent ||
+      m.vae.clip_length != dit::kChunkFrames || m.vae.token_drop != dit::kDroppedLatents) {
     throw Error(ErrorKind::kMismatch,
-                m.vae_dir +
-                    "/config.json: the engine needs the released VAE geometry (16 px and "
-                    "4 frames per latent, clip_length 17, token_drop 3)");
+                m.vae_dir + "/config.json: the engine needs the released VAE geometry (" +
+                    std::to_string(dit::kVaeSpatialRatio) + " px and " +
+                    std::to_string(dit::kFramesPerLatent) + " frames per latent, clip_length " +
+                    std::to_string(dit::kChunkFrames) + ", token_drop " +
+                    std::to_string(dit::kDroppedLatents) + ")");
   }
   if (m.dit.patch[0] != 1 || m.dit.patch[1] != 2 || m.dit.patch[2] != 2) {
     throw Error(ErrorKind::kMismatch,
@@ -292,8 +294,8 @@ void plan_sound(const ModelInfo& m, const Audio& a, int64_t generated_frames, co
                     std::to_string(audio::resample_kernel_elements(a.rate, m.audio_rate) * 4 >> 20) +
                     " MiB); resample it to a common rate (e.g. 48000 or 44100 Hz) first");
   }
-  const auto kept = std::min(a.frames(), static_cast<int64_t>(static_cast<double>(generated_frames) / 24.0 *
-                                                              static_cast<double>(a.rate)));
+  const auto kept = std::min(
+      a.frames(), static_cast<int64_t>(dit::frames_seconds(generated_frames) * static_cast<double>(a.rate)));
   if (kept < 1) throw Error(ErrorKind::kInvalidArgument, name + ": holds no sound (0 samples)");
   planned.audio_samples = audio::resampled_length(kept, a.rate, m.audio_rate);
   planned.audio_latents = (planned.audio_samples + m.audio_hop - 1) / m.audio_hop;
@@ -378,8 +380,9 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
     planned.frames = std::min(frames, p.generated_frames);
     if (planned.frames < kMinReferenceVideoFrames) {
       throw Error(ErrorKind::kInvalidArgument,
-                  name + " gives " + std::to_string(planned.frames) + " frames at 24 fps (" +
-                      std::to_string(v.frames.size()) + " at " + std::to_string(fps) +
+                  name + " gives " + std::to_string(planned.frames) + " frames at " +
+                      std::to_string(dit::kFps) + " fps (" + std::to_string(v.frames.size()) + " at " +
+                      std::to_string(fps) +
                       " fps): a video reference "
                       "needs at least " +
                       std::to_string(kMinReferenceVideoFrames) +
@@ -527,8 +530,9 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   // The model makes 17n+5 frames; the VAE's temporal plan needs at least one whole chunk
   // (7 latents -> 22 frames), so shorter requests are generated at 22 and trimmed. An endless
   // stream is planned as the longest one (its plan's latents), and never trimmed.
-  p.generated_frames =
-      p.endless ? 17 * kMaxEndlessChunks + 5 : std::max<int64_t>(dit::snap_pixel_frames(p.num_frames), 22);
+  p.generated_frames = p.endless
+                           ? dit::clip_frames(kMaxEndlessChunks)
+                           : std::max<int64_t>(dit::snap_pixel_frames(p.num_frames), dit::kMinDecodedFrames);
   const dit::LatentGeometry geo = dit::latent_geometry(p.generated_frames, p.canvas_width, p.canvas_height);
   p.latent_frames = geo.t;
   plan_references(m, req, p);  // a video reference is cut to the generated frames

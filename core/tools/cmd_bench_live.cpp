@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dit/model_clock.h"
 #include "dit/random_model.h"
 #include "engine/engine.h"
 #include "engine/tiny_model.h"

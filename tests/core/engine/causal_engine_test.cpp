@@ -374,7 +374,7 @@ TEST(EngineLive, APromptChangedWhilePlayingLandsAtTheNextChunkAndEqualsTheSameTi
   EXPECT_EQ(live.prompts[0].first, 2);
   // Up front: the same change as a timeline entry at chunk 2's start (34 / 24 s).
   GenerationRequest timed = r;
-  timed.prompt_timeline = {{34.0 / 24.0, "a blue cube spinning"}};
+  timed.prompt_timeline = {{dit::chunk_start_seconds(2), "a blue cube spinning"}};
   const Stream up_front = run_endless(*e, timed, 5);
   ASSERT_EQ(up_front.prompts.size(), 1u);
   EXPECT_EQ(up_front.prompts[0].first, 2);
