@@ -23,8 +23,7 @@ constexpr const char* kDefaultPrompt = "a red circle moving right on a black bac
 constexpr gint kDefaultQueueChunks = 2, kMaxQueueChunks = 64;
 constexpr guint kMaxTimeoutSeconds = 3600;
 
-// The `sampler` property's values (GstH3Sampler).
-enum Sampler { kSamplerEuler = 0, kSamplerCausal = 1 };
+// The `sampler` property's type (GstH3Sampler): h3::Sampler's values, under their names.
 GType sampler_get_type();
 
 struct Settings {
@@ -51,7 +50,7 @@ struct Settings {
   guint64 max_memory = 0;     // bytes a request may take beside the weights; 0: what is available
   guint64 device_memory = 0;  // bytes of each rank's device for the fit planner; 0: the GPU's (cuda)
   // The sampler (docs/causal.md): how the clip is synthesised.
-  gint sampler = kSamplerEuler;
+  h3::Sampler sampler = h3::Sampler::kEuler;
   std::string lora;             // a PEFT LoRA on the DiT; empty: none
   std::string prompt_timeline;  // a file of `SECONDS PROMPT` lines; empty: none
   gint sink = static_cast<gint>(h3::kDefaultSink), window = static_cast<gint>(h3::kDefaultWindow);

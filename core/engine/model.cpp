@@ -246,8 +246,8 @@ void plan_keyframes(const ModelInfo& m, const GenerationRequest& req, ClipPlan& 
   if (!first && !last) return;
   if (first) check_picture(req.first_frame, "first-frame");
   if (last) check_picture(req.last_frame, "last-frame");
-  if (first) p.keyframe_anchors.push_back("first");
-  if (last) p.keyframe_anchors.push_back("last");
+  if (first) p.keyframe_anchors.push_back(Keyframe::kFirst);
+  if (last) p.keyframe_anchors.push_back(Keyframe::kLast);
   if ((req.width == 0) != (req.height == 0)) {
     throw Error(
         ErrorKind::kInvalidArgument,
@@ -337,7 +337,7 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
     const std::string name = label + " '" + ref.source() + "'";
     PlannedReference planned;
     if (ref.is_audio()) {
-      planned.kind = "audio";
+      planned.kind = ReferenceKind::kAudio;
       planned.width = planned.height = planned.frames = planned.encoded_frames = planned.latent_frames = 0;
       plan_sound(m, ref.audio, p.generated_frames, label, planned);
       p.references.push_back(planned);
@@ -376,7 +376,7 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
     const double fps = static_cast<double>(v.fps_n) / static_cast<double>(v.fps_d);
     int64_t frames = 0;
     for (int64_t n : frame_repeats(static_cast<int64_t>(v.frames.size()), fps)) frames += n;
-    planned.kind = "video";
+    planned.kind = ReferenceKind::kVideo;
     planned.frames = std::min(frames, p.generated_frames);
     if (planned.frames < kMinReferenceVideoFrames) {
       throw Error(ErrorKind::kInvalidArgument,
@@ -430,14 +430,8 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   p.height = req.height != 0 ? req.height : m.defaults.height;
   plan_keyframes(m, req, p);
   p.num_frames = req.num_frames != 0 ? req.num_frames : m.defaults.num_frames;
-  p.sampler = req.sampler.empty() ? "euler" : req.sampler;
-  if (p.sampler != "euler" && p.sampler != "causal") {
-    throw Error(ErrorKind::kInvalidArgument,
-                "sampler '" + p.sampler +
-                    "' is not known: use \"euler\" (the whole clip, the release's "
-                    "sampler) or \"causal\" (chunk-causal streaming synthesis)");
-  }
-  const bool causal = p.sampler == "causal";
+  p.sampler = req.sampler;
+  const bool causal = p.sampler == Sampler::kCausal;
   p.steps = req.steps != 0 ? req.steps : causal ? kDefaultCausalSteps : m.defaults.steps;
   check_range("width", p.width, kMinSide, kMaxSide, " pixels (0 = the model default)");
   check_range("height", p.height, kMinSide, kMaxSide, " pixels (0 = the model default)");
@@ -546,9 +540,9 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
     p.condition_rows += r.latent_frames * (r.width / patch_px) * (r.height / patch_px) + 2 * r.audio_latents;
     // Sound never reaches the conditioner: its "<Audio j>: " label alone (at most 8 tokens).
     if (r.audio_latents > 0) p.vision_rows += 8;
-    if (r.kind == "audio") continue;
+    if (r.kind == ReferenceKind::kAudio) continue;
     // A video's conditioner reads 2 frames a second, a vision block per pair.
-    const int64_t blocks = r.kind == "video" ? (video_sampled_frames(r.frames) + 1) / 2 : 1;
+    const int64_t blocks = r.kind == ReferenceKind::kVideo ? (video_sampled_frames(r.frames) + 1) / 2 : 1;
     if (m.vision) p.vision_rows += blocks * vision_block_rows(*m.vision, r.width, r.height);
   }
   p.audio_latents = geo.audio;

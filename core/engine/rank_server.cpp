@@ -260,7 +260,7 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
     const std::vector<at::Tensor> keyframes = keyframe_latents_stage(c, pictures);
     // Ref2VA: the references' sound, encoded on rank 0.
     const std::vector<at::Tensor> sounds = reference_sounds_stage(c, mine ? &mine->job.request : nullptr);
-    if (p.sampler == "causal") {
+    if (p.sampler == Sampler::kCausal) {
       // Synthesis and decode interleave chunk by chunk.
       causal_stage(c, j, cond);
       if (root) c.post_progress(Phase::kDone, p.evaluations, p.evaluations, p.total_chunks, p.num_frames);

@@ -100,10 +100,10 @@ int run(Args& a) {
   std::printf("%-22s %6s %5s %9s %9s %8s %9s\n", "sampler", "frames", "evals", "1st_frame", "period_s",
               "total_s", "peak_MiB");
   GenerationRequest euler = r;
-  euler.sampler = "euler";
+  euler.sampler = Sampler::kEuler;
   euler.steps = 21;  // 20 evaluations
   GenerationRequest causal = r;
-  causal.sampler = "causal";
+  causal.sampler = Sampler::kCausal;
   // Warm-up: the first generation of an engine pays for allocator and kernel warm-up.
   timed(*engine, causal);
   for (const auto& [name, req] : {std::pair<const char*, GenerationRequest>{"euler (20 steps)", euler},

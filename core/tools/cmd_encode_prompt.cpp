@@ -56,8 +56,8 @@ text::Conditioning encode_with_keyframes(const std::string& model, int64_t layer
   if (last) r.last_frame = pictures::read_picture(*last, "--last-frame");
   const ClipPlan p = make_plan(m, r);  // the canvas, and the pictures checked
   std::vector<image::Rgb8> given;
-  for (const std::string& a : p.keyframe_anchors) {
-    const Picture& pic = a == "first" ? r.first_frame : r.last_frame;
+  for (Keyframe a : p.keyframe_anchors) {
+    const Picture& pic = a == Keyframe::kFirst ? r.first_frame : r.last_frame;
     given.push_back({pic.width, pic.height, pic.rgb});
   }
   const auto pe = text::PromptEncoder::load(model, layer, nullptr, eo);

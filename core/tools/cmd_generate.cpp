@@ -65,7 +65,7 @@ int run(Args& a) {
   req.height = a.int_or("height", 0, 0, kMaxSide);
   req.num_frames = a.int_or("frames", 0, 0, kMaxFrames);
   req.steps = a.int_or("steps", 0, 0, kMaxSteps);
-  req.sampler = a.string_or("sampler", "euler");
+  const std::string sampler = a.string_or("sampler", to_string(Sampler::kEuler));
   req.lora = a.string_or("lora", "");
   req.sink = a.int_or("sink", kDefaultSink, kMinSink, kMaxSink);
   req.window = a.int_or("window", kDefaultWindow, kMinWindow, kMaxWindow);
@@ -95,6 +95,7 @@ int run(Args& a) {
   const std::vector<std::string> references = a.strings("reference");
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
+  req.sampler = parse_sampler(sampler);
   if (eo.model_dir.empty()) eo.model_dir = default_model_dir();
   // References are Ref2VA's, whose DiT is transformer_ref/.
   eo.ref2va = !references.empty();
@@ -124,7 +125,7 @@ int run(Args& a) {
   auto engine = Engine::open(eo, progress);
   const ClipPlan plan = engine->plan(req);
   for (const auto& w : plan.warnings) std::fprintf(stderr, "h3 generate: warning: %s\n", w.c_str());
-  if (!quiet && plan.sampler == "causal") {
+  if (!quiet && plan.sampler == Sampler::kCausal) {
     std::fprintf(stderr,
                  "h3 generate: causal sampler: %lld chunks of %lld forwards, sink %lld, window %lld, shifts "
                  "%g / %g%s%s\n",
