@@ -90,6 +90,7 @@ bool Lifecycle::start(bool audio) {
     return false;
   }
   // A model that cannot serve the pictures refuses before any of them is decoded.
+  int64_t default_frames = 0;
   if (!s.first_frame.empty() || !s.last_frame.empty() || !s.references.empty()) {
     std::string error;
     const EngineModule* module = load_engine_module(request.plugin_dir, &error);
@@ -103,13 +104,13 @@ bool Lifecycle::start(bool audio) {
     ask.references = !s.references.empty();
     ask.embeddings = !request.clip.embeds_path.empty();
     EngineFailure failure;
-    if (!module->check_task(request.engine, ask, &failure)) {
+    if (!module->check_task(request.engine, ask, &default_frames, &failure)) {
       start_failed(failure, "The requested clip is not possible");
       return false;
     }
   }
   try {
-    read_pictures(s, request.clip);
+    read_pictures(s, default_frames, request.clip);
   } catch (const h3::Error& e) {
     if (e.kind() == h3::ErrorKind::kNotFound) {
       GST_ELEMENT_ERROR(element_, RESOURCE, NOT_FOUND, ("%s", e.what()),

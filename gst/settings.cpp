@@ -6,6 +6,7 @@
 #include <chrono>
 #include <tuple>
 
+#include "dit/model_clock.h"
 #include "engine/prompt_timeline.h"
 #include "pictures/picture_file.h"
 
@@ -375,13 +376,11 @@ h3::GenerationRequest to_request(const Settings& s) {
   return r;
 }
 
-void read_pictures(const Settings& s, h3::GenerationRequest& r) {
+void read_pictures(const Settings& s, int64_t default_frames, h3::GenerationRequest& r) {
   if (!s.first_frame.empty()) r.first_frame = h3::pictures::read_picture(s.first_frame, "first-frame");
   if (!s.last_frame.empty()) r.last_frame = h3::pictures::read_picture(s.last_frame, "last-frame");
-  // A video reference is read as far as the clip can use it: its generated frames (17n+5 of at
-  // least num-frames), or the longest clip's when num-frames is the model's default.
-  const int64_t frames = s.num_frames > 0 ? s.num_frames : h3::kMaxFrames;
-  const double seconds = static_cast<double>(std::max<int64_t>(frames, 22) + 17) / 24.0;
+  // A video reference is read as far as the clip can use it: num-frames, or the model's default.
+  const double seconds = h3::dit::reference_read_seconds(s.num_frames > 0 ? s.num_frames : default_frames);
   for (size_t i = 0; i < s.references.size(); ++i) {
     r.references.push_back(h3::pictures::read_reference(
         s.references[i], "references: reference " + std::to_string(i + 1), seconds));

@@ -109,9 +109,10 @@ const char* explicit_zero(const Settings& s);
 h3::GenerationRequest to_request(const Settings& s);
 h3::EngineOptions to_engine_options(const Settings& s);
 // Decodes first-frame, last-frame and references (when set) into `r` with GStreamer
-// (pictures/picture_file.h).
+// (pictures/picture_file.h). `default_frames`: the model's default clip length (the engine
+// module's check_task says it), what a video reference is read for when num-frames is the model's.
 // Throws h3::Error naming the property and the file: kNotFound, or kInvalidArgument for a file that
 // holds no picture GStreamer can decode or one too small or too large.
-void read_pictures(const Settings& s, h3::GenerationRequest& r);
+void read_pictures(const Settings& s, int64_t default_frames, h3::GenerationRequest& r);
 
 }  // namespace h3gst

@@ -12,6 +12,7 @@
 
 #include "audio/audio_decoder.h"
 #include "common/error.h"
+#include "dit/model_clock.h"
 #include "engine/engine.h"
 #include "engine/memory_guard.h"
 #include "engine/model.h"
@@ -105,18 +106,14 @@ int run(Args& a) {
   ask.last_frame = last_frame.has_value();
   ask.references = !references.empty();
   ask.embeddings = !req.embeds_path.empty();
-  check_task(eo, ask);
+  const int64_t default_frames = check_task(eo, ask);
   if (first_frame) req.first_frame = pictures::read_picture(*first_frame, "--first-frame");
   if (last_frame) req.last_frame = pictures::read_picture(*last_frame, "--last-frame");
-  // A video reference is read as far as the clip can use it: its generated frames (17n+5 of at
-  // least the requested or the model's default frames).
-  const int64_t frames = req.num_frames > 0
-                             ? req.num_frames
-                             : (references.empty() ? 0 : read_model(eo.model_dir).defaults.num_frames);
+  // A video reference is read as far as the clip can use it: the requested or the model's default frames.
+  const double seconds = dit::reference_read_seconds(req.num_frames > 0 ? req.num_frames : default_frames);
   for (size_t i = 0; i < references.size(); ++i) {
     req.references.push_back(
-        pictures::read_reference(references[i], "--reference " + std::to_string(i + 1),
-                                 static_cast<double>(std::max<int64_t>(frames, 22) + 17) / 24.0));
+        pictures::read_reference(references[i], "--reference " + std::to_string(i + 1), seconds));
   }
 
   ProgressPrinter printer;

@@ -146,11 +146,15 @@ TEST(Fl2vaPlan, AModelWithoutTheConditionPathIsRefusedSayingWhy) {
               "first-frame asks for FL2VA (image to video), which this model cannot do: " + why);
   }
   o.model_dir = model_dir();
-  check_task(o, ask);  // the conditioning model has the path
+  // The conditioning model has the path; its default length comes back with the verdict (what
+  // the element reads a video reference for when num-frames is the model's).
+  const int64_t default_frames = read_model(model_dir()).defaults.num_frames;
+  EXPECT_EQ(check_task(o, ask), default_frames);
   ask = TaskAsk();
   ask.references = true;
   o.ref2va = true;
-  check_task(o, ask);  // and Ref2VA's DiT
+  EXPECT_EQ(check_task(o, ask), default_frames);  // and Ref2VA's DiT
+  EXPECT_EQ(check_task(o, TaskAsk()), 0);         // T2VA: the model is not read
   o.model_dir = default_model_dir();
   EXPECT_THROW(check_task(o, ask), Error);  // the tiny T2VA model has no transformer_ref/
   // Through the engine's own check, before anything runs.
