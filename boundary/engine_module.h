@@ -15,6 +15,7 @@
 // kEngineModuleAbi guards against a plugin and a module from different builds.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -27,7 +28,7 @@
 
 namespace h3gst {
 
-constexpr int kEngineModuleAbi = 11;  // 11: check_task, before the pictures are decoded
+constexpr int kEngineModuleAbi = 12;  // 12: check_task gives the model's default frames
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 
@@ -69,8 +70,11 @@ struct EngineModule {
   bool (*fit)(const h3::EngineOptions& options, const h3::GenerationRequest& request, EngineFailure* failure);
   // Whether the model an engine opened with `options` would read serves what `ask` asks for
   // (h3::check_task: FL2VA's or Ref2VA's condition path), from its configs and headers alone: the
-  // element asks before it decodes any picture; false with `failure` set when it does not.
-  bool (*check_task)(const h3::EngineOptions& options, const h3::TaskAsk& ask, EngineFailure* failure);
+  // element asks before it decodes any picture; false with `failure` set when it does not. Sets
+  // `default_frames` to the model's default clip length, what the element reads a video
+  // reference for when num-frames is the model's (0 when `ask` holds no picture).
+  bool (*check_task)(const h3::EngineOptions& options, const h3::TaskAsk& ask, int64_t* default_frames,
+                     EngineFailure* failure);
   // Opens the engine (loads every rank's shards); nullptr with `failure` set on error.
   EngineHandle* (*open)(const h3::EngineOptions& options, const h3::ProgressFn& on_progress,
                         EngineFailure* failure);

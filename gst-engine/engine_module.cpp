@@ -163,11 +163,12 @@ bool fit(const h3::EngineOptions& options, const h3::GenerationRequest& request,
   }
 }
 
-bool check_task(const h3::EngineOptions& options, const h3::TaskAsk& ask, h3gst::EngineFailure* failure) {
+bool check_task(const h3::EngineOptions& options, const h3::TaskAsk& ask, int64_t* default_frames,
+                h3gst::EngineFailure* failure) {
   try {
     h3::EngineOptions o = options;
     if (o.model_dir.empty()) o.model_dir = h3::default_model_dir();
-    h3::check_task(o, ask);
+    *default_frames = h3::check_task(o, ask);
     return true;
   } catch (...) {
     *failure = current_failure();

@@ -21,7 +21,7 @@ Lifecycle::Lifecycle(GstElement* element, GstDebugCategory* category, CompleteSt
 
 bool Lifecycle::set_property(guint id, const GValue* value, GParamSpec* pspec) {
   GST_OBJECT_LOCK(element_);
-  if (id == PROP_PROMPT && started_ && active_.sampler == kSamplerCausal) {
+  if (id == PROP_PROMPT && started_ && active_.sampler == h3::Sampler::kCausal) {
     // A causal stream takes a new prompt while it plays: from its next chunk on.
     const gchar* text = g_value_get_string(value);
     props_.prompt = text ? text : "";
@@ -90,6 +90,7 @@ bool Lifecycle::start(bool audio) {
     return false;
   }
   // A model that cannot serve the pictures refuses before any of them is decoded.
+  int64_t default_frames = 0;
   if (!s.first_frame.empty() || !s.last_frame.empty() || !s.references.empty()) {
     std::string error;
     const EngineModule* module = load_engine_module(request.plugin_dir, &error);
@@ -103,13 +104,13 @@ bool Lifecycle::start(bool audio) {
     ask.references = !s.references.empty();
     ask.embeddings = !request.clip.embeds_path.empty();
     EngineFailure failure;
-    if (!module->check_task(request.engine, ask, &failure)) {
+    if (!module->check_task(request.engine, ask, &default_frames, &failure)) {
       start_failed(failure, "The requested clip is not possible");
       return false;
     }
   }
   try {
-    read_pictures(s, request.clip);
+    read_pictures(s, default_frames, request.clip);
   } catch (const h3::Error& e) {
     if (e.kind() == h3::ErrorKind::kNotFound) {
       GST_ELEMENT_ERROR(element_, RESOURCE, NOT_FOUND, ("%s", e.what()),
@@ -152,7 +153,7 @@ bool Lifecycle::change_prompt(const std::string& prompt, GstClockTime running_ti
     return false;
   }
   GST_OBJECT_LOCK(element_);
-  const bool causal = started_ && active_.sampler == kSamplerCausal;
+  const bool causal = started_ && active_.sampler == h3::Sampler::kCausal;
   GST_OBJECT_UNLOCK(element_);
   if (!causal) {
     GST_ELEMENT_WARNING(element_, LIBRARY, SETTINGS,
@@ -352,7 +353,8 @@ void Lifecycle::planned(const h3::ClipPlan& plan) {
                       " frames in %" G_GINT64_FORMAT " chunks, %" G_GINT64_FORMAT " steps",
                       plan.width, plan.height, plan.num_frames, plan.total_chunks, plan.steps);
   for (const std::string& w : plan.warnings) {
-    GST_ELEMENT_WARNING(element_, LIBRARY, SETTINGS, ("%s", w.c_str()), ("sampler=%s", plan.sampler.c_str()));
+    GST_ELEMENT_WARNING(element_, LIBRARY, SETTINGS, ("%s", w.c_str()),
+                        ("sampler=%s", h3::to_string(plan.sampler)));
   }
   post_open_progress(element_, GST_PROGRESS_TYPE_COMPLETE, "model ready");
 }

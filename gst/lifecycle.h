@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "dit/model_clock.h"
 #include "generation.h"
 #include "prompt_times.h"
 #include "settings.h"
@@ -25,7 +26,7 @@ namespace h3gst {
 struct Published {
   bool have_plan = false;
   h3::ClipPlan plan{};
-  gint fps_n = 24, fps_d = 1;    // the framerate property's rate, else the plan's
+  gint fps_n = static_cast<gint>(h3::dit::kFps), fps_d = 1;  // the framerate property's rate, else the plan's
   int64_t property_frames = -1;  // the num-frames property; -1: the model's default
   // Live latency: the slowest chunk's production time so far (its decode, or the cycle since the
   // previous chunk was taken), and what was last reported.

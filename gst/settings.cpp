@@ -6,6 +6,7 @@
 #include <chrono>
 #include <tuple>
 
+#include "dit/model_clock.h"
 #include "engine/prompt_timeline.h"
 #include "pictures/picture_file.h"
 
@@ -61,7 +62,7 @@ void install_request_properties(GObjectClass* klass) {
       g_param_spec_enum("sampler", "Sampler",
                         "How the clip is synthesised: euler over the whole clip, or causal, chunk by "
                         "chunk, each decoded at once",
-                        sampler_get_type(), d.sampler, kReady));
+                        sampler_get_type(), static_cast<gint>(d.sampler), kReady));
   g_object_class_install_property(
       klass, PROP_LORA,
       g_param_spec_string("lora", "LoRA",
@@ -234,9 +235,11 @@ void set_string_or_null(GValue* value, const std::string& s) {
 GType sampler_get_type() {
   static gsize type = 0;
   static const GEnumValue values[] = {
-      {kSamplerEuler, "The release's flow-matching sampler over the whole clip", "euler"},
-      {kSamplerCausal,
-       "RAVEN-Streaming's chunk-causal sampler: chunks synthesised and decoded one after another", "causal"},
+      {static_cast<gint>(h3::Sampler::kEuler), "The release's flow-matching sampler over the whole clip",
+       h3::to_string(h3::Sampler::kEuler)},
+      {static_cast<gint>(h3::Sampler::kCausal),
+       "RAVEN-Streaming's chunk-causal sampler: chunks synthesised and decoded one after another",
+       h3::to_string(h3::Sampler::kCausal)},
       {0, nullptr, nullptr},
   };
   if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstH3Sampler", values));
@@ -277,7 +280,7 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_TOKEN_FILE: s->token_file = string_or_empty(value); break;
     case PROP_MAX_MEMORY: s->max_memory = g_value_get_uint64(value); break;
     case PROP_DEVICE_MEMORY: s->device_memory = g_value_get_uint64(value); break;
-    case PROP_SAMPLER: s->sampler = g_value_get_enum(value); break;
+    case PROP_SAMPLER: s->sampler = static_cast<h3::Sampler>(g_value_get_enum(value)); break;
     case PROP_LORA: s->lora = string_or_empty(value); break;
     case PROP_SINK: s->sink = g_value_get_int(value); break;
     case PROP_WINDOW: s->window = g_value_get_int(value); break;
@@ -324,7 +327,7 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_TOKEN_FILE: set_string_or_null(value, s.token_file); break;
     case PROP_MAX_MEMORY: g_value_set_uint64(value, s.max_memory); break;
     case PROP_DEVICE_MEMORY: g_value_set_uint64(value, s.device_memory); break;
-    case PROP_SAMPLER: g_value_set_enum(value, s.sampler); break;
+    case PROP_SAMPLER: g_value_set_enum(value, static_cast<gint>(s.sampler)); break;
     case PROP_LORA: set_string_or_null(value, s.lora); break;
     case PROP_SINK: g_value_set_int(value, s.sink); break;
     case PROP_WINDOW: g_value_set_int(value, s.window); break;
@@ -360,11 +363,12 @@ h3::GenerationRequest to_request(const Settings& s) {
   r.embeds_path = s.embeds;
   r.width = std::max(0, s.width);
   r.height = std::max(0, s.height);
-  r.num_frames =
-      s.num_frames == kModelDefault && s.sampler == kSamplerCausal ? h3::kEndless : std::max(0, s.num_frames);
+  r.num_frames = s.num_frames == kModelDefault && s.sampler == h3::Sampler::kCausal
+                     ? h3::kEndless
+                     : std::max(0, s.num_frames);
   r.steps = std::max(0, s.steps);
   r.seed = s.seed;
-  r.sampler = s.sampler == kSamplerCausal ? "causal" : "euler";
+  r.sampler = s.sampler;
   r.lora = s.lora;
   r.sink = s.sink;
   r.window = s.window;
@@ -372,13 +376,11 @@ h3::GenerationRequest to_request(const Settings& s) {
   return r;
 }
 
-void read_pictures(const Settings& s, h3::GenerationRequest& r) {
+void read_pictures(const Settings& s, int64_t default_frames, h3::GenerationRequest& r) {
   if (!s.first_frame.empty()) r.first_frame = h3::pictures::read_picture(s.first_frame, "first-frame");
   if (!s.last_frame.empty()) r.last_frame = h3::pictures::read_picture(s.last_frame, "last-frame");
-  // A video reference is read as far as the clip can use it: its generated frames (17n+5 of at
-  // least num-frames), or the longest clip's when num-frames is the model's default.
-  const int64_t frames = s.num_frames > 0 ? s.num_frames : h3::kMaxFrames;
-  const double seconds = static_cast<double>(std::max<int64_t>(frames, 22) + 17) / 24.0;
+  // A video reference is read as far as the clip can use it: num-frames, or the model's default.
+  const double seconds = h3::dit::reference_read_seconds(s.num_frames > 0 ? s.num_frames : default_frames);
   for (size_t i = 0; i < s.references.size(); ++i) {
     r.references.push_back(h3::pictures::read_reference(
         s.references[i], "references: reference " + std::to_string(i + 1), seconds));

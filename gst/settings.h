@@ -23,8 +23,7 @@ constexpr const char* kDefaultPrompt = "a red circle moving right on a black bac
 constexpr gint kDefaultQueueChunks = 2, kMaxQueueChunks = 64;
 constexpr guint kMaxTimeoutSeconds = 3600;
 
-// The `sampler` property's values (GstH3Sampler).
-enum Sampler { kSamplerEuler = 0, kSamplerCausal = 1 };
+// The `sampler` property's type (GstH3Sampler): h3::Sampler's values, under their names.
 GType sampler_get_type();
 
 struct Settings {
@@ -51,7 +50,7 @@ struct Settings {
   guint64 max_memory = 0;     // bytes a request may take beside the weights; 0: what is available
   guint64 device_memory = 0;  // bytes of each rank's device for the fit planner; 0: the GPU's (cuda)
   // The sampler (docs/causal.md): how the clip is synthesised.
-  gint sampler = kSamplerEuler;
+  h3::Sampler sampler = h3::Sampler::kEuler;
   std::string lora;             // a PEFT LoRA on the DiT; empty: none
   std::string prompt_timeline;  // a file of `SECONDS PROMPT` lines; empty: none
   gint sink = static_cast<gint>(h3::kDefaultSink), window = static_cast<gint>(h3::kDefaultWindow);
@@ -110,9 +109,10 @@ const char* explicit_zero(const Settings& s);
 h3::GenerationRequest to_request(const Settings& s);
 h3::EngineOptions to_engine_options(const Settings& s);
 // Decodes first-frame, last-frame and references (when set) into `r` with GStreamer
-// (pictures/picture_file.h).
+// (pictures/picture_file.h). `default_frames`: the model's default clip length (the engine
+// module's check_task says it), what a video reference is read for when num-frames is the model's.
 // Throws h3::Error naming the property and the file: kNotFound, or kInvalidArgument for a file that
 // holds no picture GStreamer can decode or one too small or too large.
-void read_pictures(const Settings& s, h3::GenerationRequest& r);
+void read_pictures(const Settings& s, int64_t default_frames, h3::GenerationRequest& r);
 
 }  // namespace h3gst

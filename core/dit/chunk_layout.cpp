@@ -12,7 +12,10 @@
 namespace h3::dit {
 
 double chunk_start_time(int64_t chunk) {
-  return static_cast<double>(chunk) * 85.0 / 3.0;
+  // 17 frames of 40 / 24 audio latents each, as one product and one division: the same double as
+  // c * 85 / 3.
+  return static_cast<double>(chunk) * static_cast<double>(kChunkFrames * kAudioLatentsPerSecond) /
+         static_cast<double>(kFps);
 }
 
 namespace {
@@ -37,7 +40,7 @@ std::vector<ChunkSpan> cut_chunks(int64_t video_latents, int64_t audio_latents) 
                 "chunk-causal sampling: " + std::to_string(video_latents) +
                     " video latents: the clip must have 5k + 2 (17k + 5 frames)");
   }
-  const int64_t full = (video_latents - 2) / kChunkLatents;
+  const int64_t full = (video_latents - kTailLatents) / kChunkLatents;
   if (audio_latents < audio_start(full) + 1) {
     throw Error(ErrorKind::kInvalidArgument, "chunk-causal sampling: " + std::to_string(audio_latents) +
                                                  " audio latents do not reach the last chunk (it starts at " +
@@ -47,7 +50,7 @@ std::vector<ChunkSpan> cut_chunks(int64_t video_latents, int64_t audio_latents) 
   for (int64_t c = 0; c <= full; ++c) {
     ChunkSpan s = full_chunk(c);
     if (c == full) {
-      s.video_end = video_latents;  // the 2-latent tail
+      s.video_end = video_latents;  // the tail's latents
       s.audio_end = audio_latents;
     }
     out.push_back(s);
@@ -69,11 +72,11 @@ at::Tensor chunk_positions(int64_t text_rows, const ChunkSpan& span, int64_t gri
       p[r * 3 + 2] = w;
     }
   }
-  static const double kSpan[5] = {1, 4, 4, 4, 4};  // pixel frames of each latent of a 17-frame clip
   for (int64_t f = span.video_begin; f < span.video_end; ++f) {
-    double within = 0;
-    for (int64_t i = 0; i < f % 5; ++i) within += kSpan[i];
-    const double t = origin + chunk_start_time(f / 5) + 5.0 / 3.0 * within;
+    // The pixel frames before latent f within its chunk: 1 for the chunk's first latent, 4 each after.
+    const int64_t k = f % kChunkLatents;
+    const double within = k == 0 ? 0.0 : static_cast<double>(1 + (k - 1) * kFramesPerLatent);
+    const double t = origin + chunk_start_time(f / kChunkLatents) + kAudioLatentsPerFrame * within;
     for (int64_t i = 0; i < grid_h; ++i) {
       for (int64_t j = 0; j < grid_w; ++j, ++r) {
         p[r * 3] = t;

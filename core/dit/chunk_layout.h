@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace h3::dit {
+#include "dit/model_clock.h"
 
-constexpr int64_t kChunkLatents = 5;  // video latents per full chunk
+namespace h3::dit {
 
 struct ChunkSpan {
   int64_t index = 0;

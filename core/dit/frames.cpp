@@ -7,10 +7,10 @@
 namespace h3::dit {
 
 bool is_valid_pixel_frames(int64_t frames) {
-  return frames >= 5 && (frames - 5) % 17 == 0;
+  return frames >= kTailFrames && (frames - kTailFrames) % kChunkFrames == 0;
 }
 bool is_valid_latent_frames(int64_t t) {
-  return t >= 2 && (t - 2) % 5 == 0;
+  return t >= kTailLatents && (t - kTailLatents) % kChunkLatents == 0;
 }
 
 int64_t latent_frames_for(int64_t pixel_frames) {
@@ -20,7 +20,7 @@ int64_t latent_frames_for(int64_t pixel_frames) {
                     ": the model generates 17n+5 frames (5, 22, 39, ..., 124, ...); the nearest is " +
                     std::to_string(snap_pixel_frames(pixel_frames)));
   }
-  return (pixel_frames - 5) / 17 * 5 + 2;
+  return (pixel_frames - kTailFrames) / kChunkFrames * kChunkLatents + kTailLatents;
 }
 
 int64_t pixel_frames_for(int64_t latent_frames) {
@@ -29,12 +29,12 @@ int64_t pixel_frames_for(int64_t latent_frames) {
                 "latent frames = " + std::to_string(latent_frames) +
                     ": the model's latent clips have 5n+2 frames (2, 7, 12, ..., 37, ...)");
   }
-  return (latent_frames - 2) / 5 * 17 + 5;
+  return clip_frames((latent_frames - kTailLatents) / kChunkLatents);
 }
 
 int64_t snap_pixel_frames(int64_t requested) {
-  if (requested <= 5) return 5;
-  return (requested - 5 + 16) / 17 * 17 + 5;
+  if (requested <= kTailFrames) return kTailFrames;
+  return clip_frames((requested - kTailFrames + kChunkFrames - 1) / kChunkFrames);
 }
 
 int64_t audio_latents_for(int64_t pixel_frames) {

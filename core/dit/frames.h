@@ -1,16 +1,17 @@
 // Frame, latent and canvas arithmetic of MiniMax-H3 (docs/h3-model.md §12), shared by the DiT, the
 // sampler, the VAE and the engine: pixel frames 17n+5 <-> latent frames 5n+2, a canvas that is a
 // multiple of 32 pixels (latent = pixels / 16), audio latents = round(frames * 5 / 3) per channel.
+// The clock these count with (24 fps, chunks of 17 frames and 5 latents) is model_clock.h's.
 #pragma once
 
 #include <cstdint>
+
+#include "dit/model_clock.h"
 
 namespace h3::dit {
 
 constexpr int64_t kCanvasMultiple = 32;   // pixels
 constexpr int64_t kVaeSpatialRatio = 16;  // pixels per latent
-constexpr int64_t kFps = 24;
-constexpr int64_t kAudioLatentsPerSecond = 40;
 // The release's audio VAE hop (32 kHz / 40 latents per second). The waveform's rate and hop are
 // the model's own (ModelInfo::audio_rate, audio_hop, from audio_vae/'s config); this is only what
 // a plan counts with when the model has none.

@@ -98,11 +98,10 @@ at::Tensor media_positions(double origin, int64_t audio_latents, int64_t t, int6
       p[r * 3 + 2] = w;
     }
   }
-  // A latent frame spans 5/3 per pixel frame: the first latent of each 17-frame clip covers 1
-  // pixel frame, the other four 4 each.
+  // A latent frame spans 5/3 per pixel frame it covers (latent_frames_spanned: the first latent of
+  // each 17-frame clip 1 pixel frame, the other four 4 each).
   // The reference adds the origin to the spans' running sum from 0 (origin + cumsum), which
   // differs in the last ulp from accumulating onto the origin for some origins.
-  static const double kSpan[5] = {1, 4, 4, 4, 4};
   double elapsed = 0.0;
   for (int64_t k = 0; k < t; ++k) {
     const double ft = origin + elapsed;
@@ -113,7 +112,7 @@ at::Tensor media_positions(double origin, int64_t audio_latents, int64_t t, int6
         p[r * 3 + 2] = gw[static_cast<size_t>(j)];
       }
     }
-    elapsed += 5.0 / 3.0 * kSpan[k % 5];
+    elapsed += kAudioLatentsPerFrame * static_cast<double>(latent_frames_spanned(k));
   }
   if (span) *span = elapsed;  // summed in order, as the reference sums a video reference's span
   return pos;
@@ -133,12 +132,13 @@ at::Tensor noised_keyframe(const at::Tensor& clean, const at::Tensor& noise) {
 
 at::Tensor keyframe_positions(KeyframeAnchor anchor, int64_t text_rows, int64_t t, int64_t grid_h,
                               int64_t grid_w) {
-  static const double kSpan[5] = {1, 4, 4, 4, 4};
   double time = static_cast<double>(text_rows);
   if (anchor == KeyframeAnchor::kLast) {
     std::vector<double> spans(static_cast<size_t>(t));
-    for (int64_t k = 0; k < t; ++k) spans[static_cast<size_t>(k)] = 5.0 / 3.0 * kSpan[k % 5];
-    time = static_cast<double>(text_rows) + pairwise_sum(spans.data(), t) - 5.0 / 3.0;
+    for (int64_t k = 0; k < t; ++k) {
+      spans[static_cast<size_t>(k)] = kAudioLatentsPerFrame * static_cast<double>(latent_frames_spanned(k));
+    }
+    time = static_cast<double>(text_rows) + pairwise_sum(spans.data(), t) - kAudioLatentsPerFrame;
   }
   return frame_positions(time, grid_h, grid_w);
 }

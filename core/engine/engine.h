@@ -45,8 +45,11 @@ void check_fit(const EngineOptions& opts, const GenerationRequest& req);
 // Whether the model an engine opened with `opts` would read serves the task `ask` asks for
 // (model.h check_task), from its configs and safetensors headers alone: called before any picture
 // is decoded, so that a model without FL2VA's or Ref2VA's condition path refuses first. Throws
-// h3::Error as check_task and read_model do.
-void check_task(const EngineOptions& opts, const TaskAsk& ask);
+// h3::Error as check_task and read_model do. Returns the model's default clip length in frames
+// (ModelDefaults::num_frames), what a request that leaves num_frames at 0 makes and so what its
+// video references are read for (dit::reference_read_seconds); 0 for a T2VA ask (no picture),
+// for which the model is not read.
+int64_t check_task(const EngineOptions& opts, const TaskAsk& ask);
 
 // Beyond the contract: observers the command line and the tests use.
 struct GenerateExtras {

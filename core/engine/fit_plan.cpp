@@ -38,7 +38,7 @@ struct Forward {
 std::vector<Forward> widest_forwards(const dit::DitConfig& c, const ClipPlan& p) {
   const int64_t grid_h = p.canvas_height / dit::kVaeSpatialRatio / c.patch[1];
   const int64_t grid_w = p.canvas_width / dit::kVaeSpatialRatio / c.patch[2];
-  if (p.sampler != "causal") {
+  if (p.sampler != Sampler::kCausal) {
     dit::ChunkSpan whole;  // the whole clip as one span: ChunkSpan::rows is the packing's count
     whole.video_end = p.latent_frames;
     whole.audio_end = p.audio_latents;
@@ -85,7 +85,7 @@ ForwardBytes forward_bytes(const dit::DitConfig& c, const Forward& f, int64_t tp
 
 // The distinct timesteps of every evaluation the request runs: what its AdaLN tables hold.
 std::vector<dit::TimestepSet> request_timesteps(const ClipPlan& p) {
-  if (p.sampler == "causal") {
+  if (p.sampler == Sampler::kCausal) {
     dit::CausalSettings s;
     s.steps = p.steps;
     s.video_shift = p.video_shift;

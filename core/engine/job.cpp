@@ -1,10 +1,44 @@
 #include "engine/job.h"
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/error.h"
 
 namespace h3 {
+
+namespace {
+
+// The closed sets travel as their names (engine/request_enums.h), never as numbers.
+template <typename Enum>
+Enum enum_from_wire(const nlohmann::json& j, Enum (*parse)(const std::string&)) {
+  try {
+    return parse(j.get<std::string>());
+  } catch (const Error& e) {
+    throw Error(ErrorKind::kInternal, std::string("a job from rank 0 could not be read: ") + e.what());
+  }
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& j, Sampler s) {
+  j = to_string(s);
+}
+void from_json(const nlohmann::json& j, Sampler& s) {
+  s = enum_from_wire(j, parse_sampler);
+}
+void to_json(nlohmann::json& j, ReferenceKind k) {
+  j = to_string(k);
+}
+void from_json(const nlohmann::json& j, ReferenceKind& k) {
+  k = enum_from_wire(j, parse_reference_kind);
+}
+void to_json(nlohmann::json& j, Keyframe k) {
+  j = to_string(k);
+}
+void from_json(const nlohmann::json& j, Keyframe& k) {
+  k = enum_from_wire(j, parse_keyframe);
+}
 
 // Field by field, by name: every rank reads what rank 0 wrote, whatever order or build.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlannedReference, kind, width, height, frames, encoded_frames,

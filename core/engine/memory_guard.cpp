@@ -108,7 +108,7 @@ int64_t conditioning_bytes(const ModelInfo& m, const ClipPlan& p, const MemorySh
     pic_w = pic_h = 0;
     for (const PlannedReference& r : p.references) {
       if (r.width * r.height > pic_w * pic_h) pic_w = r.width, pic_h = r.height;
-      if (r.kind == "video") frames = m.vae.clip_length;
+      if (r.kind == ReferenceKind::kVideo) frames = m.vae.clip_length;
     }
   }
   const vae::VaeConfig& v = m.vae;
@@ -223,7 +223,8 @@ MemoryShape memory_shape_of(int ranks_here, int world_ranks, int sp, const std::
 }
 
 int64_t endless_video_latents(const ModelInfo& m) {
-  const vae::ChunkPlan cp = vae::plan_chunks(dit::kChunkLatents + 2, vae::temporal_params(m.vae));
+  const vae::ChunkPlan cp =
+      vae::plan_chunks(dit::kChunkLatents + dit::kTailLatents, vae::temporal_params(m.vae));
   return cp.tokens_chunk_size + (cp.tokens_chunk_size + cp.token_overlap) + dit::kChunkLatents - 1;
 }
 
@@ -255,7 +256,7 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
   const int64_t video_rows =
       latent_frames * (lh / c.patch[1]) * (lw / c.patch[2]) / std::max<int64_t>(1, c.patch[0]);
   const int64_t audio_rows = 2 * audio_latents;
-  if (p.sampler == "causal") {
+  if (p.sampler == Sampler::kCausal) {
     // A chunk's rows at a time, attending the KV cache: its records' keys and values in every
     // layer and, per block, the scores over them.
     const int64_t chunk_rows = widest_causal_chunk_rows(c, p);

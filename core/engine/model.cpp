@@ -17,7 +17,6 @@
 #include "engine/reference_frames.h"
 #include "image/keyframes.h"
 #include "io/weights.h"
-#include "text/byte_encoder.h"
 #include "text/prompt_encoder.h"
 #include "vae/chunk_plan.h"
 #include "vae/video_decoder.h"
@@ -143,12 +142,14 @@ ModelInfo read_model(const std::string& dir, bool ref2va) {
                                           " latent channels but the transformer takes " +
                                           std::to_string(m.dit.in_channels) + pair);
   }
-  if (m.vae.patch_size != dit::kVaeSpatialRatio || m.vae.patch_size_t != 4 || m.vae.clip_length != 17 ||
-      m.vae.token_drop != 3) {
+  if (m.vae.patch_size != dit::kVaeSpatialRatio || m.vae.patch_size_t != dit::kFramesPerLatent ||
+      m.vae.clip_length != dit::kChunkFrames || m.vae.token_drop != dit::kDroppedLatents) {
     throw Error(ErrorKind::kMismatch,
-                m.vae_dir +
-                    "/config.json: the engine needs the released VAE geometry (16 px and "
-                    "4 frames per latent, clip_length 17, token_drop 3)");
+                m.vae_dir + "/config.json: the engine needs the released VAE geometry (" +
+                    std::to_string(dit::kVaeSpatialRatio) + " px and " +
+                    std::to_string(dit::kFramesPerLatent) + " frames per latent, clip_length " +
+                    std::to_string(dit::kChunkFrames) + ", token_drop " +
+                    std::to_string(dit::kDroppedLatents) + ")");
   }
   if (m.dit.patch[0] != 1 || m.dit.patch[1] != 2 || m.dit.patch[2] != 2) {
     throw Error(ErrorKind::kMismatch,
@@ -158,7 +159,7 @@ ModelInfo read_model(const std::string& dir, bool ref2va) {
   const fs::path te = root / "text_encoder";
   if (fs::is_directory(te)) {
     m.text_encoder_dir = te.string();
-    m.byte_encoder = text::ByteEncoder::declared_in(m.text_encoder_dir);
+    text::refuse_byte_encoder(m.text_encoder_dir);
     m.prompt_encoder = text::has_prompt_encoder(dir);
     if (m.prompt_encoder) {
       try {
@@ -245,8 +246,8 @@ void plan_keyframes(const ModelInfo& m, const GenerationRequest& req, ClipPlan& 
   if (!first && !last) return;
   if (first) check_picture(req.first_frame, "first-frame");
   if (last) check_picture(req.last_frame, "last-frame");
-  if (first) p.keyframe_anchors.push_back("first");
-  if (last) p.keyframe_anchors.push_back("last");
+  if (first) p.keyframe_anchors.push_back(Keyframe::kFirst);
+  if (last) p.keyframe_anchors.push_back(Keyframe::kLast);
   if ((req.width == 0) != (req.height == 0)) {
     throw Error(
         ErrorKind::kInvalidArgument,
@@ -293,8 +294,8 @@ void plan_sound(const ModelInfo& m, const Audio& a, int64_t generated_frames, co
                     std::to_string(audio::resample_kernel_elements(a.rate, m.audio_rate) * 4 >> 20) +
                     " MiB); resample it to a common rate (e.g. 48000 or 44100 Hz) first");
   }
-  const auto kept = std::min(a.frames(), static_cast<int64_t>(static_cast<double>(generated_frames) / 24.0 *
-                                                              static_cast<double>(a.rate)));
+  const auto kept = std::min(
+      a.frames(), static_cast<int64_t>(dit::frames_seconds(generated_frames) * static_cast<double>(a.rate)));
   if (kept < 1) throw Error(ErrorKind::kInvalidArgument, name + ": holds no sound (0 samples)");
   planned.audio_samples = audio::resampled_length(kept, a.rate, m.audio_rate);
   planned.audio_latents = (planned.audio_samples + m.audio_hop - 1) / m.audio_hop;
@@ -336,7 +337,7 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
     const std::string name = label + " '" + ref.source() + "'";
     PlannedReference planned;
     if (ref.is_audio()) {
-      planned.kind = "audio";
+      planned.kind = ReferenceKind::kAudio;
       planned.width = planned.height = planned.frames = planned.encoded_frames = planned.latent_frames = 0;
       plan_sound(m, ref.audio, p.generated_frames, label, planned);
       p.references.push_back(planned);
@@ -375,12 +376,13 @@ void plan_references(const ModelInfo& m, const GenerationRequest& req, ClipPlan&
     const double fps = static_cast<double>(v.fps_n) / static_cast<double>(v.fps_d);
     int64_t frames = 0;
     for (int64_t n : frame_repeats(static_cast<int64_t>(v.frames.size()), fps)) frames += n;
-    planned.kind = "video";
+    planned.kind = ReferenceKind::kVideo;
     planned.frames = std::min(frames, p.generated_frames);
     if (planned.frames < kMinReferenceVideoFrames) {
       throw Error(ErrorKind::kInvalidArgument,
-                  name + " gives " + std::to_string(planned.frames) + " frames at 24 fps (" +
-                      std::to_string(v.frames.size()) + " at " + std::to_string(fps) +
+                  name + " gives " + std::to_string(planned.frames) + " frames at " +
+                      std::to_string(dit::kFps) + " fps (" + std::to_string(v.frames.size()) + " at " +
+                      std::to_string(fps) +
                       " fps): a video reference "
                       "needs at least " +
                       std::to_string(kMinReferenceVideoFrames) +
@@ -428,14 +430,8 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   p.height = req.height != 0 ? req.height : m.defaults.height;
   plan_keyframes(m, req, p);
   p.num_frames = req.num_frames != 0 ? req.num_frames : m.defaults.num_frames;
-  p.sampler = req.sampler.empty() ? "euler" : req.sampler;
-  if (p.sampler != "euler" && p.sampler != "causal") {
-    throw Error(ErrorKind::kInvalidArgument,
-                "sampler '" + p.sampler +
-                    "' is not known: use \"euler\" (the whole clip, the release's "
-                    "sampler) or \"causal\" (chunk-causal streaming synthesis)");
-  }
-  const bool causal = p.sampler == "causal";
+  p.sampler = req.sampler;
+  const bool causal = p.sampler == Sampler::kCausal;
   p.steps = req.steps != 0 ? req.steps : causal ? kDefaultCausalSteps : m.defaults.steps;
   check_range("width", p.width, kMinSide, kMaxSide, " pixels (0 = the model default)");
   check_range("height", p.height, kMinSide, kMaxSide, " pixels (0 = the model default)");
@@ -528,8 +524,9 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   // The model makes 17n+5 frames; the VAE's temporal plan needs at least one whole chunk
   // (7 latents -> 22 frames), so shorter requests are generated at 22 and trimmed. An endless
   // stream is planned as the longest one (its plan's latents), and never trimmed.
-  p.generated_frames =
-      p.endless ? 17 * kMaxEndlessChunks + 5 : std::max<int64_t>(dit::snap_pixel_frames(p.num_frames), 22);
+  p.generated_frames = p.endless
+                           ? dit::clip_frames(kMaxEndlessChunks)
+                           : std::max<int64_t>(dit::snap_pixel_frames(p.num_frames), dit::kMinDecodedFrames);
   const dit::LatentGeometry geo = dit::latent_geometry(p.generated_frames, p.canvas_width, p.canvas_height);
   p.latent_frames = geo.t;
   plan_references(m, req, p);  // a video reference is cut to the generated frames
@@ -543,9 +540,9 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
     p.condition_rows += r.latent_frames * (r.width / patch_px) * (r.height / patch_px) + 2 * r.audio_latents;
     // Sound never reaches the conditioner: its "<Audio j>: " label alone (at most 8 tokens).
     if (r.audio_latents > 0) p.vision_rows += 8;
-    if (r.kind == "audio") continue;
+    if (r.kind == ReferenceKind::kAudio) continue;
     // A video's conditioner reads 2 frames a second, a vision block per pair.
-    const int64_t blocks = r.kind == "video" ? (video_sampled_frames(r.frames) + 1) / 2 : 1;
+    const int64_t blocks = r.kind == ReferenceKind::kVideo ? (video_sampled_frames(r.frames) + 1) / 2 : 1;
     if (m.vision) p.vision_rows += blocks * vision_block_rows(*m.vision, r.width, r.height);
   }
   p.audio_latents = geo.audio;

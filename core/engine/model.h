@@ -1,7 +1,7 @@
 // A model folder as the engine sees it, read without touching the weights: the release layout
 // (model_index.json, transformer/, vae/, audio_vae/, scheduler/, audio_scheduler/, text_encoder/,
 // tokenizer/) or the tiny default's (the same, with gst-h3 request defaults in model_index.json
-// under "gst_h3"; an older tiny folder may hold the byte encoder in text_encoder/).
+// under "gst_h3").
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,6 @@ struct ModelInfo {
   std::string transformer_dir, vae_dir;
   std::string text_encoder_dir;  // empty when the folder has none
   std::string audio_vae_dir;     // empty when the folder has no audio_vae/ (no soundtrack)
-  bool byte_encoder = false;     // text_encoder/ holds the byte encoder (text/byte_encoder.h)
   bool prompt_encoder = false;   // text_encoder/ (Qwen3-VL) and tokenizer/: a prompt conditions it
   dit::DitConfig dit;
   vae::VaeConfig vae;

@@ -141,7 +141,7 @@ RankServer::Ended RankServer::run(dist::Group& g, std::exception_ptr* own_load_e
 
 void RankServer::load_parts(dist::Group& g, RankParts& parts, Clock::time_point t0) {
   const bool root = g.rank() == 0;
-  const int64_t n = model_.byte_encoder || model_.prompt_encoder ? 3 : 2;
+  const int64_t n = model_.prompt_encoder ? 3 : 2;
   if (root) channel_.post_progress(loading_progress(0, n, 0.0));
   // device=cuda: rank r runs on cuda:r (Engine::open checked that enough GPUs are visible).
   const c10::Device device =
@@ -159,24 +159,17 @@ void RankServer::load_parts(dist::Group& g, RankParts& parts, Clock::time_point 
   if (root) channel_.post_progress(loading_progress(1, n, seconds_since(t0)));
   parts.vae.emplace(vae::VideoDecoder::load(model_.vae_dir).to(device));
   if (root) channel_.post_progress(loading_progress(2, n, seconds_since(t0)));
-  const auto check_width = [&](int64_t width, const char* what) {
-    if (width != model_.dit.text_dim) {
-      throw Error(ErrorKind::kMismatch,
-                  model_.text_encoder_dir + ": the " + what + " makes " + std::to_string(width) +
-                      "-wide rows but the transformer takes text_dim " + std::to_string(model_.dit.text_dim));
-    }
-  };
-  if (root && model_.byte_encoder) {
-    parts.bytes.emplace(text::ByteEncoder::load(model_.text_encoder_dir));
-    check_width(parts.bytes->text_dim(), "byte encoder");
-    channel_.post_progress(loading_progress(3, n, seconds_since(t0)));
-  }
   if (model_.prompt_encoder) {
     text::EncoderOptions eo;
     eo.device = device;
     eo.dtype = dtype;
     parts.prompt.emplace(text::PromptEncoder::load(model_.dir, 0, &g, eo));
-    check_width(parts.prompt->encoder().width(), "text encoder");
+    const int64_t width = parts.prompt->encoder().width();
+    if (width != model_.dit.text_dim) {
+      throw Error(ErrorKind::kMismatch,
+                  model_.text_encoder_dir + ": the text encoder makes " + std::to_string(width) +
+                      "-wide rows but the transformer takes text_dim " + std::to_string(model_.dit.text_dim));
+    }
     if (root) channel_.post_progress(loading_progress(3, n, seconds_since(t0)));
   }
 }
@@ -267,7 +260,7 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const D
     const std::vector<at::Tensor> keyframes = keyframe_latents_stage(c, pictures);
     // Ref2VA: the references' sound, encoded on rank 0.
     const std::vector<at::Tensor> sounds = reference_sounds_stage(c, mine ? &mine->job.request : nullptr);
-    if (p.sampler == "causal") {
+    if (p.sampler == Sampler::kCausal) {
       // Synthesis and decode interleave chunk by chunk.
       causal_stage(c, j, cond);
       if (root) c.post_progress(Phase::kDone, p.evaluations, p.evaluations, p.total_chunks, p.num_frames);

@@ -33,13 +33,14 @@ std::vector<int64_t> frame_repeats(int64_t n, double fps) {
 int64_t encoded_frames(int64_t frames) {
   // The reference snaps to max(1, (n - 5) // 17) * 17 + 5 and takes that many of the frames: a
   // video shorter than 22 frames is encoded whole.
-  return std::min(frames, std::max<int64_t>(1, (frames - 5) / 17) * 17 + 5);
+  return std::min(frames,
+                  dit::clip_frames(std::max<int64_t>(1, (frames - dit::kTailFrames) / dit::kChunkFrames)));
 }
 
 int64_t encoded_latent_frames(int64_t encoded) {
   // The VAE encodes whole clips of 17 (the last frame repeated), 5 latent frames each, and drops
   // the last 3: 17n+5 frames give 5n+2, 13 to 17 give 2, 18 to 21 give 7.
-  return (encoded + 16) / 17 * 5 - 3;
+  return (encoded + dit::kChunkFrames - 1) / dit::kChunkFrames * dit::kChunkLatents - dit::kDroppedLatents;
 }
 
 std::vector<int64_t> conditioner_frames(int64_t frames) {
@@ -82,8 +83,8 @@ at::Tensor normalized_video(const Video& v, const PlannedReference& r) {
 }
 
 at::Tensor normalized_sound(const Audio& a, int64_t generated_frames, int64_t vae_rate) {
-  const int64_t kept = std::min(a.frames(), static_cast<int64_t>(static_cast<double>(generated_frames) /
-                                                                 24.0 * static_cast<double>(a.rate)));
+  const int64_t kept = std::min(
+      a.frames(), static_cast<int64_t>(dit::frames_seconds(generated_frames) * static_cast<double>(a.rate)));
   // [frames, channels] interleaved -> [channels, kept]
   at::Tensor wave = at::from_blob(const_cast<float*>(a.samples.data()), {a.frames(), a.channels}, at::kFloat)
                         .narrow(0, 0, kept)

@@ -30,7 +30,7 @@ std::vector<text::PresentedReference> presentation_order(const std::vector<Plann
   size_t picture = 0;
   for (const PlannedReference& r : planned) {
     text::PresentedReference p;
-    if (r.kind == "audio") {
+    if (r.kind == ReferenceKind::kAudio) {
       p.audio_only = true;
     } else {
       if (picture >= shown.size())

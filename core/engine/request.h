@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "dit/model_clock.h"
 #include "engine/limits.h"
+#include "engine/request_enums.h"
 
 namespace h3 {
 
@@ -67,7 +69,7 @@ struct TimedPrompt {
 };
 
 struct GenerationRequest {
-  std::string prompt;       // for models with a built-in text encoder (the tiny default)
+  std::string prompt;       // for models with a text encoder of their own (text_encoder/ and tokenizer/)
   std::string embeds_path;  // precomputed embeddings safetensors (`embeds` [L, text_dim], optional `tags`)
   int64_t width = 0, height = 0;  // output size in pixels; 0 = model default
   // Exact output frame count; 0 = model default; -1 = endless (the causal sampler only: chunks
@@ -79,11 +81,11 @@ struct GenerationRequest {
   // (Chunk::audio). Needs the model folder's audio_vae/; off, the audio rows are denoised
   // with the video (the model makes them together) but never decoded.
   bool audio = false;
-  // How the clip is synthesised: "euler" (the release's flow-matching sampler over the whole
-  // clip; the first frame waits for every step) or "causal" (RAVEN-Streaming's chunk-causal
+  // How the clip is synthesised: euler (the release's flow-matching sampler over the whole
+  // clip; the first frame waits for every step) or causal (RAVEN-Streaming's chunk-causal
   // sampler: each 17-frame chunk is finished in `steps` forwards against a KV cache and decoded
-  // at once; docs/causal.md). Empty: "euler".
-  std::string sampler;
+  // at once; docs/causal.md).
+  Sampler sampler = Sampler::kEuler;
   // causal: pinned KV-cache records, the text being the first (>= 1), and recent chunks kept
   // (-1: none evicted; a window of the clip's chunks or more keeps every chunk).
   int64_t sink = 2, window = 2;
@@ -93,8 +95,9 @@ struct GenerationRequest {
   // on every rank; empty: none (one attached for an earlier request is taken off).
   std::string lora;
   // causal: prompts that take over later, in increasing time: each applies from the first chunk
-  // that starts at or after its time (chunk c starts at c * 17 / 24 s), so that the same
-  // timeline and seed give the same frames. The first prompt is `prompt` (or the embeddings).
+  // that starts at or after its time (chunk c starts at dit::chunk_start_seconds(c): c * 17 / 24
+  // s), so that the same timeline and seed give the same frames. The first prompt is `prompt` (or
+  // the embeddings).
   std::vector<TimedPrompt> prompt_timeline;
   // FL2VA (image-conditioned generation, the Euler sampler): the clip starts from `first_frame`
   // and/or ends on `last_frame`. Either alone or both; with neither the request is T2VA. Unless
@@ -117,7 +120,7 @@ struct GenerationRequest {
 // video, its frames after the resampling onto 24 fps and the truncation to the clip's length
 // (`frames`), the 17n+5 of them the VAE encodes (`encoded_frames`) and their latent frames.
 struct PlannedReference {
-  std::string kind = "image";                                 // "image", "video" or "audio"
+  ReferenceKind kind = ReferenceKind::kImage;
   int64_t width = 0, height = 0;                              // 0 for audio
   int64_t frames = 1, encoded_frames = 1, latent_frames = 1;  // 0 for audio
   // Sound (an audio reference, a video's soundtrack; else 0): its samples per channel at the
@@ -132,7 +135,7 @@ struct ClipPlan {
   int64_t width, height, num_frames;    // exactly what the sink will receive in total
   int64_t canvas_width, canvas_height;  // multiples of 32 the model computes at
   int64_t latent_frames, total_chunks, steps;
-  int fps_n = 24, fps_d = 1;
+  int fps_n = static_cast<int>(dit::kFps), fps_d = 1;
   // Additions beyond the contract:
   int64_t generated_frames = 0;  // 17n+5 frames the model makes (>= num_frames; the rest is trimmed)
   int64_t evaluations = 0;       // denoiser evaluations (steps - 1 unless the shifted grid repeats a value)
@@ -144,9 +147,9 @@ struct ClipPlan {
   // Samples per second per channel: the model's audio VAE's (its config); 0 when the model has
   // no audio VAE.
   int64_t audio_rate = 0;
-  // The sampler: "euler" or "causal"; with causal, `steps` are forwards per chunk and
-  // `evaluations` the noise forwards of the whole clip (steps per chunk, causal_chunks chunks).
-  std::string sampler = "euler";
+  // The sampler; with causal, `steps` are forwards per chunk and `evaluations` the noise forwards
+  // of the whole clip (steps per chunk, causal_chunks chunks).
+  Sampler sampler = Sampler::kEuler;
   int64_t causal_chunks = 0;
   int64_t cache_records = 0;  // causal: the most records the KV cache holds (the text included)
   // An endless request: num_frames, total_chunks, generated_frames, evaluations and
@@ -157,8 +160,8 @@ struct ClipPlan {
   // What the caller should be told before the clip starts (e.g. a causal request without a
   // LoRA: the base model was not trained for chunk-causal sampling).
   std::vector<std::string> warnings;
-  // FL2VA: the keyframes in packed order, "first" and/or "last"; empty: T2VA.
-  std::vector<std::string> keyframe_anchors;
+  // FL2VA: the keyframes in packed order, the first and/or the last; empty: T2VA.
+  std::vector<Keyframe> keyframe_anchors;
   // Ref2VA: each image reference's encoded size, in packed order; empty: not Ref2VA.
   std::vector<PlannedReference> references;
   // The DiT rows the condition blocks add (keyframes, references: one per 2x2 latent patch) and

@@ -17,7 +17,6 @@
 #include "engine/model.h"
 #include "engine/progress.h"
 #include "engine/request.h"
-#include "text/byte_encoder.h"
 #include "text/prompt_encoder.h"
 #include "text/vision_tower.h"
 #include "vae/encoder.h"
@@ -31,11 +30,10 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// What one rank loaded in Engine::open; the byte encoder on rank 0 only.
+// What one rank loaded in Engine::open.
 struct RankParts {
   std::optional<dit::Transformer> dit;
   std::optional<vae::VideoDecoder> vae;
-  std::optional<text::ByteEncoder> bytes;
   std::optional<text::PromptEncoder> prompt;  // every rank holds its shard of the text encoder
   // Rank 0 only, loaded by the first request that asks for audio (a video-only user never pays
   // for it); kept for the engine's lifetime.

@@ -77,7 +77,7 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     std::string prompt;
     if (c_.root()) {
       const auto& timeline = job_.request.prompt_timeline;
-      const double starts = static_cast<double>(next) * 17.0 / 24.0;  // seconds into the clip
+      const double starts = dit::chunk_start_seconds(next);
       while (timeline_next_ < timeline.size() && timeline[timeline_next_].seconds <= starts + 1e-9) {
         prompt = timeline[timeline_next_++].prompt;
       }
@@ -90,7 +90,7 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     r.embeds_path.clear();
     const text::Conditioning cond = conditioning_stage(c_, r, job_.free_text_encoder);
     sampler_.change_text(cond.embeds, cond.tags);
-    if (c_.root()) c_.post_progress(Phase::kPrompt, 0, 0, next, next * 17);
+    if (c_.root()) c_.post_progress(Phase::kPrompt, 0, 0, next, dit::chunk_first_frame(next));
   }
 
   void run_chunk() {

@@ -68,17 +68,15 @@ text::Conditioning encode_presentation(const StageContext& c, const text::Prompt
 
 }  // namespace
 
-text::Conditioning condition(const ModelInfo& m, const text::ByteEncoder* bytes,
-                             const GenerationRequest& req) {
+text::Conditioning condition(const ModelInfo& m, const GenerationRequest& req) {
   check_one_source(req);
   if (!req.embeds_path.empty()) return text::load_embeddings(req.embeds_path, m.dit.text_dim);
-  if (bytes) return bytes->encode(req.prompt);
   throw_no_encoder(m);
 }
 
 void check_conditioning(const ModelInfo& m, const GenerationRequest& req) {
   // The encoder-less case first: a caller that gave only a prompt learns what to give instead.
-  if (req.embeds_path.empty() && !m.byte_encoder && !m.prompt_encoder) throw_no_encoder(m);
+  if (req.embeds_path.empty() && !m.prompt_encoder) throw_no_encoder(m);
   check_one_source(req);
   check_task(m, task_ask(req));
 }
@@ -102,7 +100,7 @@ text::Conditioning conditioning_stage(const StageContext& c, const GenerationReq
   } else {
     if (root) {
       try {
-        cond = condition(c.model, c.parts.bytes ? &*c.parts.bytes : nullptr, req);
+        cond = condition(c.model, req);
       } catch (...) {
         f.capture();
       }

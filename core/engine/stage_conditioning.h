@@ -1,6 +1,6 @@
-// The conditioning stage: rank 0 turns the request into the DiT's text rows (built-in byte
-// encoder or a precomputed embeddings file), every rank agrees on the outcome, and the rows
-// reach every rank.
+// The conditioning stage: the request becomes the DiT's text rows (the model's own text encoder,
+// every rank running its shard, or rank 0 reading a precomputed embeddings file), every rank
+// agrees on the outcome, and the rows reach every rank.
 #pragma once
 
 #include "engine/stage.h"
@@ -9,12 +9,12 @@
 
 namespace h3::engine_detail {
 
-// The conditioning `req` asks for. Throws h3::Error(kInvalidArgument) for a prompt and an
-// embeddings file together, or a prompt for a model without a built-in encoder (`bytes` null).
-text::Conditioning condition(const ModelInfo& model, const text::ByteEncoder* bytes,
-                             const GenerationRequest& req);
+// The conditioning of a request that the model's text encoder does not encode: its embeddings
+// file. Throws h3::Error(kInvalidArgument) for a prompt and an embeddings file together, or a
+// prompt for a model without a text encoder of its own; as load_embeddings does for the file.
+text::Conditioning condition(const ModelInfo& model, const GenerationRequest& req);
 // Throws what condition() throws for the conditioning `req` names, before any work: for a
-// request with a prompt, `model` must have a built-in encoder; for one with keyframes, the
+// request with a prompt, `model` must have a text encoder of its own; for one with keyframes, the
 // model must have FL2VA's condition path (fl2va_missing).
 void check_conditioning(const ModelInfo& model, const GenerationRequest& req);
 

@@ -165,7 +165,7 @@ void decode_stage(const StageContext& c, vae::LatentSource& video, AudioLatents*
     }
     return;
   }
-  if (p.sampler != "causal") c.post_progress(Phase::kDecoding, p.evaluations, p.evaluations);
+  if (p.sampler != Sampler::kCausal) c.post_progress(Phase::kDecoding, p.evaluations, p.evaluations);
   HandOverSink sink(c, audio);
   try {
     c.parts.vae->decode_chunks(video, &sink, c.group, o);

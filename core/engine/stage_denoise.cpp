@@ -132,7 +132,7 @@ dit::Latents denoise_stage(const StageContext& c, const Job& job, const text::Co
   for (size_t i = 0; i < c.plan.references.size(); ++i) {
     dit::Keyframe k;
     k.anchor = dit::KeyframeAnchor::kReference;
-    if (c.plan.references[i].kind != "audio") {
+    if (c.plan.references[i].kind != ReferenceKind::kAudio) {
       if (picture >= keyframes.size())
         throw Error(ErrorKind::kInternal, "denoise: a reference without its latent");
       k.latent = dit::noised_keyframe(keyframes[picture], keyframe_noise[picture]);

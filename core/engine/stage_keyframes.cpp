@@ -47,7 +47,7 @@ void ensure_vision_tower(const StageContext& c) {
 
 KeyframePictures keyframe_pictures_stage(const StageContext& c, const GenerationRequest* own) {
   KeyframePictures k;
-  const std::vector<std::string>& anchors = c.plan.keyframe_anchors;
+  const std::vector<Keyframe>& anchors = c.plan.keyframe_anchors;
   const std::vector<PlannedReference>& references = c.plan.references;
   if (anchors.empty() && references.empty()) return k;
   // Each picture's shape as every rank knows it from the plan: the canvas, or a reference's own
@@ -58,9 +58,9 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
   k.reference.assign(anchors.size(), -1);
   for (size_t i = 0; i < references.size(); ++i) {
     const PlannedReference& r = references[i];
-    if (r.kind == "audio") continue;
-    shapes.push_back(r.kind == "video" ? std::vector<int64_t>{r.frames, r.height, r.width, 3}
-                                       : std::vector<int64_t>{r.height, r.width, 3});
+    if (r.kind == ReferenceKind::kAudio) continue;
+    shapes.push_back(r.kind == ReferenceKind::kVideo ? std::vector<int64_t>{r.frames, r.height, r.width, 3}
+                                                     : std::vector<int64_t>{r.height, r.width, 3});
     k.reference.push_back(static_cast<int64_t>(i));
   }
   dist::LocalFailure f;
@@ -73,8 +73,8 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
       };
       if (!anchors.empty()) {
         std::vector<image::Rgb8> given;
-        for (const std::string& a : anchors)
-          given.push_back(rgb8(a == "first" ? own->first_frame : own->last_frame));
+        for (Keyframe a : anchors)
+          given.push_back(rgb8(a == Keyframe::kFirst ? own->first_frame : own->last_frame));
         for (image::Rgb8& p : image::onto_canvas(given, c.plan.canvas_width, c.plan.canvas_height))
           k.pixels.push_back(tensor(p));
       }
@@ -93,8 +93,8 @@ KeyframePictures keyframe_pictures_stage(const StageContext& c, const Generation
     if (c.root()) continue;
     k.pixels.push_back(t.to(at::kCPU).contiguous());
   }
-  for (const std::string& a : anchors) {
-    k.anchors.push_back(a == "first" ? dit::KeyframeAnchor::kFirst : dit::KeyframeAnchor::kLast);
+  for (Keyframe a : anchors) {
+    k.anchors.push_back(a == Keyframe::kFirst ? dit::KeyframeAnchor::kFirst : dit::KeyframeAnchor::kLast);
   }
   k.anchors.insert(k.anchors.end(), k.reference.size() - anchors.size(), dit::KeyframeAnchor::kReference);
   return k;

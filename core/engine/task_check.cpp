@@ -5,9 +5,11 @@
 
 namespace h3 {
 
-void check_task(const EngineOptions& opts, const TaskAsk& ask) {
-  if (!ask.first_frame && !ask.last_frame && !ask.references) return;  // T2VA: Engine::plan says
-  check_task(read_model(opts.model_dir, opts.ref2va), ask);
+int64_t check_task(const EngineOptions& opts, const TaskAsk& ask) {
+  if (!ask.first_frame && !ask.last_frame && !ask.references) return 0;  // T2VA: Engine::plan says
+  const ModelInfo m = read_model(opts.model_dir, opts.ref2va);
+  check_task(m, ask);
+  return m.defaults.num_frames;
 }
 
 }  // namespace h3

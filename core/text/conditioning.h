@@ -1,12 +1,11 @@
 // Text conditioning for the DiT (docs/h3-model.md §3): the rows the transformer's context embedder
 // takes, [L, text_dim], and their modality tags (1 text, 0 vision tokens).
 //
-// Three sources exist:
+// Two sources exist:
 //  - a precomputed embeddings file (safetensors: `embeds` [L, text_dim] bf16/fp16/fp32 and an
 //    optional integer `tags` [L]), which overrides a prompt (`h3 encode-prompt` writes one);
 //  - the model folder's own tokenizer/ and Qwen3-VL text_encoder/ (prompt_encoder.h), as the
-//    release and the tiny default model have them;
-//  - an older tiny folder's byte encoder (byte_encoder.h).
+//    release and the tiny default model have them.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -21,6 +21,22 @@ std::string text_encoder_dir_of(const std::string& model_dir) {
   return (fs::path(model_dir) / "text_encoder").string();
 }
 
+void refuse_byte_encoder(const std::string& text_encoder_dir) {
+  const std::string config = (fs::path(text_encoder_dir) / "config.json").string();
+  std::ifstream in(config);
+  if (!in) return;
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("_class_name", std::string()) != "H3ByteEncoder") return;
+  throw Error(
+      ErrorKind::kFormat,
+      config +
+          " declares H3ByteEncoder, the byte-table text encoder of older tiny models, which is no longer "
+          "supported: give the folder a Qwen3-VL text encoder (text_encoder/ and tokenizer/, as h3 "
+          "make-tiny writes them), or remove text_encoder/ and condition it on prompt embeddings "
+          "(h3 encode-prompt --model DIR --prompt TEXT --out FILE, from a folder that has a Qwen3-VL "
+          "encoder; then h3 generate --embeds FILE, or the element's embeds property)");
+}
+
 bool has_prompt_encoder(const std::string& model_dir) {
   std::ifstream in(fs::path(text_encoder_dir_of(model_dir)) / "config.json");
   if (!in || !fs::is_directory(tokenizer_dir_of(model_dir))) return false;

@@ -24,6 +24,10 @@ bool has_prompt_encoder(const std::string& model_dir);
 // Whether `model_dir`/tokenizer exists (enough for ids alone).
 std::string tokenizer_dir_of(const std::string& model_dir);
 std::string text_encoder_dir_of(const std::string& model_dir);
+// Throws h3::Error(kFormat) naming `text_encoder_dir`/config.json when it declares H3ByteEncoder:
+// the byte-table encoder of older tiny models, no longer read (a Qwen3-VL encoder or precomputed
+// embeddings condition every model now; the message says how to get either).
+void refuse_byte_encoder(const std::string& text_encoder_dir);
 
 class PromptEncoder {
  public:

@@ -92,7 +92,7 @@ int run(Args& a) {
   r.height = 192;
   r.seed = 1;
   r.lora = lora;
-  const int64_t frames = 17 * base_chunks + 5;
+  const int64_t frames = dit::clip_frames(base_chunks);
   r.num_frames = frames;
 
   std::printf("h3 bench causal (CPU, fp32, %d rank(s); medium random model 320x192, random LoRA r 16)\n",
@@ -100,10 +100,10 @@ int run(Args& a) {
   std::printf("%-22s %6s %5s %9s %9s %8s %9s\n", "sampler", "frames", "evals", "1st_frame", "period_s",
               "total_s", "peak_MiB");
   GenerationRequest euler = r;
-  euler.sampler = "euler";
+  euler.sampler = Sampler::kEuler;
   euler.steps = 21;  // 20 evaluations
   GenerationRequest causal = r;
-  causal.sampler = "causal";
+  causal.sampler = Sampler::kCausal;
   // Warm-up: the first generation of an engine pays for allocator and kernel warm-up.
   timed(*engine, causal);
   for (const auto& [name, req] : {std::pair<const char*, GenerationRequest>{"euler (20 steps)", euler},
@@ -118,7 +118,7 @@ int run(Args& a) {
   std::printf("%-8s %6s %7s %9s %9s %8s\n", "length", "frames", "chunks", "1st_frame", "total_s", "peak_MiB");
   for (int64_t x : {1, 2, 4, 8}) {
     GenerationRequest req = causal;
-    req.num_frames = std::min<int64_t>(kMaxFrames, 17 * base_chunks * x + 5);
+    req.num_frames = std::min<int64_t>(kMaxFrames, dit::clip_frames(base_chunks * x));
     const Run run = timed(*engine, req);
     std::printf("%-8s %6lld %7lld %9.3f %9.3f %8.1f\n", (std::to_string(x) + "x").c_str(),
                 (long long)run.frames, (long long)(run.evaluations / 4), run.arrivals.front(), run.total_s,
@@ -134,7 +134,7 @@ int run(Args& a) {
   cr.video_latents = 5 * 8 + 2;
   cr.latent_h = 192 / 16;
   cr.latent_w = 320 / 16;
-  cr.audio_latents = dit::audio_latents_for(17 * 8 + 5);
+  cr.audio_latents = dit::audio_latents_for(dit::clip_frames(8));
   dit::CausalSampler s(dit, cr);
   std::printf("\nKV cache (sink 2, window 2; text 24 rows; %lld layers x %lld heads x %lld, fp32)\n",
               (long long)spec.dit.num_layers, (long long)spec.dit.num_heads, (long long)spec.dit.head_dim);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dit/model_clock.h"
 #include "dit/random_model.h"
 #include "engine/engine.h"
 #include "engine/tiny_model.h"
@@ -51,9 +52,9 @@ class LiveSink : public ChunkSink {
 
 void run_stream(const char* name, Engine& e, GenerationRequest r, int64_t chunks) {
   r.num_frames = kEndless;
-  r.sampler = "causal";
+  r.sampler = Sampler::kCausal;
   // A prompt change half way: its chunk re-encodes the prompt and prefills it again.
-  r.prompt_timeline = {{static_cast<double>(chunks / 2) * 17.0 / 24.0, "the same scene at night"}};
+  r.prompt_timeline = {{dit::chunk_start_seconds(chunks / 2), "the same scene at night"}};
   CancelToken token;
   reset_peak_rss();
   const auto t0 = Clock::now();

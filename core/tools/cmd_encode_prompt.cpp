@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "dit/model_clock.h"
 #include "engine/limits.h"
 #include "engine/model.h"
 #include "engine/reference_vision.h"
@@ -55,8 +56,8 @@ text::Conditioning encode_with_keyframes(const std::string& model, int64_t layer
   if (last) r.last_frame = pictures::read_picture(*last, "--last-frame");
   const ClipPlan p = make_plan(m, r);  // the canvas, and the pictures checked
   std::vector<image::Rgb8> given;
-  for (const std::string& a : p.keyframe_anchors) {
-    const Picture& pic = a == "first" ? r.first_frame : r.last_frame;
+  for (Keyframe a : p.keyframe_anchors) {
+    const Picture& pic = a == Keyframe::kFirst ? r.first_frame : r.last_frame;
     given.push_back({pic.width, pic.height, pic.rgb});
   }
   const auto pe = text::PromptEncoder::load(model, layer, nullptr, eo);
@@ -90,10 +91,10 @@ text::Conditioning encode_with_references(const std::string& model, int64_t laye
   TaskAsk ask;
   ask.references = true;
   check_task(m, ask);  // before any reference is decoded
-  const int64_t read_frames = std::max<int64_t>(frames > 0 ? frames : m.defaults.num_frames, 22) + 17;
+  const double seconds = dit::reference_read_seconds(frames > 0 ? frames : m.defaults.num_frames);
   for (size_t i = 0; i < files.size(); ++i) {
-    r.references.push_back(pictures::read_reference(files[i], "--reference " + std::to_string(i + 1),
-                                                    static_cast<double>(read_frames) / 24.0));
+    r.references.push_back(
+        pictures::read_reference(files[i], "--reference " + std::to_string(i + 1), seconds));
   }
   const ClipPlan p = make_plan(m, r);  // the references' sizes, frames and sound, checked
   const auto pe = text::PromptEncoder::load(model, layer, nullptr, eo);

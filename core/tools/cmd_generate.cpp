@@ -12,6 +12,7 @@
 
 #include "audio/audio_decoder.h"
 #include "common/error.h"
+#include "dit/model_clock.h"
 #include "engine/engine.h"
 #include "engine/memory_guard.h"
 #include "engine/model.h"
@@ -65,7 +66,7 @@ int run(Args& a) {
   req.height = a.int_or("height", 0, 0, kMaxSide);
   req.num_frames = a.int_or("frames", 0, 0, kMaxFrames);
   req.steps = a.int_or("steps", 0, 0, kMaxSteps);
-  req.sampler = a.string_or("sampler", "euler");
+  const std::string sampler = a.string_or("sampler", to_string(Sampler::kEuler));
   req.lora = a.string_or("lora", "");
   req.sink = a.int_or("sink", kDefaultSink, kMinSink, kMaxSink);
   req.window = a.int_or("window", kDefaultWindow, kMinWindow, kMaxWindow);
@@ -95,6 +96,7 @@ int run(Args& a) {
   const std::vector<std::string> references = a.strings("reference");
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
+  req.sampler = parse_sampler(sampler);
   if (eo.model_dir.empty()) eo.model_dir = default_model_dir();
   // References are Ref2VA's, whose DiT is transformer_ref/.
   eo.ref2va = !references.empty();
@@ -104,18 +106,14 @@ int run(Args& a) {
   ask.last_frame = last_frame.has_value();
   ask.references = !references.empty();
   ask.embeddings = !req.embeds_path.empty();
-  check_task(eo, ask);
+  const int64_t default_frames = check_task(eo, ask);
   if (first_frame) req.first_frame = pictures::read_picture(*first_frame, "--first-frame");
   if (last_frame) req.last_frame = pictures::read_picture(*last_frame, "--last-frame");
-  // A video reference is read as far as the clip can use it: its generated frames (17n+5 of at
-  // least the requested or the model's default frames).
-  const int64_t frames = req.num_frames > 0
-                             ? req.num_frames
-                             : (references.empty() ? 0 : read_model(eo.model_dir).defaults.num_frames);
+  // A video reference is read as far as the clip can use it: the requested or the model's default frames.
+  const double seconds = dit::reference_read_seconds(req.num_frames > 0 ? req.num_frames : default_frames);
   for (size_t i = 0; i < references.size(); ++i) {
     req.references.push_back(
-        pictures::read_reference(references[i], "--reference " + std::to_string(i + 1),
-                                 static_cast<double>(std::max<int64_t>(frames, 22) + 17) / 24.0));
+        pictures::read_reference(references[i], "--reference " + std::to_string(i + 1), seconds));
   }
 
   ProgressPrinter printer;
@@ -124,7 +122,7 @@ int run(Args& a) {
   auto engine = Engine::open(eo, progress);
   const ClipPlan plan = engine->plan(req);
   for (const auto& w : plan.warnings) std::fprintf(stderr, "h3 generate: warning: %s\n", w.c_str());
-  if (!quiet && plan.sampler == "causal") {
+  if (!quiet && plan.sampler == Sampler::kCausal) {
     std::fprintf(stderr,
                  "h3 generate: causal sampler: %lld chunks of %lld forwards, sink %lld, window %lld, shifts "
                  "%g / %g%s%s\n",
@@ -208,7 +206,7 @@ H3_REGISTER_COMMAND(
     "  --model DIR          model folder (release layout); default: the tiny default model\n"
     "                       ($H3_MODEL_DIR, else the installed or build tree's copy)\n"
     "  --prompt TEXT        prompt, for a model with its own text encoder (text_encoder/ + tokenizer/,\n"
-    "                       as released) or the byte encoder of a tiny model\n"
+    "                       as released and in the tiny models)\n"
     "  --embeds FILE        precomputed prompt embeddings: safetensors with `embeds` [L, text_dim]\n"
     "                       (bf16 or fp32) and optionally `tags` [L] (h3 encode-prompt writes one)\n"
     "  --width W --height H output size in pixels (16..4096; the model computes on a canvas rounded up\n"

@@ -61,7 +61,7 @@ void print_request(const ClipPlan& p, const PlanOptions& o) {
                 (long long)p.num_frames, (long long)p.generated_frames, (long long)p.latent_frames,
                 (long long)p.audio_latents);
   }
-  if (p.sampler == "causal") {
+  if (p.sampler == Sampler::kCausal) {
     std::printf(", causal sampler: %lld steps per chunk, KV cache of %lld records\n", (long long)p.steps,
                 (long long)p.cache_records);
   } else {
@@ -98,7 +98,7 @@ int run(Args& args) {
   req.height = args.int_or("height", 0, -kAny, kAny);
   req.num_frames = args.int_or("frames", 0, -kAny, kAny);
   req.steps = args.int_or("steps", 0, -kAny, kAny);
-  req.sampler = args.string_or("sampler", "euler");
+  const std::string sampler = args.string_or("sampler", to_string(Sampler::kEuler));
   req.sink = args.int_or("sink", kDefaultSink, -kAny, kAny);
   req.window = args.int_or("window", kDefaultWindow, -kAny, kAny);
   const int64_t keyframes = args.int_or("keyframes", 0, 0, 2);
@@ -120,16 +120,17 @@ int run(Args& args) {
                      std::to_string(kMaxRanks)};
   }
   o.device_memory = parse_device_memory(memory_text);
+  req.sampler = parse_sampler(sampler);
 
   const ModelInfo m = model_dir ? read_model(*model_dir) : model_of_config(dit::DitConfig::load(*config));
   ClipPlan p = make_plan(m, req);
   // FL2VA: a first frame (and a last one), on the plan's canvas.
-  if (keyframes > 0 && p.sampler == "causal") {
+  if (keyframes > 0 && p.sampler == Sampler::kCausal) {
     throw UsageError{
         "--keyframes: keyframes condition the euler sampler only (the causal sampler has no keyframe path)"};
   }
-  if (keyframes >= 1) p.keyframe_anchors.push_back("first");
-  if (keyframes == 2) p.keyframe_anchors.push_back("last");
+  if (keyframes >= 1) p.keyframe_anchors.push_back(Keyframe::kFirst);
+  if (keyframes == 2) p.keyframe_anchors.push_back(Keyframe::kLast);
   const auto layouts = model_dir ? plan_layouts(m, p, o) : plan_layouts(m.dit, p, o);
 
   const dit::DitConfig& c = m.dit;

@@ -12,8 +12,8 @@
 #include "io/checkpoint.h"
 #include "io/shard_plan.h"
 #include "io/weights.h"
-#include "text/byte_encoder.h"
 #include "text/encoder_config.h"
+#include "text/prompt_encoder.h"
 #include "vae/config.h"
 
 namespace h3::tools {
@@ -223,14 +223,9 @@ int inspect_path(const std::string& path, int tp, std::FILE* out) {
                  (long long)m.defaults.steps, m.video_shift, m.audio_shift);
     std::fprintf(out, "  text encoder: %s\n",
                  m.prompt_encoder ? "Qwen3-VL with tokenizer/ (a prompt string conditions it)"
-                 : m.byte_encoder ? "built-in byte encoder (a prompt string conditions it)"
                                   : "none (generate needs precomputed embeddings: --embeds FILE)");
     inspect_transformer(m.transformer_dir, tp, out);
     inspect_vae(m.vae_dir, out);
-    if (m.byte_encoder) {
-      std::fprintf(out, "text_encoder %s:\n", m.text_encoder_dir.c_str());
-      checkpoint_summary(m.text_encoder_dir + "/" + text::ByteEncoder::kWeightsFile, out);
-    }
     if (m.prompt_encoder) inspect_text_encoder(m.text_encoder_dir, out);
     return 0;
   }
@@ -240,11 +235,7 @@ int inspect_path(const std::string& path, int tp, std::FILE* out) {
       inspect_text_encoder(path, out);
       return 0;
     }
-    if (text::ByteEncoder::declared_in(path)) {
-      std::fprintf(out, "text_encoder %s:\n", path.c_str());
-      checkpoint_summary(path + "/" + text::ByteEncoder::kWeightsFile, out);
-      return 0;
-    }
+    text::refuse_byte_encoder(path);
     bool is_dit = true;
     try {
       dit::DitConfig::load(path);

@@ -381,6 +381,39 @@ TEST_F(H3VideoSrcFl2va, ReferencesAreAnArrayOfFilesOrUrisAndTheCanvasStaysTheMod
   EXPECT_EQ(got.height, 160);
 }
 
+// A video reference is decoded only as far as the clip can use it: num-frames' generated frames,
+// or the model's default length when num-frames is left to the model (the engine module's
+// check_task says it). A file whose header says 10 s but whose frames stop near 5 s serves the
+// default clip (48 frames: 2.7 s read) and is refused as truncated for 200 frames (9.0 s read).
+TEST_F(H3VideoSrcFl2va, AVideoReferenceIsReadForTheClipsLengthTheModelsWhenNumFramesIsLeftToIt) {
+  write_picture(
+      "videotestsrc pattern=ball num-buffers=240 ! video/x-raw,width=96,height=64,framerate=24/1 ! jpegenc ! "
+      "matroskamux",
+      "long.mkv");
+  const std::string mkv = read_bytes("long.mkv");
+  write_bytes("halved.mkv", mkv.substr(0, mkv.size() / 2));
+  const std::string refs = " references=\"<" + g_dir + "/halved.mkv>\"";
+  GstElement* p = gst_parse_launch(
+      ("h3videosrc steps=3 model=" + g_model + refs + " ! appsink name=sink sync=false max-buffers=0")
+          .c_str(),
+      nullptr);
+  ASSERT_NE(p, nullptr);
+  const Pulled got = play_to_end(p);
+  gst_object_unref(p);
+  EXPECT_TRUE(got.eos);
+  EXPECT_EQ(got.frames, 48);  // the conditioning model's default length
+  const h3test::RunResult r = run("num-frames=200 model=" + g_model + refs);  // the later num-frames wins
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_OPEN_READ);
+  EXPECT_NE(r.message.find("references: reference 1 '" + g_dir + "/halved.mkv': its video ends after "),
+            std::string::npos)
+      << r.message;
+  EXPECT_NE(r.message.find(" s, but the file says it lasts 10.000 s: it is truncated or damaged"),
+            std::string::npos)
+      << r.message;
+}
+
 TEST_F(H3VideoSrcFl2va, AMissingReferenceIsResourceNotFoundNamingItsPlace) {
   const h3test::RunResult r =
       run("model=" + g_model + " references=\"<" + g_dir + "/first.png," + g_dir + "/absent.png>\"");

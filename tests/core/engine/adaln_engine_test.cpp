@@ -12,7 +12,7 @@ using test::CollectSink;
 
 using test::Clip;
 
-GenerationRequest request(const std::string& sampler, int64_t steps) {
+GenerationRequest request(Sampler sampler, int64_t steps) {
   GenerationRequest r;
   r.prompt = "a green square moving down on a white background";
   r.width = 64;
@@ -44,9 +44,9 @@ TEST(AdalnTablesEngine, EveryRequestIsBitForBitTheProjectionsClip) {
     EXPECT_TRUE(tables->options().adaln_tables);
     // Two grids one after the other (the second reads the projections again), then the causal
     // sampler's, then the first grid again.
-    for (const auto& r :
-         {request("euler", 3), request("euler", 5), request("causal", 2), request("euler", 3)}) {
-      SCOPED_TRACE(r.sampler + " steps " + std::to_string(r.steps));
+    for (const auto& r : {request(Sampler::kEuler, 3), request(Sampler::kEuler, 5),
+                          request(Sampler::kCausal, 2), request(Sampler::kEuler, 3)}) {
+      SCOPED_TRACE(std::string(to_string(r.sampler)) + " steps " + std::to_string(r.steps));
       const Clip a = generate(*tables, r), b = generate(*projections, r);
       ASSERT_TRUE(a.frames.defined() && b.frames.defined());
       EXPECT_EQ(a.frames.size(0), 22);

@@ -164,6 +164,9 @@ TEST(Cli, BadInputsAreClearErrors) {
   fails("generate --prompt x --frames 2000" + out, "frames");
   fails("generate --prompt x --ranks 3" + out, "tensor-parallel size 3 does not divide the attention heads");
   fails("generate --prompt x --bogus 1" + out, "bogus");
+  fails("generate --prompt x --sampler dpm" + out,
+        "h3 generate: invalid argument: sampler 'dpm' is not known: use \"euler\" (the whole clip, the "
+        "release's sampler) or \"causal\" (chunk-causal streaming synthesis)");
   fails("generate --prompt x --ranks 2 --sp 3" + out, "sp-size = 3 with 2 ranks");
   fails("generate --prompt x --device-memory 1M" + out,
         "per rank as TP1\u00d7SP1 but each device has 1.0 MiB");
@@ -191,7 +194,7 @@ TEST(Cli, GenerateTakesAPromptTimelineFileAndRefusesABadOrEmptyOne) {
   auto engine = test::open_tiny(1);
   GenerationRequest r;
   r.prompt = "a red ball bouncing";
-  r.sampler = "causal";
+  r.sampler = Sampler::kCausal;
   r.num_frames = 39;
   r.seed = 11;
   auto latents = [&](const GenerationRequest& req) {

@@ -97,7 +97,7 @@ class DefaultModel : public ::testing::Test {
   }
   // A clip of the model's default size, length and steps, with its soundtrack.
   Verdict run(const std::string& dir, const Prompted& p, ClipPlan* plan_out = nullptr,
-              const std::string& sampler = "euler") {
+              Sampler sampler = Sampler::kEuler) {
     Engine& e = engine(dir);
     GenerationRequest r;
     r.prompt = p.prompt;
@@ -153,7 +153,7 @@ TEST_F(DefaultModel, EachPromptsColourMotionAndToneAreThere) {
 // and tone over the default clip. What a prompt change or an endless stream does is not checked here.
 TEST_F(DefaultModel, TheCausalSamplerShowsEachPromptToo) {
   expect_each_prompt_shown(
-      [&](const Prompted& p, ClipPlan* plan) { return run(kTrained, p, plan, "causal"); });
+      [&](const Prompted& p, ClipPlan* plan) { return run(kTrained, p, plan, Sampler::kCausal); });
 }
 
 // The same checks on the random tiny model (the tests' build/data/tiny): its clip is coloured static

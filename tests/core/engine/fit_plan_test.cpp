@@ -44,7 +44,7 @@ std::string golden_transformer() {
 }
 
 // The release's default request (1344x768, 124 frames, 50 grid points) for a bare config.
-ClipPlan release_plan(const dit::DitConfig& c, const std::string& sampler = "euler") {
+ClipPlan release_plan(const dit::DitConfig& c, Sampler sampler = Sampler::kEuler) {
   GenerationRequest r;
   r.sampler = sampler;
   return make_plan(model_of_config(c), r);
@@ -129,7 +129,7 @@ TEST(FitPlan, WithoutSequenceParallelismTheForwardIsTheMemoryGuardsEstimatePlusT
 
 TEST(FitPlan, TheCausalSamplerCountsItsKvCacheAndAChunksRows) {
   const auto c = dit::DitConfig::load(release_config());
-  const ClipPlan p = release_plan(c, "causal");
+  const ClipPlan p = release_plan(c, Sampler::kCausal);
   ASSERT_EQ(p.cache_records, 4);  // the text, then sink 2 + window 2 records at most
   const auto layouts = plan_layouts(c, p, options(8, 80));
   const auto euler = plan_layouts(c, release_plan(c), options(8, 80));

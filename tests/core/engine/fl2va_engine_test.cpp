@@ -49,20 +49,20 @@ TEST(Fl2vaPlan, TheCanvasFollowsThePicturesAspectAtTheModelsSize) {
   ClipPlan p = make_plan(m, r);
   EXPECT_EQ(p.width, 224);
   EXPECT_EQ(p.height, 160);
-  EXPECT_EQ(p.keyframe_anchors, std::vector<std::string>{"first"});
+  EXPECT_EQ(p.keyframe_anchors, std::vector<Keyframe>{Keyframe::kFirst});
   // Alone, the last picture sets the canvas: 2:5 -> 160 x 400, over the area -> 128 x 320.
   r.first_frame = Picture();
   r.last_frame = picture(120, 300, 2);
   p = make_plan(m, r);
   EXPECT_EQ(p.width, 128);
   EXPECT_EQ(p.height, 320);
-  EXPECT_EQ(p.keyframe_anchors, std::vector<std::string>{"last"});
+  EXPECT_EQ(p.keyframe_anchors, std::vector<Keyframe>{Keyframe::kLast});
   // Both: the first one's aspect, packed first then last; a size given is kept.
   r.first_frame = picture(300, 300, 3);
   p = make_plan(m, r);
   EXPECT_EQ(p.width, 160);
   EXPECT_EQ(p.height, 160);
-  EXPECT_EQ(p.keyframe_anchors, (std::vector<std::string>{"first", "last"}));
+  EXPECT_EQ(p.keyframe_anchors, (std::vector<Keyframe>{Keyframe::kFirst, Keyframe::kLast}));
   r.width = 96;
   r.height = 64;
   p = make_plan(m, r);
@@ -95,7 +95,7 @@ TEST(Fl2vaPlan, BadPicturesAndRequestsAreRefusedNamingTheProperty) {
   e = refusal(m, r);
   EXPECT_NE(e.find("give width and height together"), std::string::npos) << e;
   r.width = 0;
-  r.sampler = "causal";
+  r.sampler = Sampler::kCausal;
   e = refusal(m, r);
   EXPECT_NE(e.find("euler sampler only"), std::string::npos) << e;
 }
@@ -146,11 +146,15 @@ TEST(Fl2vaPlan, AModelWithoutTheConditionPathIsRefusedSayingWhy) {
               "first-frame asks for FL2VA (image to video), which this model cannot do: " + why);
   }
   o.model_dir = model_dir();
-  check_task(o, ask);  // the conditioning model has the path
+  // The conditioning model has the path; its default length comes back with the verdict (what
+  // the element reads a video reference for when num-frames is the model's).
+  const int64_t default_frames = read_model(model_dir()).defaults.num_frames;
+  EXPECT_EQ(check_task(o, ask), default_frames);
   ask = TaskAsk();
   ask.references = true;
   o.ref2va = true;
-  check_task(o, ask);  // and Ref2VA's DiT
+  EXPECT_EQ(check_task(o, ask), default_frames);  // and Ref2VA's DiT
+  EXPECT_EQ(check_task(o, TaskAsk()), 0);         // T2VA: the model is not read
   o.model_dir = default_model_dir();
   EXPECT_THROW(check_task(o, ask), Error);  // the tiny T2VA model has no transformer_ref/
   // Through the engine's own check, before anything runs.

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+
 #include "common/error.h"
 
 namespace h3::engine_detail {
@@ -16,6 +20,7 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   j.request.embeds_path = "/tmp/e.safetensors";
   j.request.seed = 18446744073709551615ull;  // the full uint64 range
   j.request.audio = true;
+  j.request.sampler = Sampler::kCausal;
   j.want_latents = true;
   j.free_text_encoder = true;
   ClipPlan& p = j.plan;
@@ -34,16 +39,21 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   p.audio_latents = 44;
   p.audio_samples = 800 * 68;
   p.audio_rate = 32000;
-  p.keyframe_anchors = {"first", "last"};
-  p.references = {{"image", 128, 96, 1, 1, 1}, {"video", 192, 160, 38, 22, 7}};
+  p.sampler = Sampler::kCausal;
+  p.keyframe_anchors = {Keyframe::kFirst, Keyframe::kLast};
+  p.references = {{ReferenceKind::kImage, 128, 96, 1, 1, 1},
+                  {ReferenceKind::kVideo, 192, 160, 38, 22, 7},
+                  {ReferenceKind::kAudio, 0, 0, 0, 0, 0, 3200, 4}};
   p.condition_rows = 222;
   p.vision_rows = 160;
 
   const Job r = decode_job(encode(j));
   // The condition blocks' plan: every rank shapes its broadcasts from it.
   EXPECT_EQ(r.plan.keyframe_anchors, p.keyframe_anchors);
-  ASSERT_EQ(r.plan.references.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) {
+  EXPECT_EQ(r.plan.sampler, Sampler::kCausal);
+  EXPECT_EQ(r.request.sampler, Sampler::kCausal);
+  ASSERT_EQ(r.plan.references.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
     const PlannedReference &a = r.plan.references[i], &b = p.references[i];
     EXPECT_EQ(a.kind, b.kind);
     EXPECT_EQ(a.width, b.width);
@@ -51,6 +61,8 @@ TEST(Job, EveryFieldSurvivesTheWire) {
     EXPECT_EQ(a.frames, b.frames);
     EXPECT_EQ(a.encoded_frames, b.encoded_frames);
     EXPECT_EQ(a.latent_frames, b.latent_frames);
+    EXPECT_EQ(a.audio_samples, b.audio_samples);
+    EXPECT_EQ(a.audio_latents, b.audio_latents);
   }
   EXPECT_EQ(r.plan.condition_rows, 222);
   EXPECT_EQ(r.plan.vision_rows, 160);
@@ -86,6 +98,55 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   d.kind = Job::Kind::kDecode;
   EXPECT_EQ(decode_job(encode(d)).kind, Job::Kind::kDecode);
   EXPECT_FALSE(decode_job(encode(d)).want_latents);
+}
+
+// The closed sets travel under their names, as before they were enums: a worker of another build
+// reads the same wire.
+TEST(Job, SamplerKindsAndAnchorsTravelAsTheirNames) {
+  Job j;
+  j.request.sampler = Sampler::kCausal;
+  j.plan.sampler = Sampler::kCausal;
+  j.plan.keyframe_anchors = {Keyframe::kLast, Keyframe::kFirst};
+  j.plan.references = {{ReferenceKind::kVideo, 64, 64, 13, 13, 2},
+                       {ReferenceKind::kAudio, 0, 0, 0, 0, 0, 1, 1},
+                       {ReferenceKind::kImage, 32, 32, 1, 1, 1}};
+  const auto wire = nlohmann::json::parse(encode(j));
+  EXPECT_EQ(wire.at("request").at("sampler"), "causal");
+  EXPECT_EQ(wire.at("plan").at("sampler"), "causal");
+  EXPECT_EQ(wire.at("plan").at("keyframe_anchors"), nlohmann::json::parse(R"(["last", "first"])"));
+  const auto& refs = wire.at("plan").at("references");
+  ASSERT_EQ(refs.size(), 3u);
+  EXPECT_EQ(refs[0].at("kind"), "video");
+  EXPECT_EQ(refs[1].at("kind"), "audio");
+  EXPECT_EQ(refs[2].at("kind"), "image");
+  j.request.sampler = Sampler::kEuler;
+  EXPECT_EQ(nlohmann::json::parse(encode(j)).at("request").at("sampler"), "euler");
+}
+
+// A name rank 0 cannot have written is an internal error naming it, never a default value.
+TEST(Job, AnUnknownSamplerKindOrAnchorIsAnInternalErrorNamingIt) {
+  Job j;
+  j.plan.keyframe_anchors = {Keyframe::kFirst};
+  j.plan.references = {{ReferenceKind::kImage, 32, 32, 1, 1, 1}};
+  const std::string wire = encode(j);
+  for (const auto& [from, to, named] : {std::tuple<std::string, std::string, std::string>{
+                                            R"("sampler":"euler")", R"("sampler":"dpm")", "sampler 'dpm'"},
+                                        {R"("kind":"image")", R"("kind":"mask")", "reference kind 'mask'"},
+                                        {R"(["first"])", R"(["middle"])", "keyframe 'middle'"}}) {
+    std::string bad = wire;
+    const size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " in " << wire;
+    bad.replace(at, from.size(), to);
+    try {
+      decode_job(bad);
+      ADD_FAILURE() << to << " was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInternal) << e.what();
+      EXPECT_NE(std::string(e.what()).find("a job from rank 0 could not be read: " + named),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Job, AMessageWithAFieldMissingIsAnInternalError) {

@@ -232,7 +232,7 @@ TEST(MemoryGuard, ByteCountsTakeBinarySuffixes) {
 
 GenerationRequest causal(int64_t width, int64_t height, int64_t frames, int64_t window) {
   GenerationRequest r = request(width, height, frames);
-  r.sampler = "causal";
+  r.sampler = Sampler::kCausal;
   r.steps = 0;  // RAVEN's 4
   r.window = window;
   return r;

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
@@ -81,7 +82,6 @@ TEST(TinyModel, IsACompleteReleaseLayoutDeterministicForASeedAndSmall) {
   EXPECT_LT(fs::file_size(a / "audio_vae/model.safetensors"), 1200u << 10);
   const ModelInfo m = read_model(a.str());
   EXPECT_TRUE(m.prompt_encoder);
-  EXPECT_FALSE(m.byte_encoder);
   EXPECT_EQ(m.dit.hidden_size, tiny_spec().dit.hidden_size);
   EXPECT_EQ(m.vae.num_layers, 2);
   EXPECT_DOUBLE_EQ(m.video_shift, 12.0);
@@ -185,6 +185,25 @@ TEST(OpenErrors, RanksTpAndDevice) {
                {"tp 2 x sp 2", "sp must divide the 1 heads each TP rank holds"});
 }
 
+// Older tiny folders held a byte table as their text encoder (H3ByteEncoder); no model the
+// project ships or makes does now, and such a folder is refused saying what to use instead.
+TEST(OpenErrors, AByteEncoderFolderIsRefusedSayingWhatToUseInstead) {
+  TempDir d("open");
+  write_tiny_model(d.str(), 1);
+  const std::string config = d / "text_encoder/config.json";
+  std::ofstream(config) << R"({"_class_name": "H3ByteEncoder", "text_dim": 32})";
+  const std::string what =
+      config +
+      " declares H3ByteEncoder, the byte-table text encoder of older tiny models, which is no "
+      "longer supported: give the folder a Qwen3-VL text encoder";
+  for (const auto& open : std::vector<std::function<void()>>{[&] { read_model(d.str()); },
+                                                             [&] { Engine::open(opts(d.str())); }}) {
+    expect_error(
+        open, ErrorKind::kFormat,
+        {what, "h3 encode-prompt --model DIR --prompt TEXT --out FILE", "--embeds FILE", "embeds property"});
+  }
+}
+
 TEST(OpenErrors, AModelWithoutABuiltInEncoderAsksForEmbeddings) {
   // The golden model folder stands in for the full-size one: no built-in text encoder.
   TempDir d("open");
@@ -193,7 +212,7 @@ TEST(OpenErrors, AModelWithoutABuiltInEncoderAsksForEmbeddings) {
   fs::copy(data + "/golden/h3_vae/diffusers", d / "vae", fs::copy_options::recursive);
   fs::copy_file(data + "/h3-release/model_index.json", d / "model_index.json");
   auto e = Engine::open(opts(d.str()));
-  EXPECT_FALSE(e->model().byte_encoder);
+  EXPECT_FALSE(e->model().prompt_encoder);
   GenerationRequest r;
   r.prompt = "a cat";
   r.width = 96;

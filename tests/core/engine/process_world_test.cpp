@@ -210,7 +210,7 @@ TEST(ProcessWorld, ACausalClipWithALoraIsTheThreadRanksAndAWorkerKilledInAChunkI
   const std::string lora = w.dir / "lora";
   dit::write_random_lora(lora, dit::DitConfig::load(default_model_dir() + "/transformer"), 4, 8.0, 3);
   GenerationRequest r = small_request();  // 30 frames: generated as 39, three chunks
-  r.sampler = "causal";
+  r.sampler = Sampler::kCausal;
   r.steps = 0;
   r.lora = lora;
   auto frames_of = [&](Engine& e, const ProgressFn& progress) {

@@ -129,7 +129,7 @@ TEST(Ref2vaPlan, BadReferencesAreRefusedNamingThem) {
   one_side.width = 192;
   EXPECT_NE(refusal(m, one_side).find("give width and height together"), std::string::npos);
   GenerationRequest causal = request({picture(64, 64, 1)});
-  causal.sampler = "causal";
+  causal.sampler = Sampler::kCausal;
   EXPECT_NE(refusal(m, causal).find("references condition the euler sampler only"), std::string::npos);
 }
 
@@ -169,7 +169,7 @@ TEST(Ref2vaPlan, AVideoReferenceIsPlannedOnItsOwnCanvasAtTwentyFourFps) {
   const ClipPlan p = make_plan(m, r);
   ASSERT_EQ(p.references.size(), 1u);
   const PlannedReference& v = p.references[0];
-  EXPECT_EQ(v.kind, "video");
+  EXPECT_EQ(v.kind, ReferenceKind::kVideo);
   EXPECT_EQ(v.frames, 38);  // 48 at 30 fps
   EXPECT_EQ(v.encoded_frames, 22);
   EXPECT_EQ(v.latent_frames, 7);
@@ -221,9 +221,9 @@ TEST(Ref2vaPlan, EachLimitTakesItsLargestRequestAndRefusesOneMore) {
   for (int i = 0; i < 3; ++i) most.references.push_back(video(13, 64, 64, 24));
   const ClipPlan p = make_plan(m, most);
   ASSERT_EQ(p.references.size(), 12u);
-  for (size_t i = 0; i < 9; ++i) EXPECT_EQ(p.references[i].kind, "image") << i;
+  for (size_t i = 0; i < 9; ++i) EXPECT_EQ(p.references[i].kind, ReferenceKind::kImage) << i;
   for (size_t i = 9; i < 12; ++i) {
-    EXPECT_EQ(p.references[i].kind, "video") << i;
+    EXPECT_EQ(p.references[i].kind, ReferenceKind::kVideo) << i;
     EXPECT_EQ(p.references[i].frames, 13) << i;
     EXPECT_EQ(p.references[i].latent_frames, 2) << i;
   }
@@ -277,7 +277,7 @@ TEST(Ref2vaPlan, SoundIsCutToTheClipResampledAndCountedInLatents) {
   const ClipPlan p = make_plan(m, r);  // 22 frames: int(22 / 24 * 44100) = 40425 samples kept
   ASSERT_EQ(p.references.size(), 2u);
   const PlannedReference& a = p.references[1];
-  EXPECT_EQ(a.kind, "audio");
+  EXPECT_EQ(a.kind, ReferenceKind::kAudio);
   EXPECT_EQ(a.width, 0);
   EXPECT_EQ(a.latent_frames, 0);
   EXPECT_EQ(a.audio_samples, 29334);  // ceil(40425 * 320 / 441)

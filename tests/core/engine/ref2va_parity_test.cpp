@@ -180,11 +180,12 @@ TEST_P(Ref2vaParity, TheReferencesOnTheirPlannedSizesAndClockAreThePipelines) {
               has_sound(c_.refs[i]) ? t_.at("reference" + k + "_sound_rows").size(0) / 2 : 0)
         << c_.refs[i];
     if (is_sound(c_.refs[i])) {
-      EXPECT_EQ(planned.kind, "audio");
+      EXPECT_EQ(planned.kind, ReferenceKind::kAudio);
       continue;
     }
     const at::Tensor z = t_.at("condition_latents" + k);
-    EXPECT_EQ(planned.kind, is_video(c_.refs[i]) ? "video" : "image") << c_.refs[i];
+    EXPECT_EQ(planned.kind, is_video(c_.refs[i]) ? ReferenceKind::kVideo : ReferenceKind::kImage)
+        << c_.refs[i];
     EXPECT_EQ(planned.latent_frames, z.size(2)) << c_.refs[i];
     if (!is_video(c_.refs[i])) {
       EXPECT_TRUE(at::equal(got[i], t_.at("reference" + k))) << c_.refs[i];

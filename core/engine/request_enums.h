@@ -1,0 +1,29 @@
+// The closed sets of a request and its plan: the sampler, a reference's kind and a keyframe's
+// place. Each has one spelling for users, messages and the job's wire ("euler", "video",
+// "first", ...): to_string gives it, parse_* reads it back. Torch-free: the plugin includes it.
+#pragma once
+
+#include <string>
+
+namespace h3 {
+
+// How a clip is synthesised (GenerationRequest::sampler): kEuler, the release's flow-matching
+// sampler over the whole clip; kCausal, RAVEN-Streaming's chunk-causal sampler (docs/causal.md).
+enum class Sampler { kEuler, kCausal };
+// What a Ref2VA reference is, as planned (PlannedReference::kind).
+enum class ReferenceKind { kImage, kVideo, kAudio };
+// Which frame of the clip an FL2VA keyframe pins (ClipPlan::keyframe_anchors).
+enum class Keyframe { kFirst, kLast };
+
+const char* to_string(Sampler s);        // "euler", "causal"
+const char* to_string(ReferenceKind k);  // "image", "video", "audio"
+const char* to_string(Keyframe k);       // "first", "last"
+
+// Each the value whose to_string is `name`; any other name throws h3::Error(kInvalidArgument)
+// naming it and the names there are: "sampler 'dpm' is not known: use \"euler\" (...) or
+// \"causal\" (...)".
+Sampler parse_sampler(const std::string& name);
+ReferenceKind parse_reference_kind(const std::string& name);
+Keyframe parse_keyframe(const std::string& name);
+
+}  // namespace h3
