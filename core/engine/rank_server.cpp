@@ -89,8 +89,12 @@ RankServer::Ended RankServer::run(dist::Group& g, std::exception_ptr* own_load_e
   RankParts& parts = setup_.thread_ranks ? local : kept_;
   const auto t0 = Clock::now();
   dist::LocalFailure f;
+  // Whether a failure is this rank's own load (fatal for a worker) or the world breaking under
+  // the first collective (rank 0 killed as the world formed): a worker waits for the next world.
+  bool loading = false;
   try {
     if (!setup_.thread_ranks) choose_process_threads(g);
+    loading = true;
     if (!setup_.thread_ranks && kept_.dit) {
       // A survivor of the last world: its parts run on the new group. A restarted rank loads.
       parts.dit->use_group(&g);
@@ -107,10 +111,13 @@ RankServer::Ended RankServer::run(dist::Group& g, std::exception_ptr* own_load_e
     dist::agree_or_throw(g, f);
   } catch (...) {
     // Before the caller hears of it: a process world's next request forms the world again.
-    if (!setup_.thread_ranks)
-      health_.mark_broken("a rank failed to load its shards: " + message_of(std::current_exception()));
+    if (!setup_.thread_ranks) {
+      health_.mark_broken((f && !loading ? "the ranks lost each other as the world formed: "
+                                         : "a rank failed to load its shards: ") +
+                          message_of(std::current_exception()));
+    }
     if (root) channel_.report_ready(std::current_exception());
-    if (own_load_error && f) *own_load_error = f.exception;
+    if (own_load_error && f && loading) *own_load_error = f.exception;
     return Ended::kLoadFailed;
   }
   if (root) {
