@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 namespace h3test_net {
 
@@ -89,6 +90,20 @@ inline bool connects(const std::string& from, const std::string& to, int port) {
   const int fd = connect_from(from, to, port);
   if (fd >= 0) close(fd);
   return fd >= 0;
+}
+
+// How many of the started connections `fds` have completed (polled once, no waiting), closing
+// them all: what a flood of strangers got through.
+inline int count_connected_and_close(const std::vector<int>& fds) {
+  int connected = 0;
+  for (int fd : fds) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    pollfd p{fd, POLLOUT, 0};
+    connected += poll(&p, 1, 0) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    close(fd);
+  }
+  return connected;
 }
 
 }  // namespace h3test_net

@@ -21,6 +21,7 @@
 #include "dist/sealed_store.h"
 #include "dist/token_file.h"
 #include "dist_test_util.h"
+#include "spy_store.h"
 
 namespace h3::dist {
 namespace {
@@ -233,15 +234,7 @@ TEST(SealedStore, ValuesOpenOnlyUnderTheirTokenRunAndName) {
 }
 
 TEST(SealedStore, ATamperedCiphertextOrTagFailsAuthentication) {
-  // A store that remembers the last key set through it, to find the hidden name.
-  struct Spy : c10d::HashStore {
-    std::string last;
-    void set(const std::string& key, const std::vector<uint8_t>& value) override {
-      last = key;
-      c10d::HashStore::set(key, value);
-    }
-  };
-  auto spy = c10::make_intrusive<Spy>();
+  auto spy = c10::make_intrusive<testing::SpyStore>();
   auto sealed = make_sealed_store(spy, kToken, "run");
   const std::vector<uint8_t> plain{10, 20, 30, 40};
   sealed->set("addr", plain);
@@ -268,14 +261,7 @@ TEST(SealedStore, ATamperedCiphertextOrTagFailsAuthentication) {
 // A value sealed by a holder of one token, copied under the hidden name that another token's view
 // gives the same key (what a holder of token B would read): it never opens there.
 TEST(SealedStore, AValueSealedUnderOneTokenMovedToAnotherTokensNameIsRefused) {
-  struct Spy : c10d::HashStore {
-    std::string last;
-    void set(const std::string& key, const std::vector<uint8_t>& value) override {
-      last = key;
-      c10d::HashStore::set(key, value);
-    }
-  };
-  auto spy = c10::make_intrusive<Spy>();
+  auto spy = c10::make_intrusive<testing::SpyStore>();
   auto under_a = make_sealed_store(spy, kToken, "run");
   auto under_b = make_sealed_store(spy, "another token of 16+ chars", "run");
   under_a->set("addr", std::vector<uint8_t>{1, 2, 3});

@@ -205,14 +205,7 @@ TEST(Door, RankZerosStoreOnLoopbackTakesNoConnectionButItsFrontEnds) {
   for (int i = 0; i < 200; ++i)
     tries.push_back(h3test_net::start_connect("127.0.0.1", "127.0.0.1", store_port));
   std::this_thread::sleep_for(1500ms);  // their SYNs have arrived, and been dropped, by now
-  int connected = 0;
-  for (int fd : tries) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    pollfd p{fd, POLLOUT, 0};
-    connected += poll(&p, 1, 0) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
-    close(fd);
-  }
+  const int connected = h3test_net::count_connected_and_close(tries);
   EXPECT_EQ(connected, 0) << "local strangers connected to rank 0's store";
   // The flood: 512 MiB, had the connection opened; it does not.
   const int flood = h3test_net::connect_from("127.0.0.1", "127.0.0.1", store_port, 1000);

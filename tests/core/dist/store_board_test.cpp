@@ -18,6 +18,7 @@
 #include "dist/sealed_store.h"
 #include "dist/world.h"
 #include "dist_test_util.h"
+#include "spy_store.h"
 
 namespace h3::dist {
 namespace {
@@ -71,14 +72,7 @@ TEST(StoreBoard, EachMalformedFailureRecordIsItsRanksFailureSayingWhatIsWrong) {
 }
 
 TEST(StoreBoard, AFailureRecordThatFailsTheSealedStoresAuthenticationIsRefusedSayingSo) {
-  struct Spy : c10d::HashStore {
-    std::string last;
-    void set(const std::string& key, const std::vector<uint8_t>& value) override {
-      last = key;
-      c10d::HashStore::set(key, value);
-    }
-  };
-  auto spy = c10::make_intrusive<Spy>();
+  auto spy = c10::make_intrusive<testing::SpyStore>();
   auto sealed = make_sealed_store(spy, "the token of these board tests", "run");
   store_post_failure(*sealed, PeerFailure{1, "a real failure", 3});
   std::vector<uint8_t> v = spy->get(spy->last);

@@ -602,19 +602,12 @@ TEST(StoreGate, ALocalStrangerCannotReachTheStoreAndItsFloodCostsRankZeroNothing
   StoreFrontEnd front(listen_on_loopback(&port), gate, kToken, small_limits());
 
   const uint64_t rss_before = rss_kib();
-  int connected = 0;
   std::vector<int> tries;
   for (int i = 0; i < 200; ++i)
     tries.push_back(h3test_net::start_connect("127.0.0.1", "127.0.0.1", store_port));
   tries.push_back(h3test_net::start_connect("127.0.0.2", "127.0.0.1", store_port));
   std::this_thread::sleep_for(1500ms);  // the SYNs have arrived (and been dropped) by now
-  for (int fd : tries) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    pollfd p{fd, POLLOUT, 0};
-    connected += poll(&p, 1, 0) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
-    close(fd);
-  }
+  const int connected = h3test_net::count_connected_and_close(tries);
   EXPECT_EQ(connected, 0) << "a local stranger connected to the store";
   // A flood sent from a connection that never opened goes nowhere: 512 MiB attempted.
   const int flood = h3test_net::connect_from("127.0.0.1", "127.0.0.1", store_port, 500);
