@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "../error_of.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "dist/world.h"
@@ -19,14 +20,7 @@ namespace h3 {
 namespace {
 
 std::string refusal(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return {};
+  return test::error_of(f, ErrorKind::kInvalidArgument);
 }
 
 const std::string kNoCuda =

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../error_of.h"
 #include "common/error.h"
 #include "h3_config.h"
 
@@ -12,14 +13,7 @@ namespace h3 {
 namespace {
 
 std::string refusal(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return {};
+  return test::error_of(f, ErrorKind::kInvalidArgument);
 }
 
 TEST(Device, CpuIsAlwaysThere) {

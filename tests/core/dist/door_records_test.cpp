@@ -15,6 +15,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "../../error_of.h"
 #include "../../temp_dir.h"
 #include "common/error.h"
 #include "dist/membership.h"
@@ -41,16 +42,7 @@ struct Dir : test::TempDir {
   }
 };
 
-std::string error_of(const std::function<void()>& f, ErrorKind want) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), want) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::error_of;
 
 // ---- token file ----
 

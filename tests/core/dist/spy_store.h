@@ -2,9 +2,8 @@
 // hidden name a value went under this way, to tamper with it or move it.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-
 #include <string>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <vector>
 
 namespace h3::dist::testing {
