@@ -318,7 +318,7 @@ TurnMessage RankServer::next_turn_on_root(Sessions& sessions, std::optional<Disp
       }
       views.push_back(v);
     }
-    const Turn t = next_turn(views, slot.pending(), slot.closed());
+    const Turn t = next_turn(views, slot.pending(), slot.closed(), seconds_since(epoch_));
     TurnMessage m;
     m.session = t.session;
     m.owner_turn_done = t.owner_turn_done;

@@ -1,12 +1,14 @@
 #include "engine/scheduler.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace h3::engine_detail {
 
-Turn next_turn(const std::vector<SessionView>& sessions, size_t pending, bool closing) {
+Turn next_turn(const std::vector<SessionView>& sessions, size_t pending, bool closing, double now_s) {
   const SessionView* owner_done = nullptr;
   const SessionView* live = nullptr;
+  double live_due = 0;  // live's deadline, a past one counted as now
   const SessionView* other = nullptr;
   for (const SessionView& s : sessions) {
     switch (s.state) {
@@ -15,8 +17,12 @@ Turn next_turn(const std::vector<SessionView>& sessions, size_t pending, bool cl
         break;
       case SessionView::State::kReady:
         if (s.live) {
-          if (!live || std::tie(s.deadline_s, s.admitted) < std::tie(live->deadline_s, live->admitted))
+          const double due = std::max(s.deadline_s, now_s);
+          if (!live ||
+              std::tie(due, s.last_turn, s.admitted) < std::tie(live_due, live->last_turn, live->admitted)) {
             live = &s;
+            live_due = due;
+          }
         } else if (!other ||
                    std::tie(s.last_turn, s.admitted) < std::tie(other->last_turn, other->admitted)) {
           other = &s;

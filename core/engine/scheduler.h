@@ -10,10 +10,13 @@
 //  2. an offered request is admitted (it runs until its first hand-over: a new stream's first
 //     frame does not wait behind long-running ones);
 //  3. live sessions (causal streams, whose chunks play at 24 fps) whose caller answered, earliest
-//     deadline first: the time their next chunk is due;
+//     deadline first: the time their next chunk is due. A deadline already past counts as now:
+//     late streams (the ranks are slower than real time for all of them) take turns round robin,
+//     the one whose last turn is the oldest first, so that a stream admitted while the others are
+//     late gets its first frames at once instead of after they all ended (plain EDF's overload);
 //  4. the others whose caller answered (euler requests, decodes), the one whose last turn is the
 //     oldest first (round robin, one step or chunk hand-over per turn).
-// Ties go to the earlier admitted session. Live sessions come before the others whenever one is
+// Other ties go to the earlier admitted session. Live sessions come before the others whenever one is
 // ready: while live streams keep the ranks busy, an euler request waits (its turn comes when every
 // live stream waits for its consumer, which a stream ahead of its clock does).
 #pragma once
@@ -55,8 +58,8 @@ struct Turn {
 };
 
 // `pending`: requests offered and not admitted; `closing`: the engine closes (nothing more is
-// admitted; kStop once no session remains).
-Turn next_turn(const std::vector<SessionView>& sessions, size_t pending, bool closing);
+// admitted; kStop once no session remains); `now_s`: rank 0's clock (live_deadline's).
+Turn next_turn(const std::vector<SessionView>& sessions, size_t pending, bool closing, double now_s);
 
 // When a live stream's next chunk is due, in seconds on rank 0's clock: `admitted_s` until its
 // first chunk was handed over, then that hand-over's time plus kChunkSeconds for every chunk
