@@ -174,7 +174,10 @@ int main(int argc, char** argv) {
   gst_element_set_state(second.pipeline, GST_STATE_PLAYING);
   bool changed = false;
   for (;;) {
-    const bool a = pull(first), b = pull(second);
+    // The first stream is held at --change-at frames until the change is made: its consumer's
+    // back-pressure keeps the engine within a few chunks of it, so the change lands mid-stream.
+    const bool a = changed || first.frames < o.change_at ? pull(first) : !first.eos;
+    const bool b = pull(second);
     if (!changed && first.frames >= o.change_at && second.frames > 0) {
       // Both play: the first stream takes a new prompt from its next chunk.
       g_object_set(first.src, "prompt", "a blue triangle moving down on a black background", nullptr);

@@ -117,9 +117,9 @@ case "$what" in
     # shellcheck source=pipelines/env.sh
     . "$src/pipelines/env.sh"
     h3_pipeline_env "$build"
-    "$build/pipelines/h3-shared-app" --frames 56 --change-at 5 | tee "$out/shared.txt"
-    grep -qx "first: 56 frames" "$out/shared.txt" || { echo "the first stream is not 56 frames" >&2; exit 1; }
-    grep -qx "second: 56 frames" "$out/shared.txt" || { echo "the second stream is not 56 frames" >&2; exit 1; }
+    "$build/pipelines/h3-shared-app" --frames 90 --change-at 5 | tee "$out/shared.txt"
+    grep -qx "first: 90 frames" "$out/shared.txt" || { echo "the first stream is not 90 frames" >&2; exit 1; }
+    grep -qx "second: 90 frames" "$out/shared.txt" || { echo "the second stream is not 90 frames" >&2; exit 1; }
     grep -qx "model loads: 1" "$out/shared.txt" || { echo "the two pipelines did not share one engine" >&2; exit 1; }
     grep -qx "engine handed over through the context: yes" "$out/shared.txt" ||
       { echo "the second pipeline did not get the engine through the context" >&2; exit 1; }
