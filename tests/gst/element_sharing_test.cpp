@@ -323,7 +323,13 @@ TEST(H3EngineSharing, AnApplicationHandsOnePipelinesEngineToAnotherThroughTheCon
   g_object_set(engine, "keep-open", TRUE, nullptr);
   Pipe second(kClipB);
   gst_element_set_context(second.pipeline, context);
-  ASSERT_TRUE(second.run()) << second.error_message;
+  {
+    Capture debug;
+    ASSERT_TRUE(second.run()) << second.error_message;
+    // The same engine would come from the process's registry too: the element says it took the
+    // context's.
+    EXPECT_TRUE(debug.saw("using the engine of the h3.engine context"));
+  }
   EXPECT_EQ(second.loads, 1) << "the held engine was closed: the second pipeline loaded it";
   EXPECT_EQ(second.need_context, 0) << "the element asked for a context it had been given";
   GObject* used = second.engine();
