@@ -28,7 +28,9 @@
 
 namespace h3gst {
 
-constexpr int kEngineModuleAbi = 12;  // 12: check_task gives the model's default frames
+// 12: check_task gives the model's default frames; 13: one engine, many streams
+// (EngineHandle::open_stream, EngineStream, engines_opened)
+constexpr int kEngineModuleAbi = 13;
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 
@@ -37,28 +39,43 @@ constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 // generate() reports kCancelled.
 using ChunkCallback = std::function<bool(FrameChunk&&)>;
 
-class EngineHandle {
+// One stream's hold on an engine it shares with others (docs/element.md, "One engine, many
+// elements"): its requests, and its own cancel, finish and prompt changes, which touch no other
+// stream of the engine. Several streams generate on one engine at once.
+class EngineStream {
  public:
-  virtual ~EngineHandle() = default;
-  // What `req` will produce; false with `failure` set when the request is invalid.
-  virtual bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan, EngineFailure* failure) const = 0;
-  // Runs the whole request on the calling thread, with the plan plan() gave for it (the engine
-  // does not plan it again). A cancelled request, or one whose ChunkCallback returned false,
-  // returns false with kCancelled.
+  virtual ~EngineStream() = default;
+  // Runs the whole request on the calling thread, with the plan EngineHandle::plan() gave for it
+  // (the engine does not plan it again). A cancelled request, or one whose ChunkCallback returned
+  // false, returns false with kCancelled. A request that would not fit in memory beside the ones
+  // running returns false with kOutOfMemory, and they go on.
   virtual bool generate(const h3::GenerationRequest& req, const h3::ClipPlan& plan,
                         const ChunkCallback& on_chunk, const h3::ProgressFn& on_progress,
                         EngineFailure* failure) = 0;
-  // Thread-safe: asks the running request (or the next one) to stop at the next
+  // Thread-safe: asks this stream's running request (or its next one) to stop at the next
   // step or chunk boundary, agreed across ranks.
   virtual void cancel() = 0;
   // Clears a cancel request (and a finish or a prompt change) before a new generate().
   virtual void reset_cancel() = 0;
-  // Thread-safe: ends the running endless request at its next chunk boundary, every whole chunk
-  // and the soundtrack up to it delivered; generate() then returns true (docs/causal.md "Live").
+  // Thread-safe: ends this stream's running endless request at its next chunk boundary, every
+  // whole chunk and the soundtrack up to it delivered; generate() then returns true
+  // (docs/causal.md "Live").
   virtual void finish() = 0;
-  // Thread-safe: a new prompt for the running causal request, from its first chunk that starts
-  // at or after `at_seconds` into the stream (0: the next chunk).
+  // Thread-safe: a new prompt for this stream's running causal request, from its first chunk that
+  // starts at or after `at_seconds` into the stream (0: the next chunk).
   virtual void change_prompt(const std::string& prompt, double at_seconds) = 0;
+};
+
+// An open engine: its ranks and loaded weights, shared by every stream opened on it.
+class EngineHandle {
+ public:
+  virtual ~EngineHandle() = default;  // joins the ranks: every stream's generate() has returned
+  // What `req` will produce; false with `failure` set when the request is invalid.
+  virtual bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan, EngineFailure* failure) const = 0;
+  // A new stream on this engine, owned by the caller; destroy it before the engine.
+  virtual EngineStream* open_stream() = 0;
+  // Requests running on the engine now (thread-safe).
+  virtual int requests_in_flight() const = 0;
 };
 
 struct EngineModule {
@@ -78,6 +95,8 @@ struct EngineModule {
   // Opens the engine (loads every rank's shards); nullptr with `failure` set on error.
   EngineHandle* (*open)(const h3::EngineOptions& options, const h3::ProgressFn& on_progress,
                         EngineFailure* failure);
+  // Engines this module opened in this process so far (each a load of the model).
+  int64_t (*engines_opened)();
 };
 
 }  // namespace h3gst

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <string>
@@ -89,27 +90,21 @@ class QueueSink : public h3::ChunkSink {
   bool stopped_ = false;
 };
 
-class Handle : public h3gst::EngineHandle {
- public:
-  explicit Handle(std::unique_ptr<h3::Engine> engine) : engine_(std::move(engine)) {}
+// Engines opened in this process (each a load of the model), for the elements' tests and logs.
+std::atomic<int64_t> g_engines_opened{0};
 
-  bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan,
-            h3gst::EngineFailure* failure) const override {
-    try {
-      *plan = engine_->plan(req);
-      return true;
-    } catch (...) {
-      *failure = current_failure();
-      return false;
-    }
-  }
+// One stream on a shared engine: its own token, so that its cancel, finish and prompt changes
+// reach its own requests only.
+class Stream : public h3gst::EngineStream {
+ public:
+  explicit Stream(h3::Engine& engine) : engine_(engine) {}
 
   bool generate(const h3::GenerationRequest& req, const h3::ClipPlan& plan,
                 const h3gst::ChunkCallback& on_chunk, const h3::ProgressFn& on_progress,
                 h3gst::EngineFailure* failure) override {
     QueueSink sink(on_chunk, plan.audio_rate);
     try {
-      engine_->generate(req, plan, sink, on_progress, cancel_);
+      engine_.generate(req, plan, sink, on_progress, cancel_);
       return true;
     } catch (...) {
       *failure = current_failure();
@@ -126,8 +121,30 @@ class Handle : public h3gst::EngineHandle {
   }
 
  private:
-  std::unique_ptr<h3::Engine> engine_;
+  h3::Engine& engine_;
   h3::CancelToken cancel_;
+};
+
+class Handle : public h3gst::EngineHandle {
+ public:
+  explicit Handle(std::unique_ptr<h3::Engine> engine) : engine_(std::move(engine)) {}
+
+  bool plan(const h3::GenerationRequest& req, h3::ClipPlan* plan,
+            h3gst::EngineFailure* failure) const override {
+    try {
+      *plan = engine_->plan(req);
+      return true;
+    } catch (...) {
+      *failure = current_failure();
+      return false;
+    }
+  }
+
+  h3gst::EngineStream* open_stream() override { return new Stream(*engine_); }
+  int requests_in_flight() const override { return engine_->requests_in_flight(); }
+
+ private:
+  std::unique_ptr<h3::Engine> engine_;
 };
 
 std::string default_dir() {
@@ -143,7 +160,9 @@ h3gst::EngineHandle* open_engine(const h3::EngineOptions& options, const h3::Pro
   try {
     h3::EngineOptions o = options;
     if (o.model_dir.empty()) o.model_dir = h3::default_model_dir();
-    return new Handle(h3::Engine::open(o, on_progress));
+    auto* handle = new Handle(h3::Engine::open(o, on_progress));
+    ++g_engines_opened;
+    return handle;
   } catch (...) {
     *failure = current_failure();
     return nullptr;
@@ -176,7 +195,12 @@ bool check_task(const h3::EngineOptions& options, const h3::TaskAsk& ask, int64_
   }
 }
 
-const h3gst::EngineModule kModule = {h3gst::kEngineModuleAbi, &default_dir, &fit, &check_task, &open_engine};
+int64_t engines_opened() {
+  return g_engines_opened.load();
+}
+
+const h3gst::EngineModule kModule = {h3gst::kEngineModuleAbi, &default_dir, &fit, &check_task, &open_engine,
+                                     &engines_opened};
 
 }  // namespace
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "engine_loader.h"
 
@@ -16,6 +18,48 @@ Generation::Generation(Observer& observer, GstDebugCategory* category, GstObject
 
 Generation::~Generation() {
   stop();
+  close_engine();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (offered_) gst_object_unref(offered_);
+  offered_ = nullptr;
+}
+
+void Generation::close_engine() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_engine();
+}
+
+void Generation::release_engine() {
+  stream_.reset();  // before the engine: a stream lives on it
+  if (engine_) {
+    if (started_on_engine_) engine_started(engine_, false);
+    started_on_engine_ = false;
+    release_engine_hold(engine_);  // the last holder closes it, here
+    gst_object_unref(engine_);
+  }
+  engine_ = nullptr;
+}
+
+void Generation::offer_engine(GstH3Engine* engine) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (offered_) gst_object_unref(offered_);
+  offered_ = engine ? GST_H3_ENGINE(gst_object_ref(engine)) : nullptr;
+}
+
+bool Generation::has_offered_engine() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return offered_ != nullptr;
+}
+
+GstH3Engine* Generation::engine() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return engine_ ? GST_H3_ENGINE(gst_object_ref(engine_)) : nullptr;
+}
+
+int Generation::others_started_on_engine() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!engine_) return 0;
+  return engine_started_count(engine_) - (started_on_engine_ ? 1 : 0);
 }
 
 void Generation::start(Request request) {
@@ -33,7 +77,7 @@ void Generation::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
-    if (generating_) engine_->cancel();
+    if (generating_) stream_->cancel();
   }
   queue_.abort();  // releases a sink blocked in push()
   audio_queue_.abort();
@@ -43,6 +87,8 @@ void Generation::stop() {
     stopping_ = false;
     planned_ = false;
     ending_ = false;
+    if (started_on_engine_) engine_started(engine_, false);
+    started_on_engine_ = false;
   }
   queue_.reset();
   audio_queue_.reset();
@@ -55,9 +101,9 @@ void Generation::end() {
     // An endless stream is finished, not cancelled: its last whole chunk and the soundtrack up
     // to it still come.
     if (request_.clip.num_frames == h3::kEndless) {
-      engine_->finish();
+      stream_->finish();
     } else {
-      engine_->cancel();
+      stream_->cancel();
     }
     return;
   }
@@ -67,14 +113,14 @@ void Generation::end() {
 
 void Generation::change_prompt(const std::string& prompt, double at_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (generating_) engine_->change_prompt(prompt, at_seconds);
+  if (generating_) stream_->change_prompt(prompt, at_seconds);
 }
 
 void Generation::cancel_and_arm_restart() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!planned_) return;  // still starting: nothing generated yet
   restart_pending_ = true;
-  if (generating_) engine_->cancel();
+  if (generating_) stream_->cancel();
   queue_.abort();
   audio_queue_.abort();
 }
@@ -116,7 +162,7 @@ void Generation::worker_main() {
     fail_start(failure, "Could not open the H3 model");
     return;
   }
-  if (!engine_->plan(request_.clip, &plan_, &failure)) {
+  if (!engine_handle(engine_).plan(request_.clip, &plan_, &failure)) {
     fail_start(failure, "The requested clip is not possible");
     return;
   }
@@ -125,16 +171,63 @@ void Generation::worker_main() {
 }
 
 bool Generation::open_engine(const EngineModule& module, EngineFailure* failure) {
-  h3::EngineOptions options = request_.engine;
-  if (options.model_dir.empty()) options.model_dir = module.default_model_dir();
-  if (engine_ && options == engine_options_) return true;
-  engine_.reset();
-  observer_.opening(options);
-  EngineHandle* handle = module.open(
-      options, [this](const h3::Progress& p) { observer_.progress(p); }, failure);
-  if (!handle) return false;
-  engine_.reset(handle);
-  engine_options_ = options;
+  EngineKey key;
+  key.options = request_.engine;
+  if (key.options.model_dir.empty()) key.options.model_dir = module.default_model_dir();
+  key.lora = request_.clip.lora;
+  key.group = request_.engine_group;
+  GstH3Engine* offered = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (engine_ && engine_key_difference(engine_key(engine_), key).empty()) {
+      engine_started(engine_, true);
+      started_on_engine_ = true;
+      return true;
+    }
+    release_engine();
+    offered = std::exchange(offered_, nullptr);
+  }
+  GstH3Engine* engine = nullptr;
+  bool from_context = false;
+  if (offered) {
+    const std::string differs = engine_key_difference(key, engine_key(offered));
+    if (differs.empty()) {
+      GST_CAT_DEBUG_OBJECT(category_, log_object_, "using the engine of the h3.engine context");
+      engine = offered;
+      from_context = true;
+    } else {
+      GST_CAT_DEBUG_OBJECT(category_, log_object_,
+                           "not using the h3.engine context's engine: its option '%s' differs from this "
+                           "element's; using the engine of this element's options",
+                           differs.c_str());
+      gst_object_unref(offered);
+    }
+  }
+  if (!engine) {
+    std::vector<std::string> others;
+    engine = engine_for_key(key, &others);
+    for (const std::string& o : others) {
+      GST_CAT_DEBUG_OBJECT(category_, log_object_, "not sharing %s", o.c_str());
+    }
+  }
+  bool opened_here = false;
+  if (!hold_engine(
+          engine, module, [this](const h3::Progress& p) { observer_.progress(p); },
+          [&] { observer_.opening(key.options); }, failure, &opened_here)) {
+    gst_object_unref(engine);
+    return false;
+  }
+  GST_CAT_DEBUG_OBJECT(category_, log_object_,
+                       opened_here ? "opened the engine" : "sharing the engine another holder opened");
+  EngineStream* stream = engine_handle(engine).open_stream();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    engine_ = engine;
+    stream_.reset(stream);
+    engine_started(engine_, true);
+    started_on_engine_ = true;
+  }
+  if (!from_context) observer_.have_engine(engine);
   return true;
 }
 
@@ -161,7 +254,7 @@ void Generation::run() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_ || ending_) return;  // ending_: the queues were finished already
-    engine_->reset_cancel();
+    stream_->reset_cancel();
     generating_ = true;
   }
   auto on_progress = [&](const h3::Progress& p) { observer_.progress(p); };
@@ -189,7 +282,7 @@ void Generation::run() {
     return pushed;
   };
   EngineFailure failure;
-  const bool ok = engine_->generate(request_.clip, plan_, on_chunk, on_progress, &failure);
+  const bool ok = stream_->generate(request_.clip, plan_, on_chunk, on_progress, &failure);
   bool ending = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);

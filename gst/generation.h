@@ -1,9 +1,10 @@
 // One generation behind h3videosrc or h3src (owned by their Lifecycle, lifecycle.h): the
-// worker thread that opens the engine (or reuses the open one), plans the request and runs it;
-// the frame queue the engine fills (and the audio queue, when the request asks for audio); the
-// engine handle; and the lock over them. It knows nothing of the element beyond the object and
-// debug category it logs with: what the element must do at each step (post a message, complete
-// the async start) comes back through an Observer.
+// worker thread that finds the engine (the one it holds, a context's, one another element of the
+// process opened, or a new one: shared_engine.h), plans the request and runs it as a stream of
+// its own on that engine; the frame queue the engine fills (and the audio queue, when the request
+// asks for audio); the engine and stream handles; and the lock over them. It knows nothing of the element
+// beyond the object and debug category it logs with: what the element must do at each step (post a message,
+// complete the async start) comes back through an Observer.
 #pragma once
 
 #include <gst/gst.h>
@@ -19,6 +20,7 @@
 #include "audio_queue.h"
 #include "boundary/engine_module.h"
 #include "frame_queue.h"
+#include "shared_engine.h"
 
 namespace h3gst {
 
@@ -30,8 +32,11 @@ class Generation {
     virtual ~Observer() = default;
     // The engine module could not be loaded; `error` says what was tried.
     virtual void module_missing(const std::string& error) = 0;
-    // The engine is being opened with `options` (nothing was open, or other options).
+    // The engine is being opened with `options` (no element of the process has one of its key).
     virtual void opening(const h3::EngineOptions& options) = 0;
+    // The engine this generation runs on, found or opened: the element offers it as an
+    // "h3.engine" context (not called for an engine that came in a context).
+    virtual void have_engine(GstH3Engine* engine) = 0;
     // Opening the engine or planning the request failed; `what` says which.
     virtual void start_failed(const EngineFailure& failure, const char* what) = 0;
     // The engine is open and the request planned; complete_start() follows
@@ -57,6 +62,7 @@ class Generation {
     h3::EngineOptions engine;    // model_dir empty: the module's default model
     h3::GenerationRequest clip;  // 0: the model's default; clip.audio fills the audio queue too
     size_t queue_chunks = 1;     // the frame queue's bound (the audio queue's is one more)
+    std::string engine_group;    // elements of different groups never share an engine
   };
 
   // Logs into `category` about `log_object` (the element).
@@ -96,12 +102,22 @@ class Generation {
   // A new prompt for the running causal request from its first chunk at or after `at_seconds`
   // (0: the next chunk); ignored unless a request runs.
   void change_prompt(const std::string& prompt, double at_seconds);
-  // Releases the engine (joins its rank threads). Only after stop().
-  void close_engine() { engine_.reset(); }
+  // Lets go of the engine (the last one to let go closes it: joins its rank threads). Only after
+  // stop().
+  void close_engine();
+  // An "h3.engine" context's engine (or nullptr): the next start uses it when its key is this
+  // generation's. Takes a reference.
+  void offer_engine(GstH3Engine* engine);
+  bool has_offered_engine();
+  // The engine held now (a new reference), or nullptr.
+  GstH3Engine* engine();
+  // Another element plays on the engine this generation holds: its options cannot change now.
+  int others_started_on_engine();
 
  private:
   void worker_main();
   bool open_engine(const EngineModule& module, EngineFailure* failure);
+  void release_engine();  // under mutex_
   void fail_start(const EngineFailure& failure, const char* what);
   // Under the lock: tells the observer unless a stop has begun; false if it has.
   bool complete_start(const h3::ClipPlan* plan);
@@ -115,8 +131,8 @@ class Generation {
   // handed back to the engine by every run (restarts too), so it is planned once.
   h3::ClipPlan plan_{};
 
-  // Guards `stopping_`, `generating_`, `planned_` and `ending_`: the worker completes the
-  // start and begins generating only while `stopping_` is false, and stop() and
+  // Guards `stopping_`, `generating_`, `planned_`, `ending_` and the engine's references: the worker
+  // completes the start and begins generating only while `stopping_` is false, and stop() and
   // cancel_and_arm_restart() cancel the engine only while `generating_`. Taken before
   // the pad's stream lock (the lock order: docs/element.md, "Locks").
   std::mutex mutex_;
@@ -135,10 +151,12 @@ class Generation {
   AudioQueue audio_queue_{2};
   std::atomic<bool> restart_pending_{false};
 
-  // Open across stop() and start() while the options stay the same; written by
-  // the worker only, released by close_engine() once no worker runs.
-  std::unique_ptr<EngineHandle> engine_;
-  h3::EngineOptions engine_options_;
+  // Held across stop() and start() while the key stays the same, under mutex_: set by the worker,
+  // let go by close_engine() once no worker runs. The stream is this generation's own on it.
+  GstH3Engine* engine_ = nullptr;
+  std::unique_ptr<EngineStream> stream_;
+  bool started_on_engine_ = false;  // counted in the engine's started elements
+  GstH3Engine* offered_ = nullptr;  // a context's engine, for the next open
 };
 
 }  // namespace h3gst

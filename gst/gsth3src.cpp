@@ -90,6 +90,7 @@ static void gst_h3_src_get_property(GObject* object, guint prop_id, GValue* valu
 static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStateChange transition);
 static gboolean gst_h3_src_send_event(GstElement* element, GstEvent* event);
 static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* query);
+static void gst_h3_src_set_context(GstElement* element, GstContext* context);
 static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* event);
 static void gst_h3_src_video_loop(gpointer data);
 static void gst_h3_src_audio_loop(gpointer data);
@@ -116,6 +117,7 @@ static void gst_h3_src_class_init(GstH3SrcClass* klass) {
 
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_h3_src_change_state);
   element_class->send_event = GST_DEBUG_FUNCPTR(gst_h3_src_send_event);
+  element_class->set_context = GST_DEBUG_FUNCPTR(gst_h3_src_set_context);
 }
 
 static GstPad* make_pad(GstH3Src* self, GstStaticPadTemplate* templ) {
@@ -302,11 +304,21 @@ static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* e
   return TRUE;
 }
 
+// An "h3.engine" context: the engine this element uses at its next start when its options agree
+// (shared_engine.h).
+static void gst_h3_src_set_context(GstElement* element, GstContext* context) {
+  GST_H3_SRC(element)->priv->lifecycle.set_context(context);
+  GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
+}
+
 static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* query) {
   GstH3Src* self = GST_H3_SRC(parent);
   H3SrcPrivate* p = self->priv;
   const bool video = pad == p->video.pad();
   switch (GST_QUERY_TYPE(query)) {
+    case GST_QUERY_CONTEXT:
+      if (p->lifecycle.answer_context_query(query)) return TRUE;
+      return gst_pad_query_default(pad, parent, query);
     case GST_QUERY_CAPS: {
       GstCaps* filter = nullptr;
       gst_query_parse_caps(query, &filter);

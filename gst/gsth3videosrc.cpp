@@ -94,6 +94,7 @@ static gboolean gst_h3_video_src_event(GstBaseSrc* bsrc, GstEvent* event);
 static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf);
 static GstPadProbeReturn frame_out(GstPad* pad, GstPadProbeInfo* info, gpointer data);
 static void complete_start(GstH3VideoSrc* self, const h3::ClipPlan* plan);
+static void gst_h3_video_src_set_context(GstElement* element, GstContext* context);
 
 static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
@@ -119,6 +120,7 @@ static void gst_h3_video_src_class_init(GstH3VideoSrcClass* klass) {
 
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_h3_video_src_change_state);
   element_class->send_event = GST_DEBUG_FUNCPTR(gst_h3_video_src_send_event);
+  element_class->set_context = GST_DEBUG_FUNCPTR(gst_h3_video_src_set_context);
 
   basesrc_class->get_caps = GST_DEBUG_FUNCPTR(gst_h3_video_src_get_caps);
   basesrc_class->fixate = GST_DEBUG_FUNCPTR(gst_h3_video_src_fixate);
@@ -318,9 +320,19 @@ static gboolean gst_h3_video_src_decide_allocation(GstBaseSrc* bsrc, GstQuery* q
   return GST_BASE_SRC_CLASS(parent_class)->decide_allocation(bsrc, query);
 }
 
+// An "h3.engine" context: the engine this element uses at its next start when its options agree
+// (shared_engine.h).
+static void gst_h3_video_src_set_context(GstElement* element, GstContext* context) {
+  GST_H3_VIDEO_SRC(element)->priv->lifecycle.set_context(context);
+  GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
+}
+
 static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   switch (GST_QUERY_TYPE(query)) {
+    case GST_QUERY_CONTEXT:
+      if (self->priv->lifecycle.answer_context_query(query)) return TRUE;
+      break;
     case GST_QUERY_DURATION: {
       GstFormat format;
       gst_query_parse_duration(query, &format, nullptr);

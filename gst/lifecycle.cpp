@@ -6,6 +6,7 @@
 #include "engine_loader.h"
 #include "messages.h"
 #include "settings_checks.h"
+#include "shared_engine.h"
 
 namespace h3gst {
 
@@ -20,6 +21,8 @@ Lifecycle::Lifecycle(GstElement* element, GstDebugCategory* category, CompleteSt
 // ---------------------------------------------------------------------------
 
 bool Lifecycle::set_property(guint id, const GValue* value, GParamSpec* pspec) {
+  // Before the object lock (the generation's lock comes first: docs/element.md, "Locks").
+  const int others = engine_property(id) ? generation_.others_started_on_engine() : 0;
   GST_OBJECT_LOCK(element_);
   if (id == PROP_PROMPT && started_ && active_.sampler == h3::Sampler::kCausal) {
     // A causal stream takes a new prompt while it plays: from its next chunk on.
@@ -35,6 +38,15 @@ bool Lifecycle::set_property(guint id, const GValue* value, GParamSpec* pspec) {
         element_, CORE, STATE_CHANGE,
         ("Property '%s' can only be changed in the NULL or READY state; the change is ignored", pspec->name),
         ("set while the element is PAUSED or PLAYING"));
+    return true;
+  }
+  if (others > 0) {
+    GST_OBJECT_UNLOCK(element_);
+    GST_ELEMENT_WARNING(element_, CORE, STATE_CHANGE,
+                        ("Property '%s' is an option of the engine this element shares with %d other playing "
+                         "element(s); the change is refused",
+                         pspec->name, others),
+                        ("stop the other elements first, or give this element an engine-group of its own"));
     return true;
   }
   const bool ours = h3gst::set_property(&props_, id, value);
@@ -124,6 +136,8 @@ bool Lifecycle::start(bool audio) {
   }
   request.clip.audio = audio;
   request.queue_chunks = static_cast<size_t>(s.queue_chunks);
+  request.engine_group = s.engine_group;
+  ask_for_engine_context();
   prompt_times_.reset();
   generation_.set_flushing(false);
   generation_.start(std::move(request));
@@ -339,6 +353,67 @@ void Lifecycle::opening(const h3::EngineOptions& o) {
       g_strdup_printf("loading %s on %d %s rank(s)", o.model_dir.c_str(), o.ranks, o.device.c_str());
   post_open_progress(element_, GST_PROGRESS_TYPE_CONTINUE, text, 0);
   g_free(text);
+}
+
+void Lifecycle::have_engine(GstH3Engine* engine) {
+  // Offered as GL offers its display: set on the element itself (its GST_QUERY_CONTEXT answer and
+  // gst_element_get_context()) and posted, so that the bins keep it for their other elements and
+  // the application may hand it to other pipelines.
+  GstContext* context = engine_context_new(engine);
+  gst_element_set_context(element_, context);
+  GST_CAT_DEBUG_OBJECT(category_, element_, "offering the engine as an h3.engine context");
+  gst_element_post_message(element_, gst_message_new_have_context(GST_OBJECT(element_), context));
+}
+
+void Lifecycle::set_context(GstContext* context) {
+  GstH3Engine* engine = engine_from_context(context);
+  if (!engine) return;
+  generation_.offer_engine(engine);
+  gst_object_unref(engine);
+}
+
+bool Lifecycle::answer_context_query(GstQuery* query) {
+  const gchar* type = nullptr;
+  if (GST_QUERY_TYPE(query) != GST_QUERY_CONTEXT || !gst_query_parse_context_type(query, &type) ||
+      g_strcmp0(type, kEngineContextType) != 0) {
+    return false;
+  }
+  GstH3Engine* engine = generation_.engine();
+  if (!engine) return false;
+  GstContext* context = engine_context_new(engine);
+  gst_object_unref(engine);
+  gst_query_set_context(query, context);
+  gst_context_unref(context);
+  return true;
+}
+
+void Lifecycle::ask_for_engine_context() {
+  if (generation_.has_offered_engine()) return;
+  GstQuery* query = gst_query_new_context(kEngineContextType);
+  struct Ask {
+    GstQuery* query;
+    GstContext* found = nullptr;
+  } ask{query};
+  gst_element_foreach_src_pad(
+      element_,
+      [](GstElement*, GstPad* pad, gpointer data) -> gboolean {
+        auto* a = static_cast<Ask*>(data);
+        if (!gst_pad_peer_query(pad, a->query)) return TRUE;
+        GstContext* c = nullptr;
+        gst_query_parse_context(a->query, &c);
+        if (c) a->found = gst_context_ref(c);
+        return a->found == nullptr;
+      },
+      &ask);
+  gst_query_unref(query);
+  if (ask.found) {
+    GST_CAT_DEBUG_OBJECT(category_, element_, "downstream answered the h3.engine context query");
+    gst_element_set_context(element_, ask.found);
+    gst_context_unref(ask.found);
+    return;
+  }
+  // The application's sync handler, or a bin that keeps an element's context, answers by setting it.
+  gst_element_post_message(element_, gst_message_new_need_context(GST_OBJECT(element_), kEngineContextType));
 }
 
 void Lifecycle::start_failed(const EngineFailure& failure, const char* what) {

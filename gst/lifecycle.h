@@ -72,8 +72,16 @@ class Lifecycle final : private Generation::Observer {
   bool start(bool audio);
   // Stops the worker and forgets the plan. Idempotent: also after a failed start.
   void stop();
-  // READY -> NULL: releases the engine kept across stop() and start() with the same options.
+  // READY -> NULL: lets go of the engine kept across stop() and start() with the same options
+  // (the last element or application holding it closes it).
   void close_engine() { generation_.close_engine(); }
+
+  // ---- the shared engine (shared_engine.h) ----
+  // GstElement::set_context: an "h3.engine" context's engine is used at the next start when its
+  // options are this element's.
+  void set_context(GstContext* context);
+  // A GST_QUERY_CONTEXT for "h3.engine": answered with the engine this element holds (true).
+  bool answer_context_query(GstQuery* query);
   // Wakes (true) or stops waking (false) consumers blocked in the queues: GstBaseSrc's
   // unlock/unlock_stop, h3src's pad tasks around state changes and flushes.
   void set_flushing(bool flushing) { generation_.set_flushing(flushing); }
@@ -127,6 +135,7 @@ class Lifecycle final : private Generation::Observer {
   // Generation::Observer, on the worker thread.
   void module_missing(const std::string& error) override;
   void opening(const h3::EngineOptions& options) override;
+  void have_engine(GstH3Engine* engine) override;
   void start_failed(const EngineFailure& failure, const char* what) override;
   void planned(const h3::ClipPlan& plan) override;
   void complete_start(const h3::ClipPlan* plan) override;
@@ -135,6 +144,9 @@ class Lifecycle final : private Generation::Observer {
   void restarting() override;
 
   void post_failure_once(const EngineFailure& failure);
+  // Before a start without a context's engine: asks downstream (GST_QUERY_CONTEXT), then the
+  // application and the bins (GST_MESSAGE_NEED_CONTEXT), as GL and CUDA elements do.
+  void ask_for_engine_context();
 
   GstElement* const element_;
   GstDebugCategory* const category_;

@@ -210,8 +210,8 @@ void install_engine_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_MAX_MEMORY,
       g_param_spec_uint64("max-memory", "Max memory",
-                          "Bytes a request may take beside the loaded weights, else it is refused at start; "
-                          "0: what the machine (or cgroup) has available",
+                          "Bytes the requests on the engine may take together beside its loaded weights, "
+                          "else a request is refused at start; 0: what the machine (or cgroup) has available",
                           0, G_MAXINT64, d.max_memory, kReady));
   g_object_class_install_property(
       klass, PROP_DEVICE_MEMORY,
@@ -219,6 +219,12 @@ void install_engine_properties(GObjectClass* klass) {
                           "Bytes of each rank's device: a layout that cannot fit is refused before the "
                           "model loads; 0: on cuda the GPU's, on cpu no check",
                           0, G_MAXINT64, d.device_memory, kReady));
+  g_object_class_install_property(
+      klass, PROP_ENGINE_GROUP,
+      g_param_spec_string("engine-group", "Engine group",
+                          "Elements whose engine options and lora agree share one loaded engine unless their "
+                          "engine-groups differ; unset: the default group",
+                          nullptr, kReady));
 }
 
 std::string string_or_empty(const GValue* value) {
@@ -282,6 +288,7 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_DEVICE_MEMORY: s->device_memory = g_value_get_uint64(value); break;
     case PROP_SAMPLER: s->sampler = static_cast<h3::Sampler>(g_value_get_enum(value)); break;
     case PROP_LORA: s->lora = string_or_empty(value); break;
+    case PROP_ENGINE_GROUP: s->engine_group = string_or_empty(value); break;
     case PROP_SINK: s->sink = g_value_get_int(value); break;
     case PROP_WINDOW: s->window = g_value_get_int(value); break;
     case PROP_PROMPT_TIMELINE: s->prompt_timeline = string_or_empty(value); break;
@@ -329,6 +336,7 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_DEVICE_MEMORY: g_value_set_uint64(value, s.device_memory); break;
     case PROP_SAMPLER: g_value_set_enum(value, static_cast<gint>(s.sampler)); break;
     case PROP_LORA: set_string_or_null(value, s.lora); break;
+    case PROP_ENGINE_GROUP: set_string_or_null(value, s.engine_group); break;
     case PROP_SINK: g_value_set_int(value, s.sink); break;
     case PROP_WINDOW: g_value_set_int(value, s.window); break;
     case PROP_PROMPT_TIMELINE: set_string_or_null(value, s.prompt_timeline); break;
@@ -384,6 +392,29 @@ void read_pictures(const Settings& s, int64_t default_frames, h3::GenerationRequ
   for (size_t i = 0; i < s.references.size(); ++i) {
     r.references.push_back(h3::pictures::read_reference(
         s.references[i], "references: reference " + std::to_string(i + 1), seconds));
+  }
+}
+
+bool engine_property(guint id) {
+  switch (id) {
+    case PROP_MODEL:
+    case PROP_RANKS:
+    case PROP_TP_SIZE:
+    case PROP_SP_SIZE:
+    case PROP_DEVICE:
+    case PROP_TIMEOUT:
+    case PROP_FREE_TEXT_ENCODER:
+    case PROP_ADALN_TABLES:
+    case PROP_COMPUTE_DTYPE:
+    case PROP_RENDEZVOUS:
+    case PROP_WORLD_SIZE:
+    case PROP_TOKEN_FILE:
+    case PROP_MAX_MEMORY:
+    case PROP_DEVICE_MEMORY:
+    case PROP_LORA:
+    case PROP_REFERENCES:  // Ref2VA's DiT is another engine
+    case PROP_ENGINE_GROUP: return true;
+    default: return false;
   }
 }
 

@@ -58,6 +58,8 @@ struct Settings {
   std::string first_frame, last_frame;
   // Ref2VA image references, in the order the model reads them: a file or URI each; empty: none.
   std::vector<std::string> references;
+  // Elements whose engine options agree share one engine unless their groups differ.
+  std::string engine_group;
 };
 
 enum Property {
@@ -94,7 +96,12 @@ enum Property {
   PROP_FIRST_FRAME,
   PROP_LAST_FRAME,
   PROP_REFERENCES,
+  PROP_ENGINE_GROUP,
 };
+
+// Whether property `id` is part of the engine an element shares (its options, LoRA and group):
+// changing it on an element holding an engine another element plays on is refused.
+bool engine_property(guint id);
 
 void install_properties(GObjectClass* klass);
 // false: `id` is not one of the properties.

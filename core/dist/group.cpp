@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/shape.h"
+#include "dist/owner_turns.h"
 
 namespace h3::dist {
 
@@ -91,7 +92,48 @@ void Group::report_failure(const std::string& message) {
   }
 }
 
+// The owner's signs of life while its peers wait for it (run_on_owner): one at once (a peer that
+// started waiting long ago must not give up now), then several per timeout from a thread of its
+// own, and often enough that a short timeout still sees some.
+Group::AliveBeat::AliveBeat(Group& g) : g_(g) {
+  const auto beat = std::clamp<std::chrono::milliseconds>(g.timeout_ / 4, std::chrono::milliseconds(5),
+                                                          std::chrono::milliseconds(500));
+  sign(g_);
+  thread_ = std::thread([this, beat] {
+    std::unique_lock<std::mutex> lk(m_);
+    while (!cv_.wait_for(lk, beat, [&] { return finished_; })) sign(g_);
+  });
+}
+
+Group::AliveBeat::~AliveBeat() {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    finished_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Group::AliveBeat::sign(Group& g) {
+  try {
+    g.owner_alive();
+  } catch (...) {
+    // The store is unreachable: the peers will say so when they give up.
+  }
+}
+
+std::unique_ptr<Group::AliveBeat> Group::show_alive() {
+  if (size_ == 1) return nullptr;
+  return std::make_unique<AliveBeat>(*this);
+}
+
 void Group::run_on_owner(int owner, const std::function<void()>& work, const char* what) {
+  // A session taking turns at this rank (dist/owner_turns.h) gives the rank to another session
+  // while the owner works, instead of waiting here.
+  if (OwnerTurns* turns = current_owner_turns()) {
+    turns->run(*this, owner, work, what);
+    return;
+  }
   if (size_ == 1) {
     work();
     return;
@@ -102,37 +144,16 @@ void Group::run_on_owner(int owner, const std::function<void()>& work, const cha
   }
   check_usable(what);
   const int64_t seq = ++owner_calls_;
-  // A sign of life several times per timeout, and often enough that a short
-  // timeout still sees some.
-  const auto beat = std::clamp<std::chrono::milliseconds>(timeout_ / 4, std::chrono::milliseconds(5),
-                                                          std::chrono::milliseconds(500));
   if (rank_ == owner) {
-    std::mutex m;
-    std::condition_variable cv;
-    bool finished = false;
-    std::thread heartbeat([&] {
-      std::unique_lock<std::mutex> lk(m);
-      while (!cv.wait_for(lk, beat, [&] { return finished; })) {
-        try {
-          owner_alive();
-        } catch (...) {
-          // The store is unreachable: the peers will say so when they give up.
-        }
-      }
-    });
     std::exception_ptr err;
-    try {
-      owner_alive();  // at once: a peer that started waiting long ago must not give up now
-      work();
-    } catch (...) {
-      err = std::current_exception();
-    }
     {
-      std::lock_guard<std::mutex> lk(m);
-      finished = true;
+      const AliveBeat heartbeat(*this);
+      try {
+        work();
+      } catch (...) {
+        err = std::current_exception();
+      }
     }
-    cv.notify_all();
-    heartbeat.join();
     try {
       owner_done(seq);
     } catch (const std::exception& e) {

@@ -18,11 +18,14 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace h3::dist {
@@ -39,7 +42,7 @@ struct PeerFailure {
   int64_t completed = 0;
 };
 
-class Group {  // one rank's view of its process group; used from one thread
+class Group {  // one rank's view of its process group; used from one thread at a time
  public:
   virtual ~Group();
   Group(const Group&) = delete;
@@ -87,8 +90,30 @@ class Group {  // one rank's view of its process group; used from one thread
   // posts its failure) when the owner shows no sign of life for timeout(),
   // and stops at once on a failure a rank posted. What `work` throws reaches
   // the owner's caller after its peers were released. `what` names the wait
-  // in errors. At size 1 it just runs `work`.
+  // in errors. At size 1 it just runs `work`. On a thread that installed an
+  // OwnerTurns (dist/owner_turns.h), that runs it instead.
   void run_on_owner(int owner, const std::function<void()>& work, const char* what);
+
+  // Shows this rank alive to peers waiting for it in run_on_owner, from a thread of its own,
+  // while the returned object lives, as run_on_owner's owner does while its work runs: for an
+  // owner whose peers wait for it while it works *between* its run_on_owner calls (the engine's
+  // rank 0 while requests take turns at its ranks, engine/session.h). Null at size 1.
+  class AliveBeat {
+   public:
+    explicit AliveBeat(Group& g);
+    ~AliveBeat();
+    AliveBeat(const AliveBeat&) = delete;
+    AliveBeat& operator=(const AliveBeat&) = delete;
+
+   private:
+    static void sign(Group& g);
+    Group& g_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool finished_ = false;
+    std::thread thread_;
+  };
+  std::unique_ptr<AliveBeat> show_alive();
 
   // Tells the peers that this rank failed with `message`: their pending and
   // later collectives end with "rank <this> failed: <message>" instead of

@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,7 @@
 #include "engine/process_world.h"
 #include "engine/rank_server.h"
 #include "engine/stage_conditioning.h"
+#include "engine/stream_budget.h"
 #include "h3_config.h"
 #include "text/unicode.h"
 
@@ -50,7 +52,10 @@ struct Engine::Impl {
   std::optional<RankServer> ranks;
   std::unique_ptr<ProcessWorld> processes;  // a process world's rank 0 side; null for thread ranks
   std::thread world;                        // the ranks' threads, or the process world's loop
-  std::mutex call_mutex;                    // one request at a time
+  std::mutex form_mutex;                    // one caller forms a broken process world again
+  // The requests in flight hold their memory estimates here (the weights are not in it).
+  std::unique_ptr<StreamBudget> budget;
+  std::atomic<int> requests{0};  // run() calls in flight
 
   // This process's ranks as the memory guard counts them.
   MemoryShape memory_shape() const {
@@ -65,41 +70,61 @@ struct Engine::Impl {
     return memory_shape_of(opts.ranks, opts.ranks, opts.sp, compute_dtype, opts.device, threads);
   }
 
-  // Starts a job on every rank and pumps its events on the calling thread.
+  // The request's share of the memory beside the requests in flight, or kOutOfMemory with the numbers.
+  StreamBudget::Reservation admit(const ClipPlan& p) {
+    return budget->admit(estimate_request_memory(model, p, memory_shape()).peak(), request_text(p));
+  }
+
+  // Starts a job on every rank and pumps its events on the calling thread. Many callers may be
+  // here at once: each job is a session of the ranks (engine/session.h).
   void run(const Job& j, CancelToken& c, const at::Tensor& latents, const ProgressFn& progress,
            ChunkSink& sink, const GenerateExtras* extras) {
-    std::lock_guard<std::mutex> serial(call_mutex);
-    engine_detail::WorldHealth& health = ranks->health();
-    const std::string why = health.broken_reason();
-    if (!why.empty() && !processes) {
+    struct InFlight {
+      std::atomic<int>& n;
+      explicit InFlight(std::atomic<int>& count) : n(count) { ++n; }
+      ~InFlight() { --n; }
+    } in_flight(requests);
+    ensure_world(progress);
+    JobChannel::Outcome o = dispatch(j, c, latents, progress, sink, extras);
+    // A worker that died while the world idled is found out by the job's own admission, before
+    // any of the request ran: form the world again (a restarted worker joins) and send the
+    // request once more instead of failing it.
+    if (o.error && processes && o.undelivered) {
+      ensure_world(progress);
+      o = dispatch(j, c, latents, progress, sink, extras);
+    }
+    if (o.error) std::rethrow_exception(o.error);
+  }
+
+  // A thread world whose ranks lost each other refuses; a process world forms again, once for
+  // all the callers that find it broken.
+  void ensure_world(const ProgressFn& progress) {
+    std::lock_guard<std::mutex> forming(form_mutex);
+    const std::string why = ranks->health().broken_reason();
+    if (why.empty()) return;
+    if (!processes) {
       throw Error(ErrorKind::kDistributed, "the engine's ranks lost each other in an earlier request (" +
                                                why + "): close and reopen the engine");
     }
-    if (!why.empty()) processes->form_again(progress);
-    std::exception_ptr err = dispatch(j, c, latents, progress, sink, extras);
-    // A worker that died while the world idled is found out by the job's own broadcast, before
-    // any of the request ran: form the world again (a restarted worker joins) and send the
-    // request once more instead of failing it.
-    if (err && processes && health.lost_before_delivery.exchange(false)) {
-      processes->form_again(progress);
-      err = dispatch(j, c, latents, progress, sink, extras);
-    }
-    if (err) std::rethrow_exception(err);
+    processes->form_again(progress);
   }
 
-  std::exception_ptr dispatch(const Job& j, CancelToken& c, const at::Tensor& latents,
-                              const ProgressFn& progress, ChunkSink& sink, const GenerateExtras* extras) {
-    engine_detail::WorldHealth& health = ranks->health();
-    health.lost_before_delivery = false;
-    const JobChannel::Outcome o =
-        channel.dispatch(DispatchedJob{j, &c, latents, Clock::now()}, progress, sink, extras);
-    if (o.offered) return o.error;
+  JobChannel::Outcome dispatch(const Job& j, CancelToken& c, const at::Tensor& latents,
+                               const ProgressFn& progress, ChunkSink& sink, const GenerateExtras* extras) {
+    DispatchedJob d;
+    d.job = j;
+    d.cancel = &c;
+    d.decode_latents = latents;
+    d.start = Clock::now();
+    JobChannel::Outcome o = channel.dispatch(std::move(d), progress, sink, extras);
+    if (o.offered) return o;
     // Rank 0 stopped serving since run() looked: its world broke while it idled.
-    health.lost_before_delivery = static_cast<bool>(processes);
-    const std::string why = health.broken_reason();
-    return std::make_exception_ptr(
+    o.undelivered = static_cast<bool>(processes);
+    const std::string why = ranks->health().broken_reason();
+    o.error = std::make_exception_ptr(
         Error(ErrorKind::kDistributed, "the ranks lost each other before the request reached them" +
                                            (why.empty() ? std::string() : " (" + why + ")")));
+    return o;
   }
 
   void shutdown() {
@@ -169,6 +194,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
 
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
+  impl->budget = std::make_unique<StreamBudget>(opts.max_memory, available_memory_bytes);
   impl->compute_dtype = engine_detail::resolve_compute_dtype(opts.compute_dtype, opts.device);
   impl->model = read_model(opts.model_dir, opts.ref2va);
   dit::check_layout(impl->model.dit, world_size, opts.sp);
@@ -262,6 +288,7 @@ void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const Progr
   j.want_latents = static_cast<bool>(extras.on_latents);
   j.free_text_encoder = impl_->opts.free_text_encoder;
   j.adaln_tables = impl_->opts.adaln_tables;
+  const StreamBudget::Reservation share = impl_->admit(j.plan);
   impl_->run(j, cancel, at::Tensor(), progress, sink, &extras);
 }
 
@@ -281,6 +308,7 @@ void Engine::generate(const GenerationRequest& req, const ClipPlan& planned, Chu
   j.plan = planned;
   j.free_text_encoder = impl_->opts.free_text_encoder;
   j.adaln_tables = impl_->opts.adaln_tables;
+  const StreamBudget::Reservation share = impl_->admit(j.plan);
   impl_->run(j, cancel, at::Tensor(), progress, sink, nullptr);
 }
 
@@ -318,6 +346,9 @@ const EngineOptions& Engine::options() const {
 }
 const std::string& Engine::compute_dtype() const {
   return impl_->compute_dtype;
+}
+int Engine::requests_in_flight() const {
+  return impl_->requests.load();
 }
 double Engine::load_seconds() const {
   return impl_->ranks->load_seconds();

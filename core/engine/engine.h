@@ -112,7 +112,9 @@ class Engine {
   // Cancel is agreed across ranks at step and chunk boundaries; a cancelled request throws
   // h3::Error(kCancelled). A throwing sink stops all ranks at the next chunk boundary and its
   // error is rethrown here. Peers' failures come back as h3::Error(kDistributed) naming the rank.
-  // One request at a time: concurrent calls wait for each other.
+  // Many requests at a time: concurrent calls are streams of their own, interleaved on the same
+  // ranks (docs/engine.md, "Many streams"); one that would not fit in memory beside the running
+  // ones is refused with kOutOfMemory and the numbers, and they go on.
   void generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
                 CancelToken& cancel);
   void generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
@@ -134,6 +136,8 @@ class Engine {
   // options().compute_dtype resolved for the device: "fp32" or "bf16".
   const std::string& compute_dtype() const;
   double load_seconds() const;  // wall time open() spent loading
+  // generate() and decode() calls in flight now (thread-safe; docs/engine.md, "Many streams").
+  int requests_in_flight() const;
   const ResidentWeights& resident_weights() const;
 
  private:

@@ -59,7 +59,6 @@ namespace engine_detail {
 NLOHMANN_JSON_SERIALIZE_ENUM(Job::Kind, {
                                             {Job::Kind::kGenerate, "generate"},
                                             {Job::Kind::kDecode, "decode"},
-                                            {Job::Kind::kStop, "stop"},
                                         })
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Job, kind, request, plan, want_latents, free_text_encoder, adaln_tables)
 
@@ -67,20 +66,62 @@ std::string encode(const Job& job) {
   return nlohmann::json(job).dump();
 }
 
+namespace {
+
+Job job_of(const nlohmann::json& o) {
+  const std::string kind = o.at("kind").get<std::string>();
+  if (kind != "generate" && kind != "decode") {
+    throw Error(ErrorKind::kInternal, "a job from rank 0 has an unknown kind '" + kind + "'");
+  }
+  Job j = o.get<Job>();
+  // The ranks run the plan: the request's size and steps are the plan's.
+  j.request.width = j.plan.width;
+  j.request.height = j.plan.height;
+  j.request.num_frames = j.plan.num_frames;
+  j.request.steps = j.plan.steps;
+  return j;
+}
+
+}  // namespace
+
+std::string encode(const TurnMessage& t) {
+  nlohmann::json o;
+  o["turn"] = t.kind == TurnMessage::Kind::kStop    ? "stop"
+              : t.kind == TurnMessage::Kind::kAdmit ? "admit"
+                                                    : "resume";
+  o["session"] = t.session;
+  o["owner_turn_done"] = t.owner_turn_done;
+  if (t.kind == TurnMessage::Kind::kAdmit) o["job"] = t.job;
+  return o.dump();
+}
+
+TurnMessage decode_turn(const std::string& wire) {
+  try {
+    const auto o = nlohmann::json::parse(wire);
+    const std::string kind = o.at("turn").get<std::string>();
+    TurnMessage t;
+    if (kind == "stop") {
+      t.kind = TurnMessage::Kind::kStop;
+    } else if (kind == "admit") {
+      t.kind = TurnMessage::Kind::kAdmit;
+      t.job = job_of(o.at("job"));
+    } else if (kind == "resume") {
+      t.kind = TurnMessage::Kind::kResume;
+    } else {
+      throw Error(ErrorKind::kInternal, "a turn from rank 0 has an unknown kind '" + kind + "'");
+    }
+    t.session = o.at("session").get<uint64_t>();
+    t.owner_turn_done = o.at("owner_turn_done").get<bool>();
+    return t;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::kInternal, std::string("a turn from rank 0 could not be read: ") + e.what());
+  }
+}
+
 Job decode_job(const std::string& wire) {
   try {
     const auto o = nlohmann::json::parse(wire);
-    const std::string kind = o.at("kind").get<std::string>();
-    if (kind != "generate" && kind != "decode" && kind != "stop") {
-      throw Error(ErrorKind::kInternal, "a job from rank 0 has an unknown kind '" + kind + "'");
-    }
-    Job j = o.get<Job>();
-    // The ranks run the plan: the request's size and steps are the plan's.
-    j.request.width = j.plan.width;
-    j.request.height = j.plan.height;
-    j.request.num_frames = j.plan.num_frames;
-    j.request.steps = j.plan.steps;
-    return j;
+    return job_of(o);
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::kInternal, std::string("a job from rank 0 could not be read: ") + e.what());
   }

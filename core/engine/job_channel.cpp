@@ -9,19 +9,24 @@ namespace h3::engine_detail {
 JobChannel::Outcome JobChannel::dispatch(DispatchedJob job, const ProgressFn& progress, ChunkSink& sink,
                                          const GenerateExtras* extras) {
   Outcome o;
-  if (!slot_.offer(std::move(job))) return o;
+  Mailbox mailbox;  // this request's events, and its outcome
+  job.mailbox = &mailbox;
+  const uint64_t offer = slot_.offer(std::move(job));
+  if (offer == 0) return o;
   o.offered = true;
-  o.error = pump(progress, &sink, extras);
+  const Pumped p = pump(mailbox, progress, &sink, extras);
+  o.error = p.error;
+  o.undelivered = p.undelivered;
   // Rank 0 answers only for a job it took, so nothing is left to take here; withdrawn all the
   // same, so that no job can outlive the call that dispatched it.
-  slot_.withdraw();
+  slot_.withdraw(offer);
   return o;
 }
 
-std::exception_ptr JobChannel::pump(const ProgressFn& progress, ChunkSink* sink,
+JobChannel::Pumped JobChannel::pump(Mailbox& from, const ProgressFn& progress, ChunkSink* sink,
                                     const GenerateExtras* extras) {
   for (;;) {
-    Event e = mailbox_.take();
+    Event e = from.take();
     switch (e.kind) {
       case Event::Kind::kProgress:
         // A progress callback is an observer: what it throws does not stop the request.
@@ -31,7 +36,7 @@ std::exception_ptr JobChannel::pump(const ProgressFn& progress, ChunkSink* sink,
           } catch (...) {
           }
         }
-        if (e.awaits_answer) mailbox_.answer(nullptr);
+        if (e.awaits_answer) from.answer(nullptr);
         break;
       case Event::Kind::kChunk: {
         std::exception_ptr err;
@@ -42,7 +47,7 @@ std::exception_ptr JobChannel::pump(const ProgressFn& progress, ChunkSink* sink,
           err = std::current_exception();
         }
         e.chunk = Chunk{};  // the sink may keep the tensors; the engine drops its references
-        mailbox_.answer(err);
+        from.answer(err);
         break;
       }
       case Event::Kind::kLatents: {
@@ -52,7 +57,7 @@ std::exception_ptr JobChannel::pump(const ProgressFn& progress, ChunkSink* sink,
         } catch (...) {
           err = std::current_exception();
         }
-        mailbox_.answer(err);
+        from.answer(err);
         break;
       }
       case Event::Kind::kCausalHeld:
@@ -64,7 +69,7 @@ std::exception_ptr JobChannel::pump(const ProgressFn& progress, ChunkSink* sink,
           }
         }
         break;
-      case Event::Kind::kDone: return e.error;
+      case Event::Kind::kDone: return Pumped{e.error, e.undelivered};
     }
   }
 }
@@ -75,15 +80,16 @@ void JobChannel::post_progress(const Progress& p) {
   mailbox_.post(std::move(e));
 }
 
-void JobChannel::post_done(std::exception_ptr err) {
+void JobChannel::post_done(Mailbox& to, std::exception_ptr err, bool undelivered) {
   Event e{Event::Kind::kDone};
   e.error = std::move(err);
-  mailbox_.post(std::move(e));
+  e.undelivered = undelivered && e.error;
+  to.post(std::move(e));
 }
 
 bool JobChannel::report_ready(std::exception_ptr err) {
   if (ready_reported_.exchange(true)) return false;
-  post_done(std::move(err));
+  post_done(mailbox_, std::move(err));
   return true;
 }
 

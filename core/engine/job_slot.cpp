@@ -1,8 +1,7 @@
 #include "engine/job_slot.h"
 
+#include <algorithm>
 #include <utility>
-
-#include "common/error.h"
 
 namespace h3::engine_detail {
 
@@ -11,34 +10,38 @@ void JobSlot::open_for_jobs() {
   serving_ = true;
 }
 
-std::optional<DispatchedJob> JobSlot::close_for_jobs() {
-  std::optional<DispatchedJob> orphan;
+std::vector<DispatchedJob> JobSlot::close_for_jobs() {
+  std::vector<DispatchedJob> orphans;
   {
     std::lock_guard<std::mutex> lk(m_);
     serving_ = false;
-    orphan = std::move(offered_);
-    offered_.reset();
+    for (auto& d : offered_) orphans.push_back(std::move(d));
+    offered_.clear();
   }
   cv_.notify_all();  // wait_until_taking()
-  return orphan;
+  return orphans;
 }
 
-bool JobSlot::offer(DispatchedJob d) {
+uint64_t JobSlot::offer(DispatchedJob d) {
+  uint64_t n = 0;
   {
     std::lock_guard<std::mutex> lk(m_);
-    if (!serving_ || closed_) return false;
-    if (offered_) throw Error(ErrorKind::kInternal, "a job was offered while another one waited to be taken");
-    offered_ = std::move(d);
+    if (!serving_ || closed_) return 0;
+    n = ++offers_;
+    d.offer = n;
+    offered_.push_back(std::move(d));
   }
   cv_.notify_all();
-  return true;
+  return n;
 }
 
-bool JobSlot::withdraw() {
+bool JobSlot::withdraw(uint64_t offer) {
   std::lock_guard<std::mutex> lk(m_);
-  const bool had = offered_.has_value();
-  offered_.reset();
-  return had;
+  const auto it = std::find_if(offered_.begin(), offered_.end(),
+                               [&](const DispatchedJob& d) { return d.offer == offer; });
+  if (it == offered_.end()) return false;
+  offered_.erase(it);
+  return true;
 }
 
 void JobSlot::wait_until_taking() {
@@ -47,17 +50,43 @@ void JobSlot::wait_until_taking() {
 }
 
 std::optional<DispatchedJob> JobSlot::take() {
-  std::unique_lock<std::mutex> lk(m_);
-  if (!closed_ && !offered_) {
-    taking_ = true;
-    cv_.notify_all();  // wait_until_taking()
-    cv_.wait(lk, [&] { return closed_ || offered_.has_value(); });
-    taking_ = false;
-  }
-  if (closed_) return std::nullopt;
-  std::optional<DispatchedJob> d = std::move(offered_);
-  offered_.reset();
+  std::lock_guard<std::mutex> lk(m_);
+  if (closed_ || offered_.empty()) return std::nullopt;
+  std::optional<DispatchedJob> d = std::move(offered_.front());
+  offered_.pop_front();
   return d;
+}
+
+void JobSlot::wait_for_work(const std::function<bool(size_t pending, bool closed)>& wake) {
+  std::unique_lock<std::mutex> lk(m_);
+  for (;;) {
+    if (wake(offered_.size(), closed_)) break;
+    taking_ = offered_.empty();
+    if (taking_) cv_.notify_all();  // wait_until_taking()
+    const uint64_t rung = rings_;
+    const size_t offers = offered_.size();
+    const bool closed = closed_;
+    cv_.wait(lk, [&] { return rings_ != rung || offered_.size() != offers || closed_ != closed; });
+  }
+  taking_ = false;
+}
+
+void JobSlot::ring() {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    ++rings_;
+  }
+  cv_.notify_all();
+}
+
+size_t JobSlot::pending() const {
+  std::lock_guard<std::mutex> lk(m_);
+  return offered_.size();
+}
+
+bool JobSlot::closed() const {
+  std::lock_guard<std::mutex> lk(m_);
+  return closed_;
 }
 
 bool JobSlot::wait_for_rejoin() {

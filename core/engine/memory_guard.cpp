@@ -157,12 +157,12 @@ std::string own_cgroup_dir() {
   return {};
 }
 
+}  // namespace
+
 std::string request_text(const ClipPlan& p) {
   return std::to_string(p.width) + "x" + std::to_string(p.height) + ", " +
          (p.endless ? std::string("endless") : std::to_string(p.num_frames) + " frames");
 }
-
-}  // namespace
 
 std::string format_bytes(int64_t bytes) {
   const double b = static_cast<double>(bytes);

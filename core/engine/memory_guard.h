@@ -84,6 +84,8 @@ int64_t available_memory_bytes();
 void check_request_memory(const ModelInfo& m, const GenerationRequest& req, const ClipPlan& p,
                           const MemoryShape& s, int64_t limit_bytes);
 
+// "256x160, 48 frames" or "256x160, endless": a request as the refusals name it.
+std::string request_text(const ClipPlan& p);
 // "23.4 GiB", "512.0 MiB".
 std::string format_bytes(int64_t bytes);
 // Parses a byte count with an optional binary suffix (K, M, G, T; "8G", "512M", "1073741824").

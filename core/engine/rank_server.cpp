@@ -13,6 +13,8 @@
 #include "dit/frames.h"
 #include "engine/compute_dtype.h"
 #include "engine/job.h"
+#include "engine/scheduler.h"
+#include "engine/session.h"
 #include "engine/stage_causal.h"
 #include "engine/stage_conditioning.h"
 #include "engine/stage_decode.h"
@@ -61,7 +63,10 @@ void WorldHealth::clear_broken() {
 }
 
 RankServer::RankServer(const ModelInfo& model, RankSetup setup, JobChannel& channel)
-    : model_(model), setup_(std::move(setup)), channel_(channel) {
+    : model_(model),
+      setup_(std::move(setup)),
+      channel_(channel),
+      budget_(setup_.max_memory, available_memory_bytes) {
   install_cpu_block_cache();
 }
 
@@ -134,13 +139,15 @@ RankServer::Ended RankServer::run(dist::Group& g, std::exception_ptr* own_load_e
   }
   const bool stopped = serve(g, parts);
   if (root) {
-    // A job offered after the last one was taken, which this world will never run: its
-    // caller gets the group's failure (and a process world forms again for it).
-    if (channel_.slot().close_for_jobs()) {
-      health_.lost_before_delivery = !setup_.thread_ranks;
-      channel_.post_done(std::make_exception_ptr(Error(
-          ErrorKind::kDistributed,
-          "the ranks lost each other before the request reached them (" + health_.broken_reason() + ")")));
+    // Jobs offered after the last one was taken, which this world will never run: their callers
+    // get the group's failure (and a process world forms again for them).
+    for (DispatchedJob& orphan : channel_.slot().close_for_jobs()) {
+      JobChannel::post_done(
+          *orphan.mailbox,
+          std::make_exception_ptr(Error(
+              ErrorKind::kDistributed,
+              "the ranks lost each other before the request reached them (" + health_.broken_reason() + ")")),
+          /*undelivered=*/!setup_.thread_ranks);
     }
   }
   return stopped ? Ended::kStopped : Ended::kBroken;
@@ -182,73 +189,232 @@ void RankServer::load_parts(dist::Group& g, RankParts& parts, Clock::time_point 
 }
 
 // Serves rank 0's jobs until rank 0 says stop (true) or the group broke (false). Every rank
-// learns what comes next from rank 0's broadcast, threads and processes alike; while rank 0
-// waits for its caller's next request, the peers wait for it without the collective timeout,
-// as long as rank 0 shows that it is alive (Group::run_on_owner).
+// learns what comes next — a job to admit, which session takes the next turn — from rank 0's
+// broadcast, threads and processes alike; while rank 0 waits for a caller (a new request, or an
+// answer to a hand-over), the peers wait for it without the collective timeout, as long as rank 0
+// shows that it is alive (Group::run_on_owner).
 bool RankServer::serve(dist::Group& g, RankParts& parts) {
   const bool root = g.rank() == 0;
+  // A session runs with the rank's intra-op threads (set on this thread by run()).
+  const int cpu_threads = at::get_num_threads();
+  // Rank 0 works between its run_on_owner calls while its peers wait for it in the next one (its
+  // owner turns, whose hand-overs go on past them): it shows that it is alive throughout.
+  const std::unique_ptr<dist::Group::AliveBeat> alive = root ? g.show_alive() : nullptr;
+  RankSessions shared;
+  Sessions sessions;
   for (;;) {
-    // Rank 0: the job a caller waits for, taken out of the slot with its token; it lives
-    // exactly as long as this iteration.
-    std::optional<DispatchedJob> dispatched;
-    bool delivered = false;  // every rank has the job: what fails from here on is the request's
+    // Rank 0: a job a caller waits for, taken out of the slot with its token and mailbox.
+    std::optional<DispatchedJob> admitted;
+    TurnMessage turn;
+    bool delivered = false;  // every rank has the turn: what fails from here on is a request's
     try {
       std::string wire;
       g.run_on_owner(
           0,
           [&] {
             if (!root) return;
-            dispatched = channel_.slot().take();
-            Job next;
-            next.kind = Job::Kind::kStop;
-            if (dispatched) next = dispatched->job;
-            wire = encode(next);
+            wire = encode(next_turn_on_root(sessions, admitted));
           },
-          "waiting for rank 0's next request");
-      const Job j = decode_job(g.broadcast_string(wire, 0));
+          "waiting for rank 0's next turn");
+      turn = decode_turn(g.broadcast_string(wire, 0));
       delivered = true;
-      if (j.kind == Job::Kind::kStop) return true;
-      run_job(g, parts, j, dispatched ? &*dispatched : nullptr);
-      if (root) channel_.post_done(nullptr);
+      switch (turn.kind) {
+        case TurnMessage::Kind::kStop:
+          if (!sessions.empty()) {
+            throw Error(ErrorKind::kInternal,
+                        "rank 0 stopped with " + std::to_string(sessions.size()) + " request(s) in flight");
+          }
+          return true;
+        case TurnMessage::Kind::kAdmit: {
+          const uint64_t id = turn.session;
+          // In its place first: the session's thread reads the job and the hand-over from there.
+          const auto it = sessions.emplace(id, InFlight{}).first;
+          InFlight& f = it->second;
+          f.job = std::make_unique<Job>(std::move(turn.job));
+          f.mine = std::move(admitted);
+          admitted.reset();
+          const Job* job = f.job.get();
+          const DispatchedJob* mine = f.mine ? &*f.mine : nullptr;
+          f.session = std::make_unique<Session>(
+              id, [this, &g, &parts, &shared, id, job, mine] { run_job(g, parts, shared, id, *job, mine); },
+              cpu_threads);
+          if (mine) {
+            f.live = job->plan.sampler == Sampler::kCausal;
+            f.admitted = id;
+            f.admitted_s = seconds_since(epoch_);
+            mine->mailbox->set_waiter(f.session.get());
+            JobSlot& slot = channel_.slot();
+            mine->mailbox->set_answer_listener([&slot] { slot.ring(); });
+          }
+          take_turn(g, sessions, it, Session::Resume{});
+          break;
+        }
+        case TurnMessage::Kind::kResume: {
+          const auto it = sessions.find(turn.session);
+          if (it == sessions.end()) {
+            throw Error(ErrorKind::kInternal, "rank " + std::to_string(g.rank()) + " has no session " +
+                                                  std::to_string(turn.session) + " to give a turn to");
+          }
+          // A peer waiting for rank 0's owner turn has nothing to do until it ends.
+          if (!root && !turn.owner_turn_done && it->second.session->parked() == Session::Parked::kOwnerWait)
+            break;
+          Session::Resume r;
+          r.owner_turn_done = turn.owner_turn_done;
+          take_turn(g, sessions, it, r);
+          break;
+        }
+      }
+      // A request's collective found the ranks lost (take_turn kept why): the others end too.
+      if (g.broken()) throw Error(ErrorKind::kDistributed, health_.broken_reason());
     } catch (...) {
       const std::exception_ptr e = std::current_exception();
-      // The ranks lost each other: this group cannot serve any more. Marked before the
-      // caller hears of the failure, so that its next request sees it.
-      if (g.broken()) health_.mark_broken(message_of(e));
-      if (root && dispatched) {
-        if (!delivered && g.broken() && !setup_.thread_ranks) health_.lost_before_delivery = true;
-        channel_.post_done(e);
+      std::string why = message_of(e);
+      if (!g.broken()) {
+        // Not a request's own failure (those end their session): the turns went out of step.
+        g.report_failure(why);
       }
-      if (g.broken()) return false;
+      // The ranks lost each other: this group cannot serve any more. Marked before any caller
+      // hears of the failure, so that its next request sees it.
+      health_.mark_broken(why);
+      why = health_.broken_reason();
+      if (root && admitted) {
+        JobChannel::post_done(*admitted->mailbox, e, /*undelivered=*/!delivered && !setup_.thread_ranks);
+      }
+      end_all(sessions, why, root);
+      return false;
     }
+  }
+}
+
+TurnMessage RankServer::next_turn_on_root(Sessions& sessions, std::optional<DispatchedJob>& admitted) {
+  JobSlot& slot = channel_.slot();
+  const auto answered = [&] {
+    for (const auto& [id, f] : sessions) {
+      if (f.session->parked() == Session::Parked::kAwaitingCaller && f.mine->mailbox->answered()) return true;
+    }
+    return false;
+  };
+  for (;;) {
+    std::vector<SessionView> views;
+    views.reserve(sessions.size());
+    for (const auto& [id, f] : sessions) {
+      SessionView v;
+      v.id = id;
+      v.live = f.live;
+      v.admitted = f.admitted;
+      v.last_turn = f.last_turn;
+      const Session& s = *f.session;
+      v.deadline_s = live_deadline(f.admitted_s, s.chunks_handed_over(),
+                                   std::chrono::duration<double>(s.first_hand_over() - epoch_).count());
+      switch (s.parked()) {
+        case Session::Parked::kOwnerDone: v.state = SessionView::State::kOwnerDone; break;
+        case Session::Parked::kAwaitingCaller:
+          v.state =
+              f.mine->mailbox->answered() ? SessionView::State::kReady : SessionView::State::kAwaitingCaller;
+          break;
+        default:
+          throw Error(ErrorKind::kInternal,
+                      "rank 0's session " + std::to_string(id) + " is parked where only a peer's is");
+      }
+      views.push_back(v);
+    }
+    const Turn t = next_turn(views, slot.pending(), slot.closed(), seconds_since(epoch_));
+    TurnMessage m;
+    m.session = t.session;
+    m.owner_turn_done = t.owner_turn_done;
+    switch (t.kind) {
+      case Turn::Kind::kStop: m.kind = TurnMessage::Kind::kStop; return m;
+      case Turn::Kind::kResume: m.kind = TurnMessage::Kind::kResume; return m;
+      case Turn::Kind::kAdmit:
+        admitted = slot.take();
+        if (!admitted) continue;  // withdrawn since, or the engine closed
+        m.kind = TurnMessage::Kind::kAdmit;
+        m.session = ++sessions_admitted_;
+        m.job = admitted->job;
+        return m;
+      case Turn::Kind::kWait:
+        slot.wait_for_work([&](size_t pending, bool closed) {
+          return (pending > 0 && !closed) || (closed && sessions.empty()) || answered();
+        });
+        break;
+    }
+  }
+}
+
+void RankServer::take_turn(dist::Group& g, Sessions& sessions, Sessions::iterator it,
+                           const Session::Resume& r) {
+  InFlight& f = it->second;
+  if (f.mine) f.last_turn = ++turns_;
+  if (f.session->resume(r) != Session::Parked::kEnded) return;
+  const std::exception_ptr outcome = f.session->outcome();
+  // Before its caller hears of it, so that the caller's next request finds the world broken.
+  if (g.broken()) health_.mark_broken(outcome ? message_of(outcome) : "the ranks lost each other");
+  Mailbox* to = f.mine ? f.mine->mailbox : nullptr;
+  sessions.erase(it);  // joins its thread
+  if (to) JobChannel::post_done(*to, outcome);
+}
+
+void RankServer::end_all(Sessions& sessions, const std::string& reason, bool root) {
+  Session::Resume abort;
+  abort.abort = true;
+  abort.abort_reason = reason;
+  while (!sessions.empty()) {
+    const auto it = sessions.begin();
+    if (!it->second.session) {  // its admission failed before it had a thread
+      Mailbox* to = root && it->second.mine ? it->second.mine->mailbox : nullptr;
+      sessions.erase(it);
+      if (to) JobChannel::post_done(*to, std::make_exception_ptr(Error(ErrorKind::kDistributed, reason)));
+      continue;
+    }
+    if (it->second.session->resume(abort) != Session::Parked::kEnded) {
+      // An aborted session throws at every wait until it ends: it cannot park again.
+      std::terminate();
+    }
+    Mailbox* to = root ? it->second.mine->mailbox : nullptr;
+    const std::exception_ptr outcome = it->second.session->outcome();
+    sessions.erase(it);
+    if (to) JobChannel::post_done(*to, outcome);
   }
 }
 
 // Every rank: rank 0's job, then its stages in order. `mine`: on rank 0, what its caller
 // handed over with the job (token, latents, start); null on the other ranks.
-void RankServer::run_job(dist::Group& g, RankParts& parts, const Job& j, const DispatchedJob* mine) {
+void RankServer::run_job(dist::Group& g, RankParts& parts, RankSessions& shared, uint64_t session,
+                         const Job& j, const DispatchedJob* mine) {
   const bool root = g.rank() == 0;
-  if (root && (!mine || !mine->cancel)) {
-    throw Error(ErrorKind::kInternal, "rank 0 was given a job without its caller's cancel token");
+  if (root && (!mine || !mine->cancel || !mine->mailbox)) {
+    throw Error(ErrorKind::kInternal, "rank 0 was given a job without its caller's cancel token and mailbox");
   }
+  // The request is one of the rank's sessions until it ends, however it ends, on every rank alike.
+  struct InShared {
+    RankSessions& s;
+    uint64_t id;
+    InShared(RankSessions& shared, uint64_t session) : s(shared), id(session) { ++s.running; }
+    ~InShared() {
+      --s.running;
+      s.adaln_sets.erase(id);
+    }
+  } in_shared(shared, session);
   const ClipPlan& p = j.plan;
   const CancelToken& token = mine ? *mine->cancel : no_cancel_;
   const Clock::time_point start = mine ? mine->start : Clock::now();
   const at::Tensor latents = mine ? mine->decode_latents : at::Tensor();
-  const StageContext c{g, model_, parts, channel_.mailbox(), token, p, start};
+  const StageContext c{g,     model_, parts, shared, session, mine ? *mine->mailbox : no_caller_,
+                       token, p,      start};
   // The DiT's blocks kept between its steps (common/cpu_block_cache.h) go back to the system
   // when the request ends, however it ends.
   struct ReleaseAtEnd {
     ~ReleaseAtEnd() { release_cpu_block_cache(); }
   } release_at_end;
   at::Tensor video, audio;
+  StreamBudget::Reservation own_share;  // a process world's peer: this request's share of its memory
   if (j.kind == Job::Kind::kGenerate) {
     // A process world's peers are their own processes, maybe on hosts with less memory than
     // rank 0's, which Engine::plan checked: each checks its own share before anything is read.
     if (!setup_.thread_ranks) {
       const MemoryShape one =
           memory_shape_of(1, g.size(), setup_.sp, setup_.compute_dtype, setup_.device, at::get_num_threads());
-      peer_memory_stage(c, j.request, one, setup_.max_memory);
+      own_share = peer_memory_stage(c, j.request, one, setup_.max_memory, budget_);
     }
     // Before any work, so that a model without audio_vae/ fails at once.
     if (j.request.audio) load_audio_decoder(c);

@@ -1,20 +1,29 @@
 // One rank's side of the engine, the same for thread ranks, rank 0 of a process world and an
 // `h3 worker`: load its parts, then serve rank 0's jobs (conditioning, denoise, decode) until
-// rank 0 says stop or the ranks lose each other. Rank 0 hands its reports to the caller through
-// the job channel; every decision is agreed across ranks (docs/engine.md).
+// rank 0 says stop or the ranks lose each other. Several jobs are in flight at once, each a
+// session taking turns at the rank (engine/session.h) in the order rank 0 decides
+// (engine/scheduler.h) and broadcasts. Rank 0 hands each job's reports to its caller's mailbox;
+// every decision is agreed across ranks (docs/engine.md).
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "dist/group.h"
+#include "engine/job.h"
 #include "engine/job_channel.h"
 #include "engine/model.h"
 #include "engine/rank_threads.h"
+#include "engine/session.h"
 #include "engine/stage.h"
+#include "engine/stream_budget.h"
 
 namespace h3::engine_detail {
 
@@ -28,10 +37,6 @@ class WorldHealth {
   void mark_broken(const std::string& why);
   std::string broken_reason() const;  // empty: the world serves
   void clear_broken();                // a world formed again (or forming)
-
-  // Rank 0 of a process world: the last job failed because a rank was lost before the job
-  // reached every rank (a worker that died while the world idled), so none of it ran.
-  std::atomic<bool> lost_before_delivery{false};
 
  private:
   mutable std::mutex m_;
@@ -74,10 +79,31 @@ class RankServer {
   int cpu_threads() const { return threads_.load(); }
 
  private:
+  // A session of this rank, and what rank 0 knows of it for the scheduler.
+  struct InFlight {
+    // Declared first, destroyed last: its thread may use the job and the caller's hand-over.
+    std::unique_ptr<Job> job;
+    std::optional<DispatchedJob> mine;  // rank 0: what its caller handed over with the job
+    std::unique_ptr<Session> session;   // joins its thread when destroyed (after it ended)
+    bool live = false;                  // rank 0: a causal stream (engine/scheduler.h)
+    uint64_t admitted = 0, last_turn = 0;
+    double admitted_s = 0;  // rank 0: on the live streams' clock
+  };
+  using Sessions = std::map<uint64_t, InFlight>;
+
   void load_parts(dist::Group& g, RankParts& parts, Clock::time_point t0);
   void choose_process_threads(dist::Group& g);
   bool serve(dist::Group& g, RankParts& parts);
-  void run_job(dist::Group& g, RankParts& parts, const Job& j, const DispatchedJob* mine);
+  // Rank 0: the next turn (engine/scheduler.h), waiting for an answer, an offer or close while
+  // nothing can run; an admission takes its job out of the slot into `admitted`.
+  TurnMessage next_turn_on_root(Sessions& sessions, std::optional<DispatchedJob>& admitted);
+  // Gives the session its turn; when it ends there, it leaves `sessions` (rank 0: its caller
+  // learns the outcome).
+  void take_turn(dist::Group& g, Sessions& sessions, Sessions::iterator it, const Session::Resume& r);
+  // The group broke: every session still in flight ends with `reason` (rank 0: to its caller).
+  void end_all(Sessions& sessions, const std::string& reason, bool root);
+  void run_job(dist::Group& g, RankParts& parts, RankSessions& shared, uint64_t session, const Job& j,
+               const DispatchedJob* mine);
 
   const ModelInfo& model_;
   const RankSetup setup_;
@@ -89,7 +115,13 @@ class RankServer {
   // rank for the release. Thread ranks end with their world and never reuse parts. Loaded once
   // its DiT is there: a failed load clears it.
   RankParts kept_;
-  CancelToken no_cancel_;  // ranks other than 0: their caller never cancels
+  // A process world's peer: the memory of the requests in flight on it (rank 0's is the Engine's).
+  StreamBudget budget_;
+  CancelToken no_cancel_;                   // ranks other than 0: their caller never cancels
+  Mailbox no_caller_;                       // ranks other than 0: they hand nothing over
+  uint64_t sessions_admitted_ = 0;          // rank 0: the last session's number
+  uint64_t turns_ = 0;                      // rank 0: turns given so far (the round robin's clock)
+  Clock::time_point epoch_ = Clock::now();  // rank 0: the live streams' clock starts here
   double load_s_ = 0;
   ResidentWeights resident_;
 };

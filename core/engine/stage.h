@@ -1,12 +1,15 @@
 // What the rank worker's stages (conditioning, denoise, decode) share: the rank's group and
-// loaded parts, the model, rank 0's hand-over to the calling thread and the caller's cancel
-// token. The rank server (rank_server.cpp) builds one per job and runs the stages in order on
-// every rank; every decision they take is agreed across ranks (docs/engine.md).
+// loaded parts, what the requests in flight on the rank share, the model, rank 0's hand-over to
+// the calling thread and the caller's cancel token. The rank server (rank_server.cpp) builds one per job and
+// runs the stages in order on every rank; every decision they take is agreed across ranks (docs/engine.md).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "audio/audio_decoder.h"
 #include "audio/audio_encoder.h"
@@ -49,10 +52,22 @@ struct RankParts {
   std::string lora;
 };
 
+// What the requests in flight on one rank share besides its parts (engine/session.h): read and
+// written only by the session holding the rank, in the same turns on every rank, so the same on
+// every rank at each point of a request.
+struct RankSessions {
+  int running = 0;  // sessions in flight on this rank, the one reading it included
+  // The AdaLN tables' timestep sets each session in flight reads, by session: the DiT's tables
+  // hold their union (adaln_stage).
+  std::map<uint64_t, std::vector<dit::TimestepSet>> adaln_sets;
+};
+
 struct StageContext {
   dist::Group& group;
   const ModelInfo& model;
   RankParts& parts;
+  RankSessions& sessions;
+  uint64_t session;           // this request's session (engine/session.h)
   Mailbox& mailbox;           // rank 0's hand-over to the calling thread
   const CancelToken& cancel;  // the caller's token; rank 0 polls it
   const ClipPlan& plan;

@@ -81,7 +81,15 @@ void hand_over_latents(const StageContext& c, const dit::Latents& x) {
 
 void adapter_stage(const StageContext& c, const std::string& lora) {
   dist::LocalFailure f;
-  if (c.parts.lora != lora) {
+  if (c.parts.lora != lora && c.sessions.running > 1) {
+    // Every rank counts the same sessions here: the refusal is the same on every rank.
+    const auto name = [](const std::string& l) { return l.empty() ? std::string("none") : "'" + l + "'"; };
+    f.set(std::make_exception_ptr(
+        Error(ErrorKind::kInvalidArgument,
+              "lora " + name(lora) + ": the " + std::to_string(c.sessions.running - 1) +
+                  " other request(s) this engine runs use lora " + name(c.parts.lora) +
+                  " on the DiT they share; run this one when they have ended, or in an engine of its own")));
+  } else if (c.parts.lora != lora) {
     try {
       if (lora.empty()) {
         c.parts.dit->detach_lora();
@@ -100,7 +108,12 @@ void adaln_stage(const StageContext& c, const Job& job, const std::vector<dit::T
   if (!job.adaln_tables) return;
   dist::LocalFailure f;
   try {
-    c.parts.dit->use_adaln_tables(sets, /*drop_projections=*/true);
+    std::vector<dit::TimestepSet> all = sets;
+    for (const auto& [session, theirs] : c.sessions.adaln_sets) {
+      if (session != c.session) all.insert(all.end(), theirs.begin(), theirs.end());
+    }
+    c.sessions.adaln_sets[c.session] = sets;
+    c.parts.dit->use_adaln_tables(all, /*drop_projections=*/true);
   } catch (...) {
     f.capture();
   }

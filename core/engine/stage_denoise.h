@@ -17,12 +17,16 @@ namespace h3::engine_detail {
 
 // Every rank: attaches the request's LoRA to this rank's DiT (its shards), or takes off the
 // one an earlier request attached, unless it holds that one already; a failure on any rank
-// fails every rank (each keeps what it held).
+// fails every rank (each keeps what it held). The requests in flight share the DiT and its
+// adapters: while others run, a request whose LoRA differs from the one attached is refused
+// (kInvalidArgument naming both), and they go on.
 void adapter_stage(const StageContext& c, const std::string& lora);
 
 // Every rank, with the job's adaln_tables option: the DiT computes the AdaLN rows of `sets` (the
 // request's evaluations) once and drops its AdaLN projections, reading them again first when
-// they left for another grid; a failure on any rank fails every rank.
+// they left for another grid; a failure on any rank fails every rank. With other requests in
+// flight the tables hold the union of their sets and this one's (each entry is computed alone,
+// so a request's rows are the same bits whatever else is in the tables).
 void adaln_stage(const StageContext& c, const Job& job, const std::vector<dit::TimestepSet>& sets);
 
 // Every rank: the final latents, fp32 CPU: video [1, C, T, h, w] and audio rows [2A, 32]

@@ -19,12 +19,15 @@ std::string host_name() {
 
 }  // namespace
 
-void peer_memory_stage(const StageContext& c, const GenerationRequest& request, const MemoryShape& shape,
-                       int64_t limit_bytes) {
+StreamBudget::Reservation peer_memory_stage(const StageContext& c, const GenerationRequest& request,
+                                            const MemoryShape& shape, int64_t limit_bytes,
+                                            StreamBudget& budget) {
   std::optional<std::string> mine;
+  StreamBudget::Reservation share;
   if (!c.root()) {
     try {
       check_request_memory(c.model, request, c.plan, shape, limit_bytes);
+      share = budget.admit(estimate_request_memory(c.model, c.plan, shape).peak(), request_text(c.plan));
     } catch (const std::exception& e) {
       mine = host_name() + ": " + e.what();
     }
@@ -33,6 +36,7 @@ void peer_memory_stage(const StageContext& c, const GenerationRequest& request, 
   if (a.failed) {
     throw Error(ErrorKind::kOutOfMemory, "rank " + std::to_string(a.rank) + " on " + a.message);
   }
+  return share;
 }
 
 }  // namespace h3::engine_detail

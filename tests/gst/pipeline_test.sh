@@ -1,7 +1,8 @@
 #!/bin/bash
 # Pipeline tests of h3videosrc, run by meson: each runs a script of pipelines/
 # on a small clip of the tiny default model and checks what came out.
-# Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|mp4-av|webm-av|rtp-av|mp4-av-causal|endless-av|app|inspect|linkage|
+# Usage: pipeline_test.sh mp4|mp4-interrupt|fmp4|rtp|mp4-av|webm-av|rtp-av|mp4-av-causal|endless-av|mosaic|
+#        shared-app|app|inspect|linkage|
 #        installed
 #        BUILD_DIR SOURCE_DIR
 #        (inspect also takes the expected LICENSE and ORIGIN)
@@ -105,6 +106,25 @@ case "$what" in
   rtp)
     # The sender is live (the script's default), as a real RTP sender is.
     PORT=${PORT:-5004} EXPECT_SIZE="${width}x$height" bash "$src/pipelines/rtp.sh" "$build" "$frames"
+    ;;
+  mosaic)
+    # Four sources, one engine (the script checks the loads), 2x2 into one MP4.
+    H3_TILE=${width}x${height} bash "$src/pipelines/mosaic.sh" "$build" "$out/mosaic.mp4"
+    bash "$src/pipelines/check-mp4.sh" "$out/mosaic.mp4" "$frames" $((2 * width)) $((2 * height))
+    ;;
+  shared-app)
+    # Two pipelines on one engine through the h3.engine context; a prompt change while both play.
+    # shellcheck source=pipelines/env.sh
+    . "$src/pipelines/env.sh"
+    h3_pipeline_env "$build"
+    "$build/pipelines/h3-shared-app" --frames 90 --change-at 5 | tee "$out/shared.txt"
+    grep -qx "first: 90 frames" "$out/shared.txt" || { echo "the first stream is not 90 frames" >&2; exit 1; }
+    grep -qx "second: 90 frames" "$out/shared.txt" || { echo "the second stream is not 90 frames" >&2; exit 1; }
+    grep -qx "model loads: 1" "$out/shared.txt" || { echo "the two pipelines did not share one engine" >&2; exit 1; }
+    grep -qx "engine handed over through the context: yes" "$out/shared.txt" ||
+      { echo "the second pipeline did not get the engine through the context" >&2; exit 1; }
+    grep -q "^new prompt applied from chunk: [1-9]" "$out/shared.txt" ||
+      { echo "the prompt change was not applied" >&2; exit 1; }
     ;;
   app)
     # shellcheck source=pipelines/env.sh

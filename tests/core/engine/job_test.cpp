@@ -161,11 +161,11 @@ TEST(Job, AMessageWithAFieldMissingIsAnInternalError) {
 
 TEST(Job, AnUnknownKindIsAnInternalErrorNotAGenerateJob) {
   Job j;
-  j.kind = Job::Kind::kStop;
+  j.kind = Job::Kind::kDecode;
   std::string wire = encode(j);
-  const size_t at = wire.find("\"stop\"");
+  const size_t at = wire.find("\"decode\"");
   ASSERT_NE(at, std::string::npos) << wire;
-  wire.replace(at, 6, "\"shutdown\"");
+  wire.replace(at, 8, "\"shutdown\"");
   try {
     decode_job(wire);
     FAIL() << "an unknown kind was read";
