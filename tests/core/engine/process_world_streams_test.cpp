@@ -8,7 +8,7 @@
 #include <atomic>
 
 #include "process_world_test_util.h"
-#include "streams_util.h"
+#include "streams_test_util.h"
 
 namespace h3 {
 namespace {

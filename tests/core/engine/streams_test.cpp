@@ -13,7 +13,7 @@
 #include "dit/random_model.h"
 #include "engine/memory_guard.h"
 #include "engine_test_util.h"
-#include "streams_util.h"
+#include "streams_test_util.h"
 
 namespace h3 {
 namespace {
