@@ -210,8 +210,8 @@ void install_engine_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_MAX_MEMORY,
       g_param_spec_uint64("max-memory", "Max memory",
-                          "Bytes the requests on the engine may take together beside its loaded weights, "
-                          "else a request is refused at start; 0: what the machine (or cgroup) has available",
+                          "Bytes the engine's requests may hold together beside the weights (0: what is "
+                          "available); see docs/element.md",
                           0, G_MAXINT64, d.max_memory, kReady));
   g_object_class_install_property(
       klass, PROP_DEVICE_MEMORY,

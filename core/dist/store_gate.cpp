@@ -83,7 +83,7 @@ int StoreGate::close_to_strangers(std::chrono::milliseconds wait) {
   }
   // What the store took before: each accepted connection whose peer is not a socket of this
   // process is shut down (the store then closes it).
-  constexpr int kEstablished = 1, kCloseWait = 8;
+  constexpr int kEstablished = 1, kSynRecv = 3, kCloseWait = 8;
   const auto deadline = Clock::now() + wait;
   std::set<uint64_t> done;
   for (;;) {
@@ -97,9 +97,17 @@ int StoreGate::close_to_strangers(std::chrono::milliseconds wait) {
       }
       return false;
     };
-    bool waiting = false;
+    bool waiting = false, handshaking = false;
     for (const TcpEntry& e : all) {
-      if (e.local_port != port_ || (e.state != kEstablished && e.state != kCloseWait)) continue;
+      if (e.local_port != port_) continue;
+      // A handshake the client has finished but this side has not yet seen end (its last ACK
+      // still on its way under load): it becomes an accepted connection in a moment. One that
+      // never ends (a SYN whose ACK never comes) is waited for only until the deadline.
+      if (e.state == kSynRecv) {
+        handshaking = true;
+        continue;
+      }
+      if (e.state != kEstablished && e.state != kCloseWait) continue;
       if (done.count(e.inode) || peer_is_mine(e)) continue;
       const auto it = e.inode ? mine.find(e.inode) : mine.end();
       if (it == mine.end()) {
@@ -109,8 +117,9 @@ int StoreGate::close_to_strangers(std::chrono::milliseconds wait) {
       shutdown(it->second, SHUT_RDWR);
       done.insert(e.inode);
     }
-    if (!waiting) return static_cast<int>(done.size());
+    if (!waiting && !handshaking) return static_cast<int>(done.size());
     if (Clock::now() >= deadline) {
+      if (!waiting) return static_cast<int>(done.size());
       throw Error(ErrorKind::kDistributed, "a stranger's connection to rank 0's store on 127.0.0.1 port " +
                                                std::to_string(port_) + " was still not accepted after " +
                                                std::to_string(wait.count()) +
