@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3gst {
 

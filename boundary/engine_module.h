@@ -20,11 +20,11 @@
 #include <string>
 
 #include "boundary/engine_failure.h"
-#include "boundary/frame_chunk.h"
-#include "engine/options.h"
-#include "engine/progress.h"
-#include "engine/request.h"
-#include "engine/task_ask.h"
+#include "engine/model/task_ask.h"
+#include "h3/frame_chunk.h"
+#include "h3/options.h"
+#include "h3/progress.h"
+#include "h3/request.h"
 
 namespace h3gst {
 

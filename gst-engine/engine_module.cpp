@@ -11,8 +11,8 @@
 #include <string>
 #include <utility>
 
-#include "common/error.h"
 #include "engine/engine.h"
+#include "h3/error.h"
 #include "vae/chunk_sink.h"
 
 namespace {
@@ -122,7 +122,7 @@ class Stream : public h3gst::EngineStream {
 
  private:
   h3::Engine& engine_;
-  h3::CancelToken cancel_;
+  h3::StreamControl cancel_;
 };
 
 class Handle : public h3gst::EngineHandle {

@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "boundary/audio_chunk.h"
 #include "boundary/engine_failure.h"
 #include "chunk_queue.h"
+#include "h3/audio_chunk.h"
 
 namespace h3gst {
 

@@ -7,7 +7,7 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
-#include "engine/request.h"
+#include "h3/request.h"
 
 // The formats FrameWriter writes: RGB (the engine's own, preferred) and the conversions.
 #define H3_VIDEO_CAPS GST_VIDEO_CAPS_MAKE("{ RGB, RGBA, BGRx, I420 }")

@@ -20,8 +20,8 @@
 #include <memory>
 
 #include "boundary/engine_failure.h"
-#include "boundary/frame_chunk.h"
 #include "chunk_queue.h"
+#include "h3/frame_chunk.h"
 
 namespace h3gst {
 

@@ -36,6 +36,7 @@
 #include "frame_writer.h"
 #include "lifecycle.h"
 #include "live_timing.h"
+#include "queries.h"
 #include "src_pad.h"
 #include "tags.h"
 
@@ -319,34 +320,8 @@ static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* q
     case GST_QUERY_CONTEXT:
       if (p->lifecycle.answer_context_query(query)) return TRUE;
       return gst_pad_query_default(pad, parent, query);
-    case GST_QUERY_CAPS: {
-      GstCaps* filter = nullptr;
-      gst_query_parse_caps(query, &filter);
-      GstCaps* caps = gst_pad_get_current_caps(pad);
-      if (!caps) {
-        caps = gst_pad_get_pad_template_caps(pad);
-        const h3gst::Published pub = p->lifecycle.published();
-        if (pub.have_plan)
-          caps = video ? h3gst::planned_video_caps(caps, pub.plan, pub.fps_n, pub.fps_d)
-                       : h3gst::planned_audio_caps(caps, pub.plan);
-      }
-      caps = h3gst::filter_caps(caps, filter);
-      gst_query_set_caps_result(query, caps);
-      gst_caps_unref(caps);
-      return TRUE;
-    }
-    case GST_QUERY_DURATION: {
-      GstFormat format;
-      gst_query_parse_duration(query, &format, nullptr);
-      const h3gst::Published pub = p->lifecycle.published();
-      if (format != GST_FORMAT_TIME || !pub.have_plan) return FALSE;
-      const GstClockTime d = pub.plan.endless ? GST_CLOCK_TIME_NONE  // no end: the duration is unknown (-1)
-                             : video ? h3gst::Lifecycle::frame_time(pub.plan.num_frames, pub.fps_n, pub.fps_d)
-                                     : h3gst::Lifecycle::sample_time(pub.plan.audio_samples,
-                                                                     static_cast<gint>(pub.plan.audio_rate));
-      gst_query_set_duration(query, GST_FORMAT_TIME, static_cast<gint64>(d));
-      return TRUE;
-    }
+    case GST_QUERY_CAPS: h3gst::answer_caps(pad, query, p->lifecycle.published(), video); return TRUE;
+    case GST_QUERY_DURATION: return h3gst::answer_pad_duration(query, p->lifecycle.published(), video);
     case GST_QUERY_SEEKING: {
       GstFormat format;
       gst_query_parse_seeking(query, &format, nullptr, nullptr, nullptr);

@@ -33,6 +33,7 @@
 #include "lifecycle.h"
 #include "live_timing.h"
 #include "messages.h"
+#include "queries.h"
 #include "tags.h"
 #include "video_pool.h"
 
@@ -333,24 +334,10 @@ static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
     case GST_QUERY_CONTEXT:
       if (self->priv->lifecycle.answer_context_query(query)) return TRUE;
       break;
-    case GST_QUERY_DURATION: {
-      GstFormat format;
-      gst_query_parse_duration(query, &format, nullptr);
-      const h3gst::Published pub = self->priv->lifecycle.published();
-      // The stream's frames: the plan's (the num-frames property's until the plan is known), or
-      // fewer when num-buffers says so; -1: not known yet.
-      int64_t n = pub.frames();
-      if (bsrc->num_buffers >= 0 && (n < 0 || bsrc->num_buffers < n)) n = bsrc->num_buffers;
-      if (format == GST_FORMAT_TIME && n >= 0 && pub.fps_n > 0) {
-        gst_query_set_duration(query, GST_FORMAT_TIME, h3gst::Lifecycle::frame_time(n, pub.fps_n, pub.fps_d));
+    case GST_QUERY_DURATION:
+      if (h3gst::answer_frames_duration(query, self->priv->lifecycle.published(), bsrc->num_buffers))
         return TRUE;
-      }
-      if (format == GST_FORMAT_DEFAULT && n >= 0) {
-        gst_query_set_duration(query, GST_FORMAT_DEFAULT, n);
-        return TRUE;
-      }
       break;
-    }
     case GST_QUERY_CONVERT: {
       GstFormat src_fmt, dest_fmt;
       gint64 src_val, dest_val;

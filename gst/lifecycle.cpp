@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "common/error.h"
 #include "engine_loader.h"
+#include "h3/error.h"
 #include "messages.h"
 #include "settings_checks.h"
 #include "shared_engine.h"

@@ -14,8 +14,8 @@
 #include <functional>
 #include <string>
 
-#include "dit/model_clock.h"
 #include "generation.h"
+#include "h3/model_clock.h"
 #include "prompt_times.h"
 #include "settings.h"
 

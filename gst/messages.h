@@ -9,7 +9,7 @@
 #include <string>
 
 #include "boundary/engine_failure.h"
-#include "engine/progress.h"
+#include "h3/progress.h"
 
 namespace h3gst {
 

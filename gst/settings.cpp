@@ -6,8 +6,8 @@
 #include <chrono>
 #include <tuple>
 
-#include "dit/model_clock.h"
-#include "engine/prompt_timeline.h"
+#include "h3/model_clock.h"
+#include "h3/prompt_timeline.h"
 #include "pictures/picture_file.h"
 
 namespace h3gst {

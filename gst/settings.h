@@ -1,6 +1,6 @@
 // h3videosrc's properties: their values (Settings), their GParamSpecs, and how a
 // copy of them becomes the engine's options and request. The ranges and defaults
-// that the engine also checks are the engine's own (core/engine/limits.h).
+// that the engine also checks are the engine's own (include/h3/limits.h).
 #pragma once
 
 #include <glib-object.h>
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/limits.h"
-#include "engine/options.h"
-#include "engine/request.h"
+#include "h3/limits.h"
+#include "h3/options.h"
+#include "h3/request.h"
 
 namespace h3gst {
 

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "common/error.h"
-#include "engine/limits.h"
+#include "h3/error.h"
+#include "h3/limits.h"
 #include "pictures/stored_orientation.h"
 
 namespace h3::pictures {

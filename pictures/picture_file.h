@@ -7,12 +7,12 @@
 
 #include <string>
 
-#include "engine/request.h"
+#include "h3/request.h"
 
 namespace h3::pictures {
 
 // The first picture of `location` (a path or a URI). A picture with a side under kMinPictureSide
-// or over 16384 pixels, or over kMaxPicturePixels in all (engine/limits.h), is refused as soon as
+// or over 16384 pixels, or over kMaxPicturePixels in all (h3/limits.h), is refused as soon as
 // its size is known: from its header where a parser or demuxer reads it (PNG, JPEG, containers),
 // before any decoder exists; else from its decoder's output. Throws h3::Error naming `what` (the
 // property or flag) and the location: kNotFound (no such file), kInvalidArgument (empty,

@@ -2,8 +2,8 @@
 # Build-time figures from a fresh clone, one line each (docs/performance.md, "Build and CI"):
 #   demo-cold    scripts/demo.sh, packages and LibTorch present, an empty compile cache
 #   test-after-demo  scripts/test.sh in the same folder: the rest of the build, then every test
-#   touch-cpp    rebuild after an edit of one core .cpp (core/engine/stage_decode.cpp; no cache)
-#   touch-header rebuild after an edit of a widely included header (core/common/error.h; no cache)
+#   touch-cpp    rebuild after an edit of one core .cpp (core/engine/stages/stage_decode.cpp; no cache)
+#   touch-header rebuild after an edit of a widely included header (include/h3/error.h; no cache)
 #   demo-ccache  scripts/demo.sh in a second fresh clone with the compile cache the first one filled
 #   ci-cold      .ci/run in a third fresh clone, an empty compile cache (with --ci)
 # Not part of the test suite: it takes about 40 minutes on a 2-core machine. The clones go under
@@ -60,11 +60,11 @@ line test-after-demo "$t" \
 touch "$work/a/core/engine/stage_decode.cpp"
 t=$(CCACHE_DISABLE=1 timed touch-cpp meson compile -C "$work/a/build")
 line touch-cpp "$t" \
-  "rebuild after touching core/engine/stage_decode.cpp"
+  "rebuild after touching core/engine/stages/stage_decode.cpp"
 touch "$work/a/core/common/error.h"
 t=$(CCACHE_DISABLE=1 timed touch-header meson compile -C "$work/a/build")
 line touch-header "$t" \
-  "rebuild after touching core/common/error.h ($(grep -rl 'common/error.h' "$work/a/core" "$work/a/tests" "$work/a/gst" | wc -l) files include it)"
+  "rebuild after touching include/h3/error.h ($(grep -rl 'h3/error.h' "$work/a/core" "$work/a/tests" "$work/a/gst" | wc -l) files include it)"
 
 # The compile cache the first clone filled, in a fresh clone.
 clone c

@@ -33,26 +33,26 @@ case "$target" in
     torch=${5:-$("$src/scripts/torch-root.sh")}
     [ -n "$torch" ] || { echo "build-fuzzer: no LibTorch (run scripts/install-deps.sh)" >&2; exit 1; }
     # shellcheck disable=SC2086
-    "$cxx" $flags -I"$src/core" -isystem "$torch/include" \
+    "$cxx" $flags -I"$src/core" -I"$src/include" -isystem "$torch/include" \
       "$src/tests/fuzz/safetensors_header_fuzz.cpp" "$src/core/io/safetensors_header.cpp" \
-      "$src/core/io/json_strict.cpp" "$src/core/common/error.cpp" "$src/core/common/shape.cpp" \
+      "$src/core/io/json_strict.cpp" "$src/core/types/error.cpp" "$src/core/common/shape.cpp" \
       -L"$torch/lib" -Wl,-rpath,"$torch/lib" -lc10 -o "$out"
     ;;
   door)
     # No LibTorch: the records, the handshake and the session need libcrypto and nlohmann_json only.
-    d=$src/core/dist
+    d=$src/core/admission
     # shellcheck disable=SC2086
-    "$cxx" $flags -I"$src/core" \
+    "$cxx" $flags -I"$src/core" -I"$src/include" \
       "$src/tests/fuzz/door_records_fuzz.cpp" "$d/door_records.cpp" "$d/store_session.cpp" "$d/store_front.cpp" \
       "$d/front_end_slots.cpp" "$d/store_gate.cpp" "$d/proc_sockets.cpp" "$d/crypto.cpp" \
-      "$src/core/common/error.cpp" -lcrypto -pthread -o "$out"
+      "$src/core/types/error.cpp" -lcrypto -pthread -o "$out"
     ;;
   timeline)
     # The prompt timeline's parser: the standard library only.
     # shellcheck disable=SC2086
-    "$cxx" $flags -I"$src/core" \
-      "$src/tests/fuzz/prompt_timeline_fuzz.cpp" "$src/core/engine/prompt_timeline.cpp" \
-      "$src/core/common/error.cpp" -o "$out"
+    "$cxx" $flags -I"$src/core" -I"$src/include" \
+      "$src/tests/fuzz/prompt_timeline_fuzz.cpp" "$src/core/types/prompt_timeline.cpp" \
+      "$src/core/types/error.cpp" -o "$out"
     ;;
   lora)
     # The loader and what it reads through (config, layout, safetensors) instrumented; LibTorch
@@ -60,20 +60,20 @@ case "$target" in
     torch=${5:-$("$src/scripts/torch-root.sh")}
     [ -n "$torch" ] || { echo "build-fuzzer: no LibTorch (run scripts/install-deps.sh)" >&2; exit 1; }
     # shellcheck disable=SC2086
-    "$cxx" $flags -I"$src/core" -isystem "$torch/include" \
+    "$cxx" $flags -I"$src/core" -I"$src/include" -isystem "$torch/include" \
       "$src/tests/fuzz/lora_fuzz.cpp" "$src/core/dit/lora.cpp" "$src/core/dit/lora_config.cpp" \
       "$src/core/dit/config.cpp" "$src/core/dit/parameters.cpp" "$src/core/dit/adapter.cpp" \
       "$src/core/io/layout.cpp" "$src/core/io/safetensors.cpp" "$src/core/io/safetensors_header.cpp" \
-      "$src/core/io/json_strict.cpp" "$src/core/io/config_json.cpp" "$src/core/common/error.cpp" \
+      "$src/core/io/json_strict.cpp" "$src/core/io/config_json.cpp" "$src/core/types/error.cpp" \
       "$src/core/common/shape.cpp" \
       -L"$torch/lib" -Wl,-rpath,"$torch/lib" -ltorch_cpu -lc10 -o "$out"
     ;;
   picture)
     # The reader instrumented; GStreamer and its plugins as installed.
     # shellcheck disable=SC2086
-    "$cxx" $flags -I"$src" -I"$src/core" $(pkg-config --cflags gstreamer-app-1.0 gstreamer-video-1.0 gstreamer-tag-1.0) \
+    "$cxx" $flags -I"$src" -I"$src/core" -I"$src/include" $(pkg-config --cflags gstreamer-app-1.0 gstreamer-video-1.0 gstreamer-tag-1.0) \
       "$src/tests/fuzz/picture_fuzz.cpp" "$src/pictures/picture_file.cpp" "$src/pictures/stored_orientation.cpp" \
-      "$src/core/common/error.cpp" \
+      "$src/core/types/error.cpp" \
       $(pkg-config --libs gstreamer-app-1.0 gstreamer-video-1.0 gstreamer-tag-1.0) -o "$out"
     ;;
   *)

@@ -20,7 +20,7 @@ PKGS=(
 )
 # libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes (the wheel has none).
 # python3-pip only downloads the wheels (nothing is installed into any Python).
-# libssl-dev: libcrypto (HMAC-SHA256, AES-GCM) for the token of a process world (core/dist/door.h).
+# libssl-dev: libcrypto (HMAC-SHA256, AES-GCM) for the token of a process world (core/admission/door.h).
 # libicu-dev (NFC) and libpcre2-dev (\p{L}/\p{N} in the pre-tokenizer): the H3 tokenizer.
 # chromium, chromium-driver, python3-selenium: the live page's test drives a headless browser
 # (tests/web/live_page_test.py; pipelines/live-web.sh).

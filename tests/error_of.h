@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::test {
 

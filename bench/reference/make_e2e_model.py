@@ -3,7 +3,7 @@ diffusers' MiniMax-H3 modular pipeline and the engine (h3src) both load, with ra
 
     python make_e2e_model.py DIR
 
-The sizes are the benchmarks' "medium" model (medium_spec() in core/engine/tiny_model.cpp): a DiT of
+The sizes are the benchmarks' "medium" model (medium_spec() in tools/tiny_model.cpp): a DiT of
 hidden 384, 6 blocks + 2 refiner blocks, 4 heads x 128, SwiGLU 1024, text 256, and a video decoder
 of 4 layers, 4 heads x 64. Every module is written by its own library's save_pretrained from a
 random init (the weights drawn by make_inputs.randomize where diffusers' init would leave most of
@@ -45,7 +45,7 @@ from make_inputs import randomize
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "data" / "default"
 
-# medium_spec() of core/engine/tiny_model.cpp, in diffusers' names.
+# medium_spec() of tools/tiny_model.cpp, in diffusers' names.
 DIT_CONFIG = dict(
     num_attention_heads=4,
     attention_head_dim=128,

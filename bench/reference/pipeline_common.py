@@ -152,7 +152,7 @@ def tiny_model(args: argparse.Namespace, workflow: str):
 def canvas_configs(model: Path) -> tuple[dict, dict]:
     """The folder's model_index.json, and the pipeline configs `canvas_short_edge` and `canvas_max_pixels` (the
     release's 768 and 768 x 1344) set to the canvas rule the engine derives from the model's defaults
-    (core/engine/model.cpp plan_keyframes: short edge min(default_width, default_height), area
+    (core/engine/model/model.cpp plan_keyframes: short edge min(default_width, default_height), area
     default_width x default_height; the tiny model: 160 and 256 x 160)."""
     index = json.loads((model / "model_index.json").read_text())
     defaults = index["gst_h3"]

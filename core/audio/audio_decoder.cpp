@@ -5,7 +5,7 @@
 #include <map>
 
 #include "audio/weight_visitors.h"
-#include "common/error.h"
+#include "h3/error.h"
 #include "io/checkpoint.h"
 
 namespace h3::audio {

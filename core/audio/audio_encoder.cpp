@@ -6,8 +6,8 @@
 #include <map>
 
 #include "audio/encoder_modules.h"
-#include "common/error.h"
 #include "common/shape.h"
+#include "h3/error.h"
 #include "io/checkpoint.h"
 
 namespace h3::audio {

@@ -7,7 +7,7 @@
 
 #include "audio/decoder_modules.h"
 #include "audio/weight_visitors.h"
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::audio {
 DecoderWeights bind_decoder_weights(const AudioVaeConfig& c, const std::string& origin,

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "io/config_json.h"
 
 namespace h3::audio {

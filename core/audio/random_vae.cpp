@@ -8,7 +8,7 @@
 
 #include "audio/audio_encoder.h"
 #include "audio/bigvgan.h"
-#include "common/error.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 
 namespace h3::audio {

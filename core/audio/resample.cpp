@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::audio {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "audio/audio_decoder.h"
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::audio {
 namespace {

@@ -6,8 +6,8 @@
 #include <map>
 #include <memory>
 
-#include "common/error.h"
 #include "common/shape.h"
+#include "h3/error.h"
 #include "io/checkpoint.h"
 
 namespace h3::audio {

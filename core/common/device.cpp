@@ -3,7 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "h3_config.h"
 
 namespace h3 {

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 

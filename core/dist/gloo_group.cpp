@@ -11,9 +11,9 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "common/error.h"
-#include "dist/listener_filter.h"
+#include "admission/listener_filter.h"
 #include "dist/store_board.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 

@@ -16,7 +16,7 @@ namespace h3::dist {
 // `timeout`). `hostname` is the address this rank's Gloo device binds to;
 // empty means the machine's own hostname. Before pairing, the ranks exchange
 // their addresses through `store` and each listener admits those only
-// (dist/listener_filter.h).
+// (admission/listener_filter.h).
 std::unique_ptr<Group> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                        std::chrono::milliseconds timeout, const std::string& hostname);
 

@@ -12,9 +12,9 @@
 #include <sstream>
 #include <thread>
 
-#include "common/error.h"
 #include "common/shape.h"
 #include "dist/owner_turns.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 

@@ -97,7 +97,7 @@ class Group {  // one rank's view of its process group; used from one thread at 
   // Shows this rank alive to peers waiting for it in run_on_owner, from a thread of its own,
   // while the returned object lives, as run_on_owner's owner does while its work runs: for an
   // owner whose peers wait for it while it works *between* its run_on_owner calls (the engine's
-  // rank 0 while requests take turns at its ranks, engine/session.h). Null at size 1.
+  // rank 0 while requests take turns at its ranks, engine/scheduler/session.h). Null at size 1.
   class AliveBeat {
    public:
     explicit AliveBeat(Group& g);

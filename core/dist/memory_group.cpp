@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 

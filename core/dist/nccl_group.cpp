@@ -19,8 +19,8 @@
 #include <cstring>
 #include <thread>
 
-#include "common/error.h"
 #include "dist/store_board.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 

@@ -1,6 +1,6 @@
 // Who runs Group::run_on_owner on this thread. By default the group itself: the owner runs the
 // work while its peers wait for it (group.h). A thread that is one of several sessions taking
-// turns at one rank's group (the engine's concurrent requests, engine/session.h) installs its own
+// turns at one rank's group (the engine's concurrent requests, engine/scheduler/session.h) installs its own
 // implementation for as long as it runs, so that waiting for the owner gives the rank to another
 // session instead of blocking it. Nothing changes for other threads.
 #pragma once

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 

@@ -4,7 +4,7 @@
 // marks (peers wait for a rank that runs the caller's code). Every record is
 // one rank's own key, written with set (never a shared counter): in a process
 // world's sealed store each is authenticated, and a bad value is refused, not
-// a reason for the store to drop the connection (dist/sealed_store.h).
+// a reason for the store to drop the connection (admission/sealed_store.h).
 #pragma once
 
 #include <atomic>

@@ -6,10 +6,10 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "common/error.h"
 #include "dist/gloo_group.h"
 #include "dist/memory_group.h"
 #include "dist/store_board.h"
+#include "h3/error.h"
 #include "h3_config.h"
 #if H3_HAVE_CUDA && H3_TORCH_HAS_CUDA
 #include "dist/nccl_group.h"

@@ -74,7 +74,7 @@ std::unique_ptr<Group> join_tcp(const std::string& host, int port, int size, int
                                 const WorldOptions& opts = {});
 
 // One rank's group of `size` over a store every rank shares (the door's sealed view of a
-// process world, dist/door.h): Gloo binds its listener to `gloo_host` (empty: the host's
+// process world, admission/door.h): Gloo binds its listener to `gloo_host` (empty: the host's
 // default interface); NCCL uses opts.cuda_device (-1: cuda:0). Throws h3::Error(kDistributed)
 // when the ranks do not connect within opts.timeout.
 std::unique_ptr<Group> make_store_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

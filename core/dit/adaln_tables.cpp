@@ -7,9 +7,9 @@
 #include <cstring>
 #include <set>
 
-#include "common/error.h"
 #include "common/fused_linear.h"
 #include "dit/layers.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 

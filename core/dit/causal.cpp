@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
 #include "common/shape.h"
 #include "dit/layers.h"
 #include "dit/packed_sequence.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <string>
 
-#include "common/error.h"
 #include "dit/frames.h"
 #include "dit/packed_sequence.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dit/model_clock.h"
+#include "h3/model_clock.h"
 
 namespace h3::dit {
 

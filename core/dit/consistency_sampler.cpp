@@ -6,8 +6,8 @@
 #include <cmath>
 #include <string>
 
-#include "common/error.h"
 #include "dist/group.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "dit/model_clock.h"
+#include "h3/model_clock.h"
 
 namespace h3::dit {
 

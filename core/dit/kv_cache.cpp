@@ -5,7 +5,7 @@
 #include <numeric>
 #include <string>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 

@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "common/cpu_attention.h"
-#include "common/error.h"
 #include "common/fused_linear.h"
 #include "dit/adaln_tables.h"
+#include "h3/error.h"
 
 #if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
 #define H3_HAVE_FUSED_SDPA 1

@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
 #include "common/shape.h"
 #include "dist/group.h"
 #include "dit/parameters.h"
 #include "dit/transformer.h"
+#include "h3/error.h"
 #include "io/weights.h"
 
 namespace h3::dit {

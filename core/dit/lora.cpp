@@ -8,9 +8,9 @@
 #include <optional>
 #include <set>
 
-#include "common/error.h"
 #include "common/shape.h"
 #include "dit/lora_config.h"
+#include "h3/error.h"
 #include "io/config_json.h"
 #include "io/layout.h"
 #include "io/safetensors.h"

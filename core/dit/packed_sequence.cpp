@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
 #include "common/shape.h"
 #include "dit/frames.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/error.h"
 #include "dit/parameters.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 
 namespace h3::dit {

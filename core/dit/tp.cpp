@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "common/error.h"
 #include "dist/group.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
 #include "dit/layers.h"
+#include "h3/error.h"
 #include "io/shard_plan.h"
 
 namespace h3::dit {

@@ -2,9 +2,9 @@
 
 #include <ATen/ATen.h>
 
-#include "common/error.h"
 #include "common/shape.h"
 #include "dit/parameters.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 

@@ -18,17 +18,18 @@
 #include <thread>
 
 #include "common/device.h"
-#include "common/error.h"
 #include "dist/world.h"
 #include "dit/frames.h"
-#include "engine/compute_dtype.h"
-#include "engine/job.h"
-#include "engine/job_channel.h"
-#include "engine/memory_guard.h"
-#include "engine/process_world.h"
-#include "engine/rank_server.h"
-#include "engine/stage_conditioning.h"
-#include "engine/stream_budget.h"
+#include "engine/model/compute_dtype.h"
+#include "engine/planning/memory_guard.h"
+#include "engine/planning/plan.h"
+#include "engine/process/job.h"
+#include "engine/process/job_channel.h"
+#include "engine/process/process_world.h"
+#include "engine/process/rank_server.h"
+#include "engine/scheduler/stream_budget.h"
+#include "engine/stages/stage_conditioning.h"
+#include "h3/error.h"
 #include "h3_config.h"
 #include "text/unicode.h"
 
@@ -76,8 +77,8 @@ struct Engine::Impl {
   }
 
   // Starts a job on every rank and pumps its events on the calling thread. Many callers may be
-  // here at once: each job is a session of the ranks (engine/session.h).
-  void run(const Job& j, CancelToken& c, const at::Tensor& latents, const ProgressFn& progress,
+  // here at once: each job is a session of the ranks (engine/scheduler/session.h).
+  void run(const Job& j, StreamControl& c, const at::Tensor& latents, const ProgressFn& progress,
            ChunkSink& sink, const GenerateExtras* extras) {
     struct InFlight {
       std::atomic<int>& n;
@@ -109,7 +110,7 @@ struct Engine::Impl {
     processes->form_again(progress);
   }
 
-  JobChannel::Outcome dispatch(const Job& j, CancelToken& c, const at::Tensor& latents,
+  JobChannel::Outcome dispatch(const Job& j, StreamControl& c, const at::Tensor& latents,
                                const ProgressFn& progress, ChunkSink& sink, const GenerateExtras* extras) {
     DispatchedJob d;
     d.job = j;
@@ -275,12 +276,12 @@ MemoryEstimate Engine::memory_estimate(const ClipPlan& plan) const {
 }
 
 void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
-                      CancelToken& cancel) {
+                      StreamControl& cancel) {
   generate(req, sink, progress, cancel, GenerateExtras{});
 }
 
 void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
-                      CancelToken& cancel, const GenerateExtras& extras) {
+                      StreamControl& cancel, const GenerateExtras& extras) {
   Job j;
   j.kind = Job::Kind::kGenerate;
   j.request = req;
@@ -293,7 +294,7 @@ void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const Progr
 }
 
 void Engine::generate(const GenerationRequest& req, const ClipPlan& planned, ChunkSink& sink,
-                      const ProgressFn& progress, CancelToken& cancel) {
+                      const ProgressFn& progress, StreamControl& cancel) {
   const auto contradicts = [](int64_t asked, int64_t planned_value) {
     return asked != 0 && asked != planned_value;
   };
@@ -313,7 +314,7 @@ void Engine::generate(const GenerationRequest& req, const ClipPlan& planned, Chu
 }
 
 void Engine::decode(const at::Tensor& video_latents, const ClipPlan& given, ChunkSink& sink,
-                    const ProgressFn& progress, CancelToken& cancel) {
+                    const ProgressFn& progress, StreamControl& cancel) {
   const ModelInfo& m = impl_->model;
   // Re-derived from the size and frames, so that a plan edited by hand cannot disagree with itself.
   GenerationRequest r;

@@ -12,16 +12,17 @@
 #include <memory>
 #include <string>
 
-#include "engine/causal_held.h"
-#include "engine/model.h"
-#include "engine/options.h"
-#include "engine/progress.h"
-#include "engine/request.h"
+#include "engine/model/model.h"
+#include "engine/planning/plan.h"
+#include "engine/stages/causal_held.h"
+#include "h3/options.h"
+#include "h3/progress.h"
+#include "h3/request.h"
 #include "vae/chunk_sink.h"
 
 namespace h3 {
 
-struct MemoryEstimate;  // engine/memory_guard.h
+struct MemoryEstimate;  // engine/planning/memory_guard.h
 
 // Rank 0's loaded weights, bytes by dtype (c10's names: "Float", "BFloat16"): what the compute
 // dtype made of the checkpoint (under bf16 the DiT's 12 patch, time and head tensors stay fp32).
@@ -34,7 +35,7 @@ struct ResidentWeights {
 // data/default when running uninstalled; the environment variable H3_MODEL_DIR overrides both.
 std::string default_model_dir();
 
-// The fit planner's verdict (engine/fit_plan.h) on `req` for an engine opened with `opts`, from
+// The fit planner's verdict (engine/planning/fit_plan.h) on `req` for an engine opened with `opts`, from
 // the configs alone, before anything is loaded: throws h3::Error(kOutOfMemory) when opts' tp x sp
 // layout cannot fit each rank's device memory (opts.device_memory; on cuda with 0, the GPU's),
 // naming what it needs and the layouts of these ranks that would fit, or the device memory the
@@ -56,7 +57,7 @@ struct GenerateExtras {
   // The final latents, before decoding: video [1, 24, T, h, w], audio [2A, 32], fp32 CPU.
   // Called on the calling thread; a throw fails the request on every rank.
   std::function<void(const at::Tensor& video, const at::Tensor& audio)> on_latents;
-  // A causal request: what rank 0 holds after each chunk it synthesised (engine/causal_held.h),
+  // A causal request: what rank 0 holds after each chunk it synthesised (engine/stages/causal_held.h),
   // called on the calling thread in chunk order; what it throws is ignored (an observer).
   std::function<void(const CausalHeld&)> on_causal_chunk;
 };
@@ -77,12 +78,12 @@ struct WorkerOptions {
   // ranks agreeing before any work); 0: what this host has available.
   int64_t max_memory = 0;
   // This process's intra-op threads; 0: the cores it may use (affinity, cgroup limit) shared
-  // among the world's ranks on them, chosen each time the world forms (engine/rank_threads.h).
+  // among the world's ranks on them, chosen each time the world forms (engine/process/rank_threads.h).
   int threads = 0;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // joining, and every collective
 };
 
-// Joins rank 0 through its door (dist/door.h), loads this rank's shards and serves rank 0's
+// Joins rank 0 through its door (admission/door.h), loads this rank's shards and serves rank 0's
 // requests through the same agreed collectives as thread ranks; when the world breaks (a rank
 // lost), joins again at rank 0's next formation. Returns when rank 0 says stop. Throws
 // h3::Error: refused (wrong token, different model or settings), rank 0 never appeared within
@@ -102,7 +103,7 @@ class Engine {
   // Validates the request and plans it; refuses one whose estimated memory exceeds
   // options().max_memory or, when that is 0, what the machine has available (kOutOfMemory).
   ClipPlan plan(const GenerationRequest& req) const;
-  // The memory a planned request takes in this process beside the weights (engine/memory_guard.h).
+  // The memory a planned request takes in this process beside the weights (engine/planning/memory_guard.h).
   MemoryEstimate memory_estimate(const ClipPlan& plan) const;
 
   // conditioning -> noise -> denoise -> streaming decode. Blocks the calling thread until done.
@@ -116,20 +117,20 @@ class Engine {
   // ranks (docs/engine.md, "Many streams"); one that would not fit in memory beside the running
   // ones is refused with kOutOfMemory and the numbers, and they go on.
   void generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
-                CancelToken& cancel);
+                StreamControl& cancel);
   void generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
-                CancelToken& cancel, const GenerateExtras& extras);
+                StreamControl& cancel, const GenerateExtras& extras);
   // The same with the plan plan(req) returned for this request, so that it is not planned (and
   // its memory estimated) again: the GStreamer elements plan at start and generate after each
   // flush. A plan whose size, length or steps contradict `req` is h3::Error(kInternal).
   void generate(const GenerationRequest& req, const ClipPlan& planned, ChunkSink& sink,
-                const ProgressFn& progress, CancelToken& cancel);
+                const ProgressFn& progress, StreamControl& cancel);
 
   // The decode half of generate() on given final latents (video [1, C, plan.latent_frames,
   // canvas_h / 16, canvas_w / 16]): the same ranks, sink hand-over, trim and crop. Only the plan's
   // width, height and num_frames are read (the rest is derived again from them).
   void decode(const at::Tensor& video_latents, const ClipPlan& plan, ChunkSink& sink,
-              const ProgressFn& progress, CancelToken& cancel);
+              const ProgressFn& progress, StreamControl& cancel);
 
   const ModelInfo& model() const;
   const EngineOptions& options() const;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::image {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::image {
 namespace {

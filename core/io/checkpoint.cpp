@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "io/json_strict.h"
 
 namespace h3::io {

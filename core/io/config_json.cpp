@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::io {
 

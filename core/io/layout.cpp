@@ -3,7 +3,7 @@
 #include <cctype>
 #include <utility>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::io {
 namespace {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::io {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <limits>
 
-#include "common/error.h"
 #include "common/shape.h"
+#include "h3/error.h"
 #include "io/json_strict.h"
 
 namespace h3::io {

@@ -1,6 +1,6 @@
 #include "io/shard_plan.h"
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::io {
 

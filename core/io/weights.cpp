@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <map>
 
-#include "common/error.h"
 #include "common/shape.h"
+#include "h3/error.h"
 #include "io/layout.h"
 
 namespace h3::io {

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "common/error.h"
 #include "common/shape.h"
+#include "h3/error.h"
 
 namespace h3::text {
 

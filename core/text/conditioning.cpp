@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "common/error.h"
 #include "common/shape.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 
 namespace h3::text {

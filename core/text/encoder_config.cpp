@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "io/config_json.h"
 
 namespace h3::text {

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "dist/agree.h"
 #include "dist/group.h"
+#include "h3/error.h"
 
 namespace h3::text {
 namespace fs = std::filesystem;

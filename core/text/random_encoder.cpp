@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 #include "text/encoder_parameters.h"
 #include "text/vision_parameters.h"

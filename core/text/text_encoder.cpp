@@ -7,9 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "common/error.h"
 #include "common/shape.h"
 #include "dit/tp.h"
+#include "h3/error.h"
 #include "io/checkpoint.h"
 #include "text/checkpoint_tensor.h"
 

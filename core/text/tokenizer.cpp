@@ -9,7 +9,7 @@
 #include <queue>
 #include <string_view>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "text/unicode.h"
 
 namespace h3::text {

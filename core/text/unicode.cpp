@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::text {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::vae {
 namespace {

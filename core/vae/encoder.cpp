@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
 #include "common/shape.h"
 #include "dist/agree.h"
 #include "dist/group.h"
+#include "h3/error.h"
 #include "io/weights.h"
 #include "vae/tiling.h"
 

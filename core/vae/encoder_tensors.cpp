@@ -2,8 +2,8 @@
 
 #include <ATen/ATen.h>
 
-#include "common/error.h"
 #include "common/shape.h"
+#include "h3/error.h"
 
 namespace h3::vae {
 

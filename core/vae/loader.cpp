@@ -2,7 +2,7 @@
 // detects the layout and converts native tensors to the diffusers names.
 #include <ATen/ATen.h>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "io/weights.h"
 #include "vae/video_decoder.h"
 

@@ -5,10 +5,10 @@
 #include <exception>
 #include <sstream>
 
-#include "common/error.h"
 #include "common/shape.h"
 #include "dist/agree.h"
 #include "dist/group.h"
+#include "h3/error.h"
 #include "vae/pixels.h"
 
 namespace h3::vae {

@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
 #include "common/fused_linear.h"
 #include "common/parallel_tasks.h"
 #include "common/shape.h"
+#include "h3/error.h"
 #include "vae/attention_inputs.h"
 #include "vae/decoder_tensors.h"
 

@@ -21,8 +21,8 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "engine/progress.h"
-#include "engine/request.h"
+#include "h3/progress.h"
+#include "h3/request.h"
 #include "vae/chunk_sink.h"
 
 namespace {
@@ -64,7 +64,7 @@ class CountingSink : public h3::ChunkSink {
 Timeline run_engine(h3::Engine& engine, const h3::GenerationRequest& req) {
   Timeline t;
   CountingSink sink(&t);
-  h3::CancelToken cancel;
+  h3::StreamControl cancel;
   t.start = now_s();
   engine.generate(
       req, sink,

@@ -10,8 +10,8 @@
 
 #include "../error_of.h"
 #include "common/device.h"
-#include "common/error.h"
 #include "dist/world.h"
+#include "h3/error.h"
 #include "h3_config.h"
 
 static_assert(!H3_TORCH_HAS_CUDA, "only a build without CUDA holds these refusals");

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "../error_of.h"
-#include "common/error.h"
+#include "h3/error.h"
 #include "h3_config.h"
 
 namespace h3 {

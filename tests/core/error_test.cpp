@@ -1,4 +1,4 @@
-#include "common/error.h"
+#include "h3/error.h"
 
 #include <gtest/gtest.h>
 

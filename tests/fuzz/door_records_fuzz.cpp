@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "dist/door_records.h"
-#include "dist/store_front.h"
-#include "dist/store_session.h"
+#include "admission/door_records.h"
+#include "admission/store_front.h"
+#include "admission/store_session.h"
 
 namespace {
 

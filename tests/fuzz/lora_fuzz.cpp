@@ -14,8 +14,8 @@
 #include <fstream>
 #include <string>
 
-#include "common/error.h"
 #include "dit/lora.h"
+#include "h3/error.h"
 
 namespace {
 

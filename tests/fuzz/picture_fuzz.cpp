@@ -11,8 +11,8 @@
 #include <fstream>
 #include <string>
 
-#include "common/error.h"
-#include "engine/limits.h"
+#include "h3/error.h"
+#include "h3/limits.h"
 #include "pictures/picture_file.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target for the prompt timeline's parser (engine/prompt_timeline.h), which reads a
+// libFuzzer target for the prompt timeline's parser (h3/prompt_timeline.h), which reads a
 // file the user names (`h3 generate --prompt-timeline`, the elements' `prompt-timeline`). Any
 // byte string must either give entries the engine accepts (at least one; finite, non-negative,
 // strictly increasing times; non-empty prompts of one line, without leading blanks or trailing
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
-#include "engine/prompt_timeline.h"
+#include "h3/error.h"
+#include "h3/prompt_timeline.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

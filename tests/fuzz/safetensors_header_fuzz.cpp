@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <exception>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "io/safetensors_header.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

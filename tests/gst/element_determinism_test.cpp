@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/progress.h"
-#include "engine/request.h"
 #include "gst_test_util.h"
+#include "h3/progress.h"
+#include "h3/request.h"
 #include "vae/chunk_sink.h"
 
 namespace {
@@ -67,7 +67,7 @@ h3::GenerationRequest request_for(const Clip& c) {
 // The engine's own frames for the clip: uint8 [n, H, W, 3].
 at::Tensor engine_frames(const Clip& c) {
   CollectSink sink;
-  h3::CancelToken cancel;
+  h3::StreamControl cancel;
   engine_for(c)->generate(request_for(c), sink, {}, cancel);
   const at::Tensor all = at::cat(sink.chunks, 0);
   EXPECT_EQ(all.size(0), c.frames);
@@ -367,7 +367,7 @@ EngineClip engine_av(const Clip& c) {
   } sink;
   h3::GenerationRequest r = request_for(c);
   r.audio = true;
-  h3::CancelToken cancel;
+  h3::StreamControl cancel;
   engine_for(c)->generate(r, sink, {}, cancel);
   return {at::cat(sink.frames, 0), at::cat(sink.audio, 0)};
 }

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/limits.h"
 #include "gst_test_util.h"
+#include "h3/limits.h"
 
 namespace {
 
@@ -81,7 +81,7 @@ TEST(H3VideoSrcElement, EveryPropertyHasABlurbAndIsMutableInReadyOnly) {
 }
 
 // A value the element accepts is one the engine accepts: the property ranges are the engine's
-// (core/engine/limits.h), with -1 for "the model's default" below them.
+// (include/h3/limits.h), with -1 for "the model's default" below them.
 TEST(H3VideoSrcElement, PropertyRangesAreTheEnginesLimits) {
   GstElement* e = gst_element_factory_make("h3videosrc", nullptr);
   ASSERT_NE(e, nullptr);

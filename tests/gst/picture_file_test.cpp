@@ -14,9 +14,9 @@
 #include <fstream>
 #include <string>
 
-#include "common/error.h"
-#include "engine/limits.h"
 #include "gst_test_util.h"
+#include "h3/error.h"
+#include "h3/limits.h"
 #include "picture_bombs.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "audio/audio_decoder.h"
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include "../../temp_dir.h"
 #include "audio/audio_decoder.h"
 #include "common/device.h"
-#include "common/error.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 
 namespace {

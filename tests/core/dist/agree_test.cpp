@@ -9,9 +9,9 @@
 #include <atomic>
 #include <chrono>
 
-#include "common/error.h"
 #include "dist/world.h"
 #include "dist_test_util.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 namespace {

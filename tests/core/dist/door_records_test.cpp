@@ -1,7 +1,7 @@
 // The door's pieces on their own: the token file, the records (forged, tampered and replayed
 // ones refused), the sealed store (a value that fails its GCM tag refused) and the data plane's
 // proof of membership.
-#include "dist/door_records.h"
+#include "admission/door_records.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -17,11 +17,11 @@
 
 #include "../../error_of.h"
 #include "../../temp_dir.h"
-#include "common/error.h"
-#include "dist/membership.h"
-#include "dist/sealed_store.h"
-#include "dist/token_file.h"
+#include "admission/membership.h"
+#include "admission/sealed_store.h"
+#include "admission/token_file.h"
 #include "dist_test_util.h"
+#include "h3/error.h"
 #include "spy_store.h"
 
 namespace h3::dist {

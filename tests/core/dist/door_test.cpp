@@ -1,9 +1,9 @@
-// A process world's door whole (dist/door.h), rank 0 and a worker as two threads of this test:
+// A process world's door whole (admission/door.h), rank 0 and a worker as two threads of this test:
 // a crowd of silent connections, renewed as fast as the door closes them, cannot keep a worker
 // out; a door that is truly full for the worker's address ends its wait with what it met; a link
 // to rank 0 that breaks without a reset is reported as such; and rank 0's store on loopback
 // takes no connection but its front end's.
-#include "dist/door.h"
+#include "admission/door.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "../../free_port.h"
-#include "common/error.h"
-#include "dist/proc_sockets.h"
+#include "admission/proc_sockets.h"
+#include "h3/error.h"
 #include "tcp_relay.h"
 
 namespace h3::dist {

@@ -1,7 +1,7 @@
-// The filter that keeps strangers off Gloo's listener (dist/listener_filter.h), on loopback: the
+// The filter that keeps strangers off Gloo's listener (admission/listener_filter.h), on loopback: the
 // whole of 127.0.0.0/8 reaches this host, so a client bound to 127.0.0.2 is a stranger to a
 // listener that admits 127.0.0.1 only.
-#include "dist/listener_filter.h"
+#include "admission/listener_filter.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "../../free_port.h"
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 namespace {

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "common/device.h"
-#include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dist_test_util.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 namespace {

@@ -14,10 +14,10 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <vector>
 
-#include "common/error.h"
-#include "dist/sealed_store.h"
+#include "admission/sealed_store.h"
 #include "dist/world.h"
 #include "dist_test_util.h"
+#include "h3/error.h"
 #include "spy_store.h"
 
 namespace h3::dist {

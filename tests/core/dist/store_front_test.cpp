@@ -3,7 +3,7 @@
 // the front end's connections and memory bounded and cannot keep a worker out, a relay in the
 // middle can neither replay a proof nor alter the session, and the store on loopback admits the
 // front end's own connections only.
-#include "dist/store_front.h"
+#include "admission/store_front.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "../../free_port.h"
-#include "common/error.h"
-#include "dist/store_gate.h"
+#include "admission/store_gate.h"
 #include "dist_test_util.h"
+#include "h3/error.h"
 #include "tcp_relay.h"
 
 namespace h3::dist {

@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "common/error.h"
 #include "dist/world.h"
+#include "h3/error.h"
 
 extern char** environ;
 

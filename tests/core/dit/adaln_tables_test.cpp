@@ -12,13 +12,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "dist/world.h"
 #include "dit/consistency_sampler.h"
 #include "dit/parameters.h"
 #include "dit/sampler.h"
 #include "dit/transformer.h"
 #include "dit_test_util.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

@@ -14,11 +14,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "dist/world.h"
 #include "dit/consistency_sampler.h"
 #include "dit/lora.h"
 #include "dit_test_util.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 
 namespace h3::dit {

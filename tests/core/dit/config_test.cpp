@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "common/error.h"
 #include "dit/parameters.h"
 #include "dit/transformer.h"
 #include "dit_test_util.h"
+#include "h3/error.h"
 #include "io/layout.h"
 #include "io/shard_plan.h"
 

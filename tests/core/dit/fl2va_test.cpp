@@ -10,11 +10,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "dist/world.h"
 #include "dit/sampler.h"
 #include "dit/transformer.h"
 #include "dit_test_util.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

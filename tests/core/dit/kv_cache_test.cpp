@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
 #include "dit_test_util.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 
 namespace h3::dit {

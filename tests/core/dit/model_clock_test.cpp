@@ -1,6 +1,6 @@
-// The model's clock (core/dit/model_clock.h): its numbers, the functions derived from them, and
+// The model's clock (include/h3/model_clock.h): its numbers, the functions derived from them, and
 // that the frame arithmetic, the chunk layout and the reference reader agree with it.
-#include "dit/model_clock.h"
+#include "h3/model_clock.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "dit/chunk_layout.h"
 #include "dit/frames.h"
-#include "engine/limits.h"
+#include "h3/limits.h"
 
 namespace h3::dit {
 namespace {

@@ -4,8 +4,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "common/error.h"
 #include "dit/frames.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

@@ -4,7 +4,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

@@ -11,13 +11,13 @@
 
 #include <filesystem>
 
-#include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/consistency_sampler.h"
 #include "dit/random_model.h"
 #include "dit/transformer.h"
 #include "dit_test_util.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {

@@ -10,13 +10,13 @@
 #include <filesystem>
 #include <mutex>
 
-#include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/random_model.h"
 #include "dit/sampler.h"
 #include "dit/transformer.h"
 #include "dit_test_util.h"
+#include "h3/error.h"
 #include "io/shard_plan.h"
 
 namespace h3::dit {

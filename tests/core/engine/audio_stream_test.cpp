@@ -35,7 +35,7 @@ struct AudioOutcome {
 
 void generate_audio(Engine& e, const GenerationRequest& r, AudioOutcome* out) {
   out->plan = e.plan(r);
-  CancelToken cancel;
+  StreamControl cancel;
   GenerateExtras x;
   x.on_latents = [&](const at::Tensor&, const at::Tensor& a) { out->rows = a.clone(); };
   e.generate(r, out->sink, {}, cancel, x);
@@ -100,7 +100,7 @@ TEST(EngineAudio, AVideoOnlyRequestCarriesNoAudio) {
   GenerationRequest r = with_audio(22);
   r.audio = false;
   CollectSink sink;
-  CancelToken cancel;
+  StreamControl cancel;
   e->generate(r, sink, {}, cancel);
   ASSERT_FALSE(sink.chunks.empty());
   EXPECT_TRUE(sink.audio.empty());
@@ -123,7 +123,7 @@ TEST(EngineAudio, AModelWithoutAnAudioVaeRefusesAudioNamingTheFolderAndServesVid
   const std::string folder = d / "audio_vae";
   test::expect_error([&] { e->plan(with_audio(22)); }, ErrorKind::kNotFound, {folder, "no audio VAE"});
   CollectSink sink;
-  CancelToken cancel;
+  StreamControl cancel;
   test::expect_error([&] { e->generate(with_audio(22), sink, {}, cancel); }, ErrorKind::kNotFound, {folder});
   EXPECT_TRUE(sink.chunks.empty());
   GenerationRequest video = with_audio(22);

@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "audio/audio_decoder.h"
-#include "common/error.h"
 #include "dit/config.h"
 #include "dit/frames.h"
 #include "dit/random_model.h"
-#include "engine/memory_guard.h"
+#include "engine/planning/memory_guard.h"
 #include "engine_test_util.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 
 namespace h3 {
@@ -79,10 +79,10 @@ class RecordingSink : public ChunkSink {
   Outcome& o_;
 };
 
-void run(Engine& e, const GenerationRequest& r, Outcome* o, CancelToken* cancel = nullptr,
+void run(Engine& e, const GenerationRequest& r, Outcome* o, StreamControl* cancel = nullptr,
          int64_t cancel_at_step = -1) {
-  CancelToken own;
-  CancelToken& token = cancel ? *cancel : own;
+  StreamControl own;
+  StreamControl& token = cancel ? *cancel : own;
   o->plan = e.plan(r);
   RecordingSink sink(*o);
   auto progress = [&](const Progress& p) {
@@ -149,7 +149,7 @@ TEST(EngineCausal, ChunksLeaveAsTheyAreSynthesisedAndEqualTheWholeDecode) {
   // The streamed frames are the decode of the final latents.
   ASSERT_EQ(o.video_latents.sizes(), (at::IntArrayRef{1, 24, 22, p.canvas_height / 16, p.canvas_width / 16}));
   test::CollectSink whole;
-  CancelToken token;
+  StreamControl token;
   e->decode(o.video_latents, p, whole, {}, token);
   expect_same_frames(all_frames(o.frames), whole.all(), "streamed causal frames vs the whole decode");
 
@@ -281,7 +281,7 @@ TEST(EngineCausal, ALoraWithNanFailsEveryRankAndTheEngineServesTheNextRequest) {
 TEST(EngineCausal, ACancelInsideAChunkNamesItAndLeavesOnlyWholeChunks) {
   auto e = open_tiny(1);
   Outcome o;
-  CancelToken token;
+  StreamControl token;
   try {
     run(*e, causal(73, true), &o, &token, /*cancel_at_step=*/10);  // chunk 3's second step
     ADD_FAILURE() << "not cancelled";
@@ -304,14 +304,14 @@ struct Stream {
 };
 
 Stream run_endless(Engine& e, GenerationRequest r, int64_t n,
-                   const std::function<void(const Progress&, CancelToken&)>& on_progress = {},
+                   const std::function<void(const Progress&, StreamControl&)>& on_progress = {},
                    const GenerateExtras& extras = {}) {
   r.num_frames = kEndless;
   Stream s;
-  CancelToken token;
+  StreamControl token;
   class Sink : public ChunkSink {
    public:
-    Sink(Stream& s, CancelToken& t, int64_t n) : s_(s), t_(t), n_(n) {}
+    Sink(Stream& s, StreamControl& t, int64_t n) : s_(s), t_(t), n_(n) {}
     void on_chunk(const Chunk& c) override {
       if (!c.frames.defined()) {
         s_.audio.push_back(c);
@@ -325,7 +325,7 @@ Stream run_endless(Engine& e, GenerationRequest r, int64_t n,
 
    private:
     Stream& s_;
-    CancelToken& t_;
+    StreamControl& t_;
     int64_t n_;
   } sink(s, token, n);
   auto progress = [&](const Progress& p) {
@@ -366,7 +366,7 @@ TEST(EngineLive, APromptChangedWhilePlayingLandsAtTheNextChunkAndEqualsTheSameTi
   GenerationRequest r = causal(0, false);
   const int64_t steps = 4;
   // Live: the new prompt given during chunk 1's last step applies from chunk 2.
-  const Stream live = run_endless(*e, r, 5, [&](const Progress& p, CancelToken& t) {
+  const Stream live = run_endless(*e, r, 5, [&](const Progress& p, StreamControl& t) {
     if (p.phase == Phase::kDenoising && p.step == 2 * steps) t.change_prompt("a blue cube spinning");
   });
   ASSERT_EQ(live.prompts.size(), 1u);
@@ -396,7 +396,7 @@ TEST(EngineLive, APromptChangeWithTheTextEncoderFreedReadsItAgain) {
   GenerationRequest r = causal(0, false);
   r.prompt_timeline = {{1.0, "a green field"}};
   int64_t loads = 0;
-  const Stream s = run_endless(*freed, r, 4, [&](const Progress& p, CancelToken&) {
+  const Stream s = run_endless(*freed, r, 4, [&](const Progress& p, StreamControl&) {
     if (p.phase == Phase::kLoading) ++loads;
   });
   ASSERT_EQ(s.prompts.size(), 1u);
@@ -475,13 +475,13 @@ struct Switched {
 };
 
 Switched run_switched(Engine& e, const std::vector<TimedPrompt>& timeline,
-                      const std::function<void(const Progress&, CancelToken&)>& on_progress = {},
-                      const std::function<void(CancelToken&)>& before = {}) {
+                      const std::function<void(const Progress&, StreamControl&)>& on_progress = {},
+                      const std::function<void(StreamControl&)>& before = {}) {
   GenerationRequest r = causal(73, false);
   r.prompt_timeline = timeline;
   Switched out;
   at::Tensor audio;
-  CancelToken token;
+  StreamControl token;
   if (before) before(token);
   test::CollectSink sink;
   auto progress = [&](const Progress& p) {
@@ -510,7 +510,7 @@ TEST(EngineLive, ATimelineOfSeveralEntriesTakesEachPromptAtItsChunk) {
   for (int64_t c = 0; c < 3; ++c) EXPECT_TRUE(at::equal(both.chunk(c), one.chunk(c))) << "chunk " << c;
   for (int64_t c = 3; c < 5; ++c) EXPECT_FALSE(at::equal(both.chunk(c), one.chunk(c))) << "chunk " << c;
   // The same two changes given live, up front, make the same clip.
-  const Switched live = run_switched(*e, {}, {}, [](CancelToken& t) {
+  const Switched live = run_switched(*e, {}, {}, [](StreamControl& t) {
     t.change_prompt(kP1, 0.5);
     t.change_prompt(kP2, 1.9);
   });
@@ -533,7 +533,7 @@ TEST(EngineLive, ALiveChangeWinsOverATimelineEntryDueAtTheSameBoundaryAndTheTime
   auto e = open_tiny(1);
   const int64_t steps = 4;
   // kP2 given live during chunk 0's last step: due at chunk 1, as the timeline's kP1 at 0.6 s.
-  const auto live_p2 = [&](const Progress& p, CancelToken& t) {
+  const auto live_p2 = [&](const Progress& p, StreamControl& t) {
     if (p.phase == Phase::kDenoising && p.step == steps) t.change_prompt(kP2);
   };
   const Switched both = run_switched(*e, {{0.6, kP1}}, live_p2);

@@ -12,7 +12,7 @@
 
 #include "../text/golden_encoder.h"
 #include "../wav_reader.h"
-#include "engine/compute_dtype.h"
+#include "engine/model/compute_dtype.h"
 #include "engine_test_util.h"
 #include "golden_model.h"
 #include "io/safetensors.h"
@@ -75,7 +75,7 @@ TEST(Cli, GenerateWithAudioWritesTheSoundtrackAsAWav) {
   r.seed = 4;
   r.audio = true;
   test::CollectSink sink;
-  CancelToken cancel;
+  StreamControl cancel;
   test::open_tiny(1)->generate(r, sink, {}, cancel);
   std::vector<at::Tensor> stretches;
   for (const auto& c : sink.audio) stretches.push_back(c.audio);
@@ -200,7 +200,7 @@ TEST(Cli, GenerateTakesAPromptTimelineFileAndRefusesABadOrEmptyOne) {
   auto latents = [&](const GenerationRequest& req) {
     at::Tensor video, audio;
     test::CollectSink sink;
-    CancelToken cancel;
+    StreamControl cancel;
     engine->generate(req, sink, {}, cancel, test::keep_latents(&video, &audio));
     return video;
   };

@@ -43,7 +43,7 @@ struct Clip {
 Clip generate(Engine& e) {
   CollectSink sink;
   Clip out;
-  CancelToken cancel;
+  StreamControl cancel;
   e.generate(request(), sink, {}, cancel, test::keep_latents(&out.video, &out.audio));
   EXPECT_TRUE(sink.seen_final);
   out.frames = sink.all();

@@ -107,7 +107,7 @@ class DefaultModel : public ::testing::Test {
     const ClipPlan plan = e.plan(r);
     if (plan_out) *plan_out = plan;
     test::CollectSink sink;
-    CancelToken cancel;
+    StreamControl cancel;
     e.generate(r, sink, {}, cancel);
     return examine(sink, p, static_cast<double>(plan.audio_rate));
   }

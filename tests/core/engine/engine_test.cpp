@@ -38,7 +38,7 @@ struct Outcome {
 Outcome generate_one(Engine& e, const GenerationRequest& r) {
   CollectSink sink;
   Outcome out;
-  CancelToken cancel;
+  StreamControl cancel;
   const GenerateExtras x = test::keep_latents(&out.video, &out.audio);
   const auto caller = std::this_thread::get_id();
   e.generate(
@@ -138,7 +138,7 @@ TEST_F(EngineTiny, TwoRanksMatchOneRank) {
   // The decode is bit-identical at any rank count for identical latents.
   const ClipPlan p = one_->plan(r);
   CollectSink s1, s2;
-  CancelToken c;
+  StreamControl c;
   one_->decode(a.video, p, s1, {}, c);
   two_->decode(a.video, p, s2, {}, c);
   EXPECT_TRUE(at::equal(s1.all(), s2.all()));
@@ -167,7 +167,7 @@ TEST_F(EngineTiny, TwoRanksSplitTheTilesOfAWideCanvasAndMatchOneRank) {
   ASSERT_EQ(b.frames.sizes(), a.frames.sizes());
   // The decode of identical latents: bit-identical with the tiles split over two ranks.
   CollectSink s1, s2;
-  CancelToken c;
+  StreamControl c;
   one_->decode(a.video, p, s1, {}, c);
   two_->decode(a.video, p, s2, {}, c);
   EXPECT_TRUE(at::equal(s2.all(), s1.all()));
@@ -195,7 +195,7 @@ TEST_F(EngineTiny, ServesRequestsOfDifferentShapes) {
 TEST_F(EngineTiny, CancelMidDenoiseStopsEveryRankAndTheEngineServesOn) {
   GenerationRequest r = small("cancel", 4);
   r.steps = 40;
-  CancelToken cancel;
+  StreamControl cancel;
   CollectSink sink;
   int steps_seen = 0;
   try {
@@ -223,9 +223,9 @@ TEST_F(EngineTiny, CancelMidDenoiseStopsEveryRankAndTheEngineServesOn) {
 TEST_F(EngineTiny, CancelMidDecodeStopsAtTheNextChunkBoundary) {
   GenerationRequest r = small("cancel decode", 5);
   r.num_frames = 100;  // 6 chunks
-  CancelToken cancel;
+  StreamControl cancel;
   struct CancellingSink : CollectSink {
-    CancelToken* token = nullptr;
+    StreamControl* token = nullptr;
     void on_chunk(const Chunk& c) override {
       CollectSink::on_chunk(c);
       token->cancel();
@@ -252,7 +252,7 @@ TEST_F(EngineTiny, ASinkErrorStopsAllRanksAndComesBackAsIs) {
       throw std::runtime_error("disk full");
     }
   } sink;
-  CancelToken c;
+  StreamControl c;
   GenerationRequest r = small("sink error", 6);
   r.num_frames = 100;
   try {
@@ -273,7 +273,7 @@ TEST_F(EngineTiny, RequestsOutOfRangeNameTheField) {
     edit(r);
     test::expect_error([&] { one_->plan(r); }, ErrorKind::kInvalidArgument, {field});
     CollectSink s;
-    CancelToken c;
+    StreamControl c;
     test::expect_error([&] { one_->generate(r, s, {}, c); }, ErrorKind::kInvalidArgument, {field});
   };
   bad([](GenerationRequest& r) { r.width = 8; }, "width = 8");
@@ -292,7 +292,7 @@ TEST_F(EngineTiny, EmbeddingsOfTheWrongWidthAreRefusedOnEveryRank) {
   GenerationRequest r = small("", 1);
   r.embeds_path = dir / "e.safetensors";
   CollectSink s;
-  CancelToken c;
+  StreamControl c;
   test::expect_error([&] { two_->generate(r, s, {}, c); }, ErrorKind::kMismatch,
                      {"e.safetensors", "[4, 5]", "text_dim"});
   // Embeddings of the right width condition the tiny model too.
@@ -365,7 +365,7 @@ TEST_F(EngineTiny, AFreedTextEncoderThatCannotBeReadAgainFailsEveryRankAndServes
   ASSERT_TRUE(std::filesystem::exists(weights));
   std::filesystem::rename(weights, dir / "moved.safetensors");
   CollectSink s;
-  CancelToken c;
+  StreamControl c;
   test::expect_error([&] { freeing->generate(small("a red kite over the dunes", 5), s, {}, c); },
                      ErrorKind::kNotFound, {"text_encoder"});
   EXPECT_EQ(s.frames_so_far, 0);
@@ -376,7 +376,7 @@ TEST_F(EngineTiny, AFreedTextEncoderThatCannotBeReadAgainFailsEveryRankAndServes
 
 TEST_F(EngineTiny, BadPromptsFailEveryRankAndTheEngineServesOn) {
   CollectSink s;
-  CancelToken c;
+  StreamControl c;
   GenerationRequest r = small("ok \xFF", 1);
   test::expect_error([&] { two_->generate(r, s, {}, c); }, ErrorKind::kInvalidArgument,
                      {"invalid UTF-8 at byte offset 3"});

@@ -10,10 +10,11 @@
 
 #include "../text/golden_encoder.h"
 #include "../text/text_test_util.h"
-#include "common/error.h"
 #include "engine/engine.h"
-#include "engine/model.h"
-#include "engine/tiny_model.h"
+#include "engine/model/model.h"
+#include "engine/planning/plan.h"
+#include "h3/error.h"
+#include "tools/tiny_model.h"
 
 namespace h3::test {
 
@@ -105,7 +106,7 @@ inline std::string refusal(const ModelInfo& m, const GenerationRequest& r) {
 inline Clip generate_clip(Engine& e, const GenerationRequest& r) {
   CollectSink sink;
   Clip out;
-  CancelToken cancel;
+  StreamControl cancel;
   e.generate(r, sink, {}, cancel, keep_latents(&out.video, &out.audio));
   EXPECT_TRUE(sink.seen_final);
   out.frames = sink.all();

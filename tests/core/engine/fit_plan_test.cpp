@@ -1,7 +1,7 @@
-// The fit planner (engine/fit_plan.h): the legal TP x SP layouts of N ranks, each rank's weights
+// The fit planner (engine/planning/fit_plan.h): the legal TP x SP layouts of N ranks, each rank's weights
 // as the loader binds them (checked against what the engine actually allocates), its activations
 // consistent with the memory guard's, the errors that name what to change, and `h3 plan`.
-#include "engine/fit_plan.h"
+#include "engine/planning/fit_plan.h"
 
 #include <ATen/Parallel.h>
 #include <gmock/gmock.h>
@@ -14,7 +14,6 @@
 #include <mutex>
 
 #include "../cli_run.h"
-#include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/adaln_tables.h"
@@ -22,7 +21,9 @@
 #include "dit/parameters.h"
 #include "dit/sampler.h"
 #include "dit/transformer.h"
-#include "engine/memory_guard.h"
+#include "engine/planning/memory_guard.h"
+#include "engine/planning/plan.h"
+#include "h3/error.h"
 
 namespace h3 {
 namespace {

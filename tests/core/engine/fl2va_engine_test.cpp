@@ -11,12 +11,13 @@
 #include <fstream>
 #include <string>
 
-#include "common/error.h"
 #include "dit/sampler.h"
-#include "engine/fit_plan.h"
-#include "engine/memory_guard.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
+#include "engine/planning/fit_plan.h"
+#include "engine/planning/memory_guard.h"
+#include "engine/planning/plan.h"
 #include "engine_test_util.h"
+#include "h3/error.h"
 #include "text/vision_parameters.h"
 #include "vae/encoder_tensors.h"
 

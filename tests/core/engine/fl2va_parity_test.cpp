@@ -126,7 +126,7 @@ TEST_P(Fl2vaParity, TheRequestsFinalLatentsAreThePipelines) {
     const auto engine = Engine::open(o);
     test::CollectSink sink;
     at::Tensor video, audio;
-    CancelToken cancel;
+    StreamControl cancel;
     engine->generate(r, sink, {}, cancel, test::keep_latents(&video, &audio));
     const double dv = test::max_abs_diff(video, t_.at("latents"));
     const double da = test::max_abs_diff(audio, ref_audio);

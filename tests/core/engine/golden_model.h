@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "engine/request.h"
+#include "h3/request.h"
 
 namespace h3::test {
 

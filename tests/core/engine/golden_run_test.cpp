@@ -52,7 +52,7 @@ TEST(GoldenRun, EngineLatentsAndFramesMatchTheReference) {
       audio = a.clone();
     };
     test::CollectSink sink;
-    CancelToken c;
+    StreamControl c;
     e->generate(req, sink, {}, c, x);
     const double dv = (video - expected->view("video")).abs().max().item<double>();
     const double da = (audio - expected->view("audio")).abs().max().item<double>();

@@ -1,8 +1,8 @@
-// The hand-over of requests to rank 0's thread (engine/job_slot.h). The ordering that once
+// The hand-over of requests to rank 0's thread (engine/process/job_slot.h). The ordering that once
 // crashed rank 0 is forced here on every run: a world formed again starts taking after its last
 // job's caller has left, and must wait for the next offer instead of running that job again
 // (with its caller's token gone).
-#include "engine/job_slot.h"
+#include "engine/process/job_slot.h"
 
 #include <gtest/gtest.h>
 
@@ -10,12 +10,12 @@
 #include <future>
 #include <thread>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::engine_detail {
 namespace {
 
-DispatchedJob job_with(const std::string& prompt, const CancelToken* token) {
+DispatchedJob job_with(const std::string& prompt, const StreamControl* token) {
   DispatchedJob d;
   d.job.kind = Job::Kind::kGenerate;
   d.job.request.prompt = prompt;
@@ -32,7 +32,7 @@ std::optional<DispatchedJob> wait_and_take(JobSlot& slot) {
 TEST(JobSlot, RankZeroTakesTheOfferedJobWithItsCallersToken) {
   JobSlot slot;
   slot.open_for_jobs();
-  CancelToken token;
+  StreamControl token;
   auto taker = std::async(std::launch::async, [&] { return wait_and_take(slot); });
   slot.wait_until_taking();
   const uint64_t offer = slot.offer(job_with("a kite", &token));
@@ -50,7 +50,7 @@ TEST(JobSlot, AWorldFormedAgainWaitsForTheNextOfferInsteadOfRunningTheLastJobAga
   // The first world: its rank 0 takes request A; A's caller returns and its token is gone.
   slot.open_for_jobs();
   {
-    CancelToken token_a;
+    StreamControl token_a;
     const uint64_t offer = slot.offer(job_with("A", &token_a));
     ASSERT_NE(offer, 0u);
     const std::optional<DispatchedJob> a = slot.take();
@@ -65,7 +65,7 @@ TEST(JobSlot, AWorldFormedAgainWaitsForTheNextOfferInsteadOfRunningTheLastJobAga
   auto taker = std::async(std::launch::async, [&] { return wait_and_take(slot); });
   // Returns only once the new rank 0 waits with nothing to take: it did not pick A up again.
   slot.wait_until_taking();
-  CancelToken token_b;
+  StreamControl token_b;
   ASSERT_NE(slot.offer(job_with("B", &token_b)), 0u);
   const std::optional<DispatchedJob> b = taker.get();
   ASSERT_TRUE(b.has_value());
@@ -76,7 +76,7 @@ TEST(JobSlot, AWorldFormedAgainWaitsForTheNextOfferInsteadOfRunningTheLastJobAga
 TEST(JobSlot, AWithdrawnOfferIsNeverTaken) {
   JobSlot slot;
   slot.open_for_jobs();
-  CancelToken t1, t2;
+  StreamControl t1, t2;
   const uint64_t withdrawn = slot.offer(job_with("withdrawn", &t1));
   ASSERT_NE(withdrawn, 0u);
   EXPECT_TRUE(slot.withdraw(withdrawn));
@@ -89,7 +89,7 @@ TEST(JobSlot, AWithdrawnOfferIsNeverTaken) {
 
 TEST(JobSlot, OffersAreRefusedWhileNoRankZeroServesAndAnUntakenOneComesBack) {
   JobSlot slot;
-  CancelToken token;
+  StreamControl token;
   EXPECT_EQ(slot.offer(job_with("before the world formed", &token)), 0u);
   slot.open_for_jobs();
   ASSERT_NE(slot.offer(job_with("never taken", &token)), 0u);
@@ -106,7 +106,7 @@ TEST(JobSlot, OffersAreRefusedWhileNoRankZeroServesAndAnUntakenOneComesBack) {
 TEST(JobSlot, OffersOfManyCallersAreTakenInTheOrderTheyCameAndEachWithdrawsItsOwn) {
   JobSlot slot;
   slot.open_for_jobs();
-  CancelToken t1, t2, t3;
+  StreamControl t1, t2, t3;
   const uint64_t a = slot.offer(job_with("first", &t1));
   const uint64_t b = slot.offer(job_with("second", &t2));
   const uint64_t c = slot.offer(job_with("third", &t3));
@@ -147,7 +147,7 @@ TEST(JobSlot, CloseWakesEveryWaitAndWinsOverAnOfferedJob) {
   slot.close();
   EXPECT_FALSE(taker.get().has_value());
   EXPECT_FALSE(rejoiner.get());
-  CancelToken token;
+  StreamControl token;
   EXPECT_EQ(slot.offer(job_with("after close", &token)), 0u);
   EXPECT_FALSE(slot.take().has_value());
 

@@ -1,6 +1,6 @@
 // The job rank 0 broadcasts: every field survives the wire, and a message it did not write is
 // an internal error rather than a crash on some rank.
-#include "engine/job.h"
+#include "engine/process/job.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <tuple>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::engine_detail {
 namespace {

@@ -1,7 +1,7 @@
-// The memory guard (engine/memory_guard.h): a request estimated above the limit is refused from
+// The memory guard (engine/planning/memory_guard.h): a request estimated above the limit is refused from
 // its plan, before anything is allocated, with numbers that hold: the length and the size it
 // names do fit, one frame more does not.
-#include "engine/memory_guard.h"
+#include "engine/planning/memory_guard.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,11 +10,12 @@
 #include <tuple>
 
 #include "common/cpu_attention.h"
-#include "common/error.h"
 #include "dit/layers.h"
 #include "engine/engine.h"
-#include "engine/fit_plan.h"
+#include "engine/planning/fit_plan.h"
+#include "engine/planning/plan.h"
 #include "engine_test_util.h"
+#include "h3/error.h"
 
 namespace h3 {
 namespace {
@@ -420,7 +421,7 @@ TEST(MemoryGuard, TheEngineRefusesAtPlanAndServesTheNextRequest) {
     EXPECT_THAT(e.what(), HasSubstr("4.0 GiB is the max-memory limit"));
   }
   test::CollectSink sink;
-  CancelToken cancel;
+  StreamControl cancel;
   engine->generate(request(64, 48, 5), sink, {}, cancel);
   EXPECT_EQ(sink.frames_so_far, 5);
   EXPECT_TRUE(sink.seen_final);

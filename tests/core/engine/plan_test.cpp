@@ -8,10 +8,10 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "engine/tiny_model.h"
 #include "engine_test_util.h"
 #include "io/safetensors.h"
 #include "text/random_encoder.h"
+#include "tools/tiny_model.h"
 
 namespace h3 {
 namespace {

@@ -18,9 +18,9 @@
 #include <fstream>
 #include <thread>
 
-#include "dist/proc_sockets.h"
-#include "engine/tiny_model.h"
+#include "admission/proc_sockets.h"
 #include "process_world_test_util.h"
+#include "tools/tiny_model.h"
 
 namespace h3 {
 namespace {

@@ -50,7 +50,7 @@ TEST(ProcessWorldStreams,
   // Once all three are in flight (the gate at their first steps), the causal clip's third step
   // kills the worker.
   std::atomic<bool> killed{false};
-  specs[1].on_progress = [&](const Progress& p, CancelToken&) {
+  specs[1].on_progress = [&](const Progress& p, StreamControl&) {
     if (!killed && p.phase == Phase::kDenoising && p.step == 3) {
       kill(worker.pid, SIGKILL);
       killed = true;

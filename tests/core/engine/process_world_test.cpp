@@ -6,8 +6,9 @@
 
 #include "dit/config.h"
 #include "dit/random_model.h"
-#include "engine/memory_guard.h"
-#include "engine/rank_threads.h"
+#include "engine/planning/memory_guard.h"
+#include "engine/planning/plan.h"
+#include "engine/process/rank_threads.h"
 #include "process_world_test_util.h"
 
 namespace h3 {
@@ -150,7 +151,7 @@ TEST(ProcessWorld, AWorkerWhoseHostCannotHoldTheRequestFailsItBeforeAnyWorkAndTh
   Child worker = w.waiting_worker("w1", 1, "", {"--max-memory", std::to_string(limit)});
   auto e = Engine::open(w.rank0());
   test::CollectSink sink;
-  CancelToken cancel;
+  StreamControl cancel;
   int work_reports = 0;
   try {
     e->generate(
@@ -215,7 +216,7 @@ TEST(ProcessWorld, ACausalClipWithALoraIsTheThreadRanksAndAWorkerKilledInAChunkI
   r.lora = lora;
   auto frames_of = [&](Engine& e, const ProgressFn& progress) {
     test::CollectSink sink;
-    CancelToken cancel;
+    StreamControl cancel;
     e.generate(r, sink, progress, cancel);
     return sink.all();
   };

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "../../free_port.h"
-#include "common/error.h"
 #include "engine_test_util.h"
+#include "h3/error.h"
 
 namespace h3::process_world_test {
 namespace fs = std::filesystem;
@@ -197,7 +197,7 @@ struct World {
 
 inline at::Tensor generate_frames(Engine& e, const ProgressFn& progress = {}) {
   test::CollectSink sink;
-  CancelToken cancel;
+  StreamControl cancel;
   e.generate(small_request(), sink, progress, cancel);
   return sink.all();
 }

@@ -1,8 +1,8 @@
-// The prompt timeline's file (engine/prompt_timeline.h) and the live changes a CancelToken queues
-// (engine/progress.h): what is read from a good file, which line a bad one names and why, and
+// The prompt timeline's file (h3/prompt_timeline.h) and the live changes a StreamControl queues
+// (h3/progress.h): what is read from a good file, which line a bad one names and why, and
 // which prompt the engine takes at a chunk boundary. The causal stage's use of both is in
 // causal_engine_test.cpp ("EngineLive").
-#include "engine/prompt_timeline.h"
+#include "h3/prompt_timeline.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
-#include "engine/progress.h"
+#include "h3/error.h"
+#include "h3/progress.h"
 
 namespace h3 {
 namespace {
@@ -120,10 +120,10 @@ TEST(PromptTimeline, TheFileIsReadOrItsAbsenceNamed) {
   std::filesystem::remove_all(dir);
 }
 
-// ---- CancelToken's live prompt changes ----
+// ---- StreamControl's live prompt changes ----
 
 TEST(CancelTokenPrompts, TakePromptGivesTheLatestDueChangeAndKeepsTheLaterOnes) {
-  CancelToken t;
+  StreamControl t;
   EXPECT_EQ(t.take_prompt(100), std::nullopt);
   t.change_prompt("at two", 2.0);
   t.change_prompt("next chunk");  // 0: due at once
@@ -140,7 +140,7 @@ TEST(CancelTokenPrompts, TakePromptGivesTheLatestDueChangeAndKeepsTheLaterOnes) 
 }
 
 TEST(CancelTokenPrompts, OfChangesDueAtOneTimeTheLastGivenWinsAndEmptyOnesAreIgnored) {
-  CancelToken t;
+  StreamControl t;
   t.change_prompt("first", 3.0);
   t.change_prompt("second", 3.0);
   t.change_prompt("", 3.0);  // ignored: not a prompt
@@ -150,7 +150,7 @@ TEST(CancelTokenPrompts, OfChangesDueAtOneTimeTheLastGivenWinsAndEmptyOnesAreIgn
 }
 
 TEST(CancelTokenPrompts, ResetDropsQueuedChangesWithTheCancelAndTheFinish) {
-  CancelToken t;
+  StreamControl t;
   t.change_prompt("pending", 1.0);
   t.cancel();
   t.finish();

@@ -1,7 +1,7 @@
-// The intra-op threads of each rank (engine/rank_threads.h): the cgroup CPU limit read as cgroup v2
+// The intra-op threads of each rank (engine/process/rank_threads.h): the cgroup CPU limit read as cgroup v2
 // and v1 give it (on a folder laid out like /proc and /sys), the usable cores and each rank's share
 // of them, and how many ranks of a world run on a rank's cores (threads pinned to disjoint CPUs).
-#include "engine/rank_threads.h"
+#include "engine/process/rank_threads.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>

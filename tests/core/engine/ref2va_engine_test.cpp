@@ -11,12 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
-#include "engine/memory_guard.h"
-#include "engine/model.h"
-#include "engine/reference_frames.h"
-#include "engine/world_settings.h"
+#include "engine/model/model.h"
+#include "engine/planning/memory_guard.h"
+#include "engine/planning/plan.h"
+#include "engine/process/world_settings.h"
+#include "engine/stages/reference_frames.h"
 #include "engine_test_util.h"
+#include "h3/error.h"
 #include "text/vision_prompt.h"
 
 namespace h3 {

@@ -16,9 +16,9 @@
 #include "audio/encoder_modules.h"
 #include "audio/resample.h"
 #include "common/device.h"
-#include "common/error.h"
-#include "engine/reference_frames.h"
+#include "engine/stages/reference_frames.h"
 #include "engine_test_util.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 
 namespace h3 {

@@ -1,12 +1,12 @@
-// The closed sets of a request (engine/request_enums.h): each name reads back as its value, and
+// The closed sets of a request (h3/request_enums.h): each name reads back as its value, and
 // any other name is refused with the message users have always seen.
-#include "engine/request_enums.h"
+#include "h3/request_enums.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3 {
 namespace {

@@ -1,6 +1,6 @@
 // The order in which the engine's ranks give their turns to the requests in flight
-// (engine/scheduler.h): the exact turns for given states, deadlines and histories.
-#include "engine/scheduler.h"
+// (engine/scheduler/scheduler.h): the exact turns for given states, deadlines and histories.
+#include "engine/scheduler/scheduler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// The memory the requests in flight hold beside the shared weights (engine/stream_budget.h):
+// The memory the requests in flight hold beside the shared weights (engine/scheduler/stream_budget.h):
 // admitted up to what fits, refused beyond it with the numbers, the others untouched.
-#include "engine/stream_budget.h"
+#include "engine/scheduler/stream_budget.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3 {
 namespace {

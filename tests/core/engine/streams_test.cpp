@@ -11,7 +11,7 @@
 
 #include "dit/config.h"
 #include "dit/random_model.h"
-#include "engine/memory_guard.h"
+#include "engine/planning/memory_guard.h"
 #include "engine_test_util.h"
 #include "streams_test_util.h"
 
@@ -80,7 +80,7 @@ TEST(EngineStreams, AStreamWhoseSinkThrowsFailsAloneAndTheOthersGoOn) {
 TEST(EngineStreams, ACancelledStreamEndsAtItsStepAndTheOthersGoOn) {
   Alone& a = alone(2);
   std::vector<StreamSpec> specs = three_streams();
-  specs[0].on_progress = [](const Progress& p, CancelToken& t) {
+  specs[0].on_progress = [](const Progress& p, StreamControl& t) {
     if (p.phase == Phase::kDenoising && p.step == 2) t.cancel();
   };
   const std::vector<StreamResult> together = run_together(*a.engine, specs);
@@ -112,7 +112,7 @@ TEST(EngineStreams, ARequestWithAnotherLoraIsRefusedWhileOthersRunAndTheyGoOn) {
   std::shared_future<void> refused_f = refused.get_future().share();
   bool first = true;
   const auto change = specs[2].on_progress;
-  specs[2].on_progress = [&](const Progress& p, CancelToken& t) {
+  specs[2].on_progress = [&](const Progress& p, StreamControl& t) {
     if (first && p.phase == Phase::kDenoising) {
       first = false;
       started.set_value();
@@ -199,7 +199,7 @@ std::vector<StreamResult> ask_at_once(Engine& e, int n, Asks& asks) {
     threads.emplace_back([&, i] {
       StreamSpec s = small_endless(100 + i, 3);
       bool first = true;
-      s.on_progress = [&](const Progress& p, CancelToken&) {
+      s.on_progress = [&](const Progress& p, StreamControl&) {
         if (first && p.phase == Phase::kDenoising) {
           first = false;
           asks.admitted_one();

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/error.h"
 #include "engine/engine.h"
+#include "h3/error.h"
 
 namespace h3::streams_test {
 
@@ -44,7 +44,7 @@ struct StreamSpec {
   GenerationRequest request;
   int64_t finish_after = 0;  // an endless stream: finished when this many chunks arrived
   // Called with every progress report on the caller's thread (a prompt change, a cancel).
-  std::function<void(const Progress&, CancelToken&)> on_progress;
+  std::function<void(const Progress&, StreamControl&)> on_progress;
   // Called with every chunk of frames (index), on the caller's thread; may throw.
   std::function<void(int64_t)> on_chunk;
 };
@@ -78,10 +78,10 @@ struct StreamResult {
 // Runs `spec` on `e` on the calling thread; `gate` (optional) is reached at the first step.
 inline StreamResult run_stream(Engine& e, const StreamSpec& spec, Gate* gate = nullptr) {
   StreamResult out;
-  CancelToken token;
+  StreamControl token;
   class Sink : public ChunkSink {
    public:
-    Sink(const StreamSpec& spec, StreamResult& out, CancelToken& token)
+    Sink(const StreamSpec& spec, StreamResult& out, StreamControl& token)
         : spec_(spec), out_(out), token_(token) {}
     void on_chunk(const Chunk& c) override {
       if (!c.frames.defined()) {
@@ -97,7 +97,7 @@ inline StreamResult run_stream(Engine& e, const StreamSpec& spec, Gate* gate = n
    private:
     const StreamSpec& spec_;
     StreamResult& out_;
-    CancelToken& token_;
+    StreamControl& token_;
   } sink(spec, out, token);
   bool gated = false;
   auto progress = [&](const Progress& p) {
@@ -179,7 +179,7 @@ inline std::vector<StreamSpec> three_streams() {
   s[2].request.steps = 3;
   s[2].request.audio = true;
   s[2].finish_after = 4;
-  s[2].on_progress = [](const Progress& p, CancelToken& t) {
+  s[2].on_progress = [](const Progress& p, StreamControl& t) {
     if (p.phase == Phase::kDenoising && p.step == 2 * 3) t.change_prompt("a yellow star spinning");
   };
   return s;

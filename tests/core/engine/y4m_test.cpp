@@ -4,7 +4,7 @@
 #include <iterator>
 
 #include "../text/text_test_util.h"
-#include "engine/y4m_writer.h"
+#include "tools/y4m_writer.h"
 
 namespace h3 {
 namespace {

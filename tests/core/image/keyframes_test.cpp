@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "image/resample.h"
 #include "io/safetensors.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "../../temp_dir.h"
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::io::testing {
 

@@ -9,8 +9,8 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "golden_encoder.h"
+#include "h3/error.h"
 #include "text/encoder_parameters.h"
 #include "text_test_util.h"
 

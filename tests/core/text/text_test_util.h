@@ -8,7 +8,7 @@
 #include <string>
 
 #include "../../temp_dir.h"
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace h3::test {
 

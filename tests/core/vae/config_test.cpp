@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "common/error.h"
+#include "h3/error.h"
 
 namespace {
 

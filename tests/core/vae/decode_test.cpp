@@ -10,10 +10,10 @@
 #include <atomic>
 #include <mutex>
 
-#include "common/error.h"
 #include "dist/agree.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "h3/error.h"
 #include "vae/pixels.h"
 #include "vae/random_weights.h"
 #include "vae/video_decoder.h"

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "common/device.h"
-#include "common/error.h"
 #include "common/shape.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 #include "posterior_parity.h"
 #include "vae/encoder_tensors.h"

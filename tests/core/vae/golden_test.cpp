@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include "common/device.h"
-#include "common/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "h3/error.h"
 #include "io/safetensors.h"
 #include "vae/video_decoder.h"
 

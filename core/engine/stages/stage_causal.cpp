@@ -1,0 +1,211 @@
+#include "engine/stages/stage_causal.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/cpu_block_cache.h"
+#include "dit/consistency_sampler.h"
+#include "dit/frames.h"
+#include "engine/stages/stage_conditioning.h"
+#include "engine/stages/stage_decode.h"
+#include "engine/stages/stage_denoise.h"
+#include "h3/error.h"
+
+namespace h3::engine_detail {
+namespace {
+
+// The sampler's chunks as the decode and the soundtrack read them. Keeps only the latents a
+// later clip may still ask for (the decode never goes back before the first index it asked
+// for) and the audio latents the audio decoder may still read.
+class CausalLatents : public vae::LatentSource, public AudioLatents {
+ public:
+  CausalLatents(const StageContext& c, const Job& job, dit::CausalSampler& sampler, int64_t c_in, int64_t h,
+                int64_t w, bool keep_all)
+      : c_(c), job_(job), sampler_(sampler), keep_all_(keep_all) {
+    shape_ = {1, c_in, c.plan.latent_frames, h, w};
+  }
+
+  std::vector<int64_t> shape() const override { return shape_; }
+
+  at::Tensor select(const std::vector<int64_t>& t) override {
+    const int64_t need = *std::max_element(t.begin(), t.end()) + 1;
+    while (video_end_ < need) run_chunk();
+    // Drop what no later clip reads.
+    const int64_t first = *std::min_element(t.begin(), t.end());
+    if (!keep_all_ && first > video_begin_) {
+      video_ = video_.narrow(2, first - video_begin_, video_end_ - first).clone();
+      video_begin_ = first;
+    }
+    std::vector<int64_t> local;
+    for (int64_t i : t) local.push_back(i - video_begin_);
+    return video_.index_select(2, at::tensor(local, at::TensorOptions().dtype(at::kLong)));
+  }
+
+  int64_t total() const override { return c_.plan.audio_latents; }
+  int64_t available() const override { return audio_end_; }
+  at::Tensor rows(int64_t begin, int64_t end) const override {
+    const at::Tensor z = audio_.narrow(3, begin - audio_begin_, end - begin);  // [1, C, 2, n]
+    return dit::audio_rows_of(z);
+  }
+  void release_before(int64_t latent) override {
+    if (keep_all_ || latent <= audio_begin_) return;
+    audio_ = audio_.narrow(3, latent - audio_begin_, audio_end_ - latent).clone();
+    audio_begin_ = latent;
+  }
+
+  // The whole clip (keep_all only).
+  at::Tensor video() const { return video_; }
+  at::Tensor audio_rows() const { return dit::audio_rows_of(audio_).contiguous(); }
+
+ private:
+  // Before each chunk, agreed by every rank: whether the caller ended an endless stream, and a
+  // new prompt from this chunk on (rank 0 decides, every rank encodes it with the text encoder's
+  // shards). Several changes due at one boundary (docs/causal.md "Live"): among the timeline's
+  // entries the latest due wins, among live changes the latest due (then the latest given), and
+  // a live change wins over the timeline's entries: it is what the person watching asked for just
+  // now, the timeline what was written before. The losers are dropped, not deferred.
+  void boundary() {
+    const int64_t next = sampler_.next_index();
+    if (c_.plan.endless && dist::agree_cancel(c_.group, c_.root() && c_.cancel.finish_requested())) {
+      throw StreamEnd{};
+    }
+    std::string prompt;
+    if (c_.root()) {
+      const auto& timeline = job_.request.prompt_timeline;
+      const double starts = dit::chunk_start_seconds(next);
+      while (timeline_next_ < timeline.size() && timeline[timeline_next_].seconds <= starts + 1e-9) {
+        prompt = timeline[timeline_next_++].prompt;
+      }
+      if (auto live = c_.cancel.take_prompt(starts)) prompt = *live;
+    }
+    prompt = c_.group.broadcast_string(prompt, 0);
+    if (prompt.empty()) return;
+    GenerationRequest r = job_.request;
+    r.prompt = prompt;
+    r.embeds_path.clear();
+    const text::Conditioning cond = conditioning_stage(c_, r, job_.free_text_encoder);
+    sampler_.change_text(cond.embeds, cond.tags);
+    if (c_.root()) c_.post_progress(Phase::kPrompt, 0, 0, next, dit::chunk_first_frame(next));
+  }
+
+  void run_chunk() {
+    boundary();
+    const int64_t steps = c_.plan.steps, total = c_.plan.evaluations;  // total -1: endless
+    const int64_t chunks = sampler_.chunks();
+    int64_t index = sampler_.next_index();
+    // "chunk 3 of 5" (1-based), or "chunk 3" of an endless stream.
+    const auto chunk_name = [&](int64_t i) {
+      return "chunk " + std::to_string(i + 1) +
+             (chunks > 0 ? " of " + std::to_string(chunks) : std::string());
+    };
+    auto on_step = [&](const dit::ChunkSpan& s, int64_t k, int64_t, const at::Tensor&, const at::Tensor&) {
+      index = s.index;
+      c_.report_step(s.index * steps + k + 1, total);
+      if (c_.agreed_cancel()) {
+        throw Error(ErrorKind::kCancelled, "cancelled during denoising (" + chunk_name(s.index) +
+                                               ", after step " + std::to_string(k + 1) + " of " +
+                                               std::to_string(steps) + ")");
+      }
+    };
+    dit::CausalChunk chunk;
+    try {
+      // A chunk's forwards ask for the blocks the last chunk's did, and an evicted KV record's
+      // block serves the next one (common/cpu_block_cache.h); the decode in between does not
+      // use the cache.
+      const CpuBlockCacheScope reuse;
+      chunk = sampler_.next(on_step);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kCancelled) throw;  // agreed: every rank throws it at the same step
+      // This rank alone, between collectives: tell the peers now, not at their timeout.
+      const std::string what = "causal " + chunk_name(index) + ": " + e.what();
+      c_.group.report_failure(what);
+      throw Error(e.kind(), what);
+    } catch (const std::exception& e) {
+      const std::string what = "causal " + chunk_name(index) + ": " + e.what();
+      c_.group.report_failure(what);
+      throw Error(ErrorKind::kInternal, what);
+    }
+    video_ = video_.defined() ? at::cat({video_, chunk.video}, 2) : chunk.video;
+    if (job_.request.audio || keep_all_) {
+      const at::Tensor audio = dit::audio_latent_of(chunk.audio);
+      audio_ = audio_.defined() ? at::cat({audio_, audio}, 3) : audio;
+    } else {
+      audio_begin_ = chunk.span.audio_end;  // nobody reads the audio latents: none are kept
+    }
+    video_end_ = chunk.span.video_end;
+    audio_end_ = chunk.span.audio_end;
+    if (c_.root()) report_held(chunk.span.index);
+  }
+
+  // Rank 0: what this chunk left held (engine/stages/causal_held.h), to the caller's observer.
+  void report_held(int64_t index) const {
+    const dit::KvCache& kv = sampler_.cache();
+    Event e{Event::Kind::kCausalHeld};
+    e.held.chunk = index;
+    e.held.kv_records = static_cast<int64_t>(kv.records().size());
+    e.held.kv_rows = kv.rows();
+    e.held.kv_bytes = kv.bytes();
+    e.held.video_latents = video_end_ - video_begin_;
+    e.held.audio_latents = audio_end_ - audio_begin_;
+    e.held.latent_bytes = (video_.defined() ? static_cast<int64_t>(video_.nbytes()) : 0) +
+                          (audio_.defined() ? static_cast<int64_t>(audio_.nbytes()) : 0);
+    c_.mailbox.post(std::move(e));
+  }
+
+  const StageContext& c_;
+  const Job& job_;
+  dit::CausalSampler& sampler_;
+  size_t timeline_next_ = 0;  // rank 0: the timeline's next entry
+  const bool keep_all_;
+  std::vector<int64_t> shape_;
+  at::Tensor video_, audio_;  // latents [video_begin_, video_end_) and [audio_begin_, audio_end_)
+  int64_t video_begin_ = 0, video_end_ = 0, audio_begin_ = 0, audio_end_ = 0;
+};
+
+}  // namespace
+
+void causal_stage(const StageContext& c, const Job& job, const text::Conditioning& cond) {
+  const ClipPlan& p = c.plan;
+  dit::CausalRequest r;
+  r.text = cond.embeds;
+  r.text_tags = cond.tags;
+  r.seed = job.request.seed;
+  r.video_latents = p.latent_frames;
+  r.latent_h = p.canvas_height / dit::kVaeSpatialRatio;
+  r.latent_w = p.canvas_width / dit::kVaeSpatialRatio;
+  r.audio_latents = p.audio_latents;
+  r.settings.steps = p.steps;
+  r.settings.sink = job.request.sink;
+  r.settings.window = job.request.window < 0 ? std::nullopt : std::optional<int64_t>(job.request.window);
+  r.settings.video_shift = p.video_shift;
+  r.settings.audio_shift = p.audio_shift;
+  r.endless = p.endless;
+  dit::check_causal_settings(r.settings);
+  adaln_stage(c, job, dit::causal_timesteps(r.settings));
+  // The sampler's draws and its prefill are collectives: every rank builds it here.
+  dit::CausalSampler sampler(*c.parts.dit, r);
+  CausalLatents latents(c, job, sampler, c.model.dit.in_channels, r.latent_h, r.latent_w,
+                        job.want_latents && !p.endless);
+  decode_stage(c, latents, job.request.audio ? &latents : nullptr);
+  if (job.want_latents && !p.endless) {
+    dist::LocalFailure f;
+    c.group.run_on_owner(
+        0,
+        [&] {
+          if (!c.root()) return;
+          Event e{Event::Kind::kLatents};
+          e.video = latents.video().contiguous();
+          e.audio = latents.audio_rows();
+          f.set(c.mailbox.call(std::move(e)));
+        },
+        "waiting for rank 0 to hand the latents to the observer");
+    dist::agree_or_throw(c.group, f);
+  }
+}
+
+}  // namespace h3::engine_detail
