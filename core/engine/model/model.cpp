@@ -199,8 +199,6 @@ void require_audio_vae(const ModelInfo& m) {
                   "soundtrack; ask for video only, or use a model folder with audio_vae/");
 }
 
-namespace h3 {
-
 namespace {
 
 std::string task_list(const ModelInfo& m) {

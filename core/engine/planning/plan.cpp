@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "audio/audio_encoder.h"
@@ -20,6 +21,7 @@
 #include "vae/video_decoder.h"
 
 namespace h3 {
+namespace fs = std::filesystem;
 
 namespace {
 
