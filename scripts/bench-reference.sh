@@ -37,7 +37,7 @@ cd "$(dirname "$0")/.."
 DATA=$H3_CACHE/reference-bench
 E2E_DATA=$H3_CACHE/reference-bench-e2e
 BUILD=${BUILD:-build}
-H3=$BUILD/core/h3
+H3=$BUILD/tools/h3
 THREADS=${THREADS:-1 2}
 ROUNDS=${ROUNDS:-2}
 WHAT=("$@")

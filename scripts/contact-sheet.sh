@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 out=${1:-docs/contact-sheet.png}
-H3=$BUILD/core/h3
+H3=$BUILD/tools/h3
 [ -x "$H3" ] || { echo "contact-sheet: $H3 is missing: meson compile -C $BUILD h3" >&2; exit 1; }
 PROMPTS=(
   "a red circle moving right on a black background"

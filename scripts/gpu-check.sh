@@ -64,7 +64,7 @@ grep -q "LibTorch has CUDA *: *True\|LibTorch has CUDA *: *YES" build-gpu/meson-
 say "building (ninja -j $(nproc))"
 ninja -C build-gpu -j "$(nproc)" > "$LOG_DIR/build.log" 2>&1 || { tail -40 "$LOG_DIR/build.log"; fail "build"; }
 say "built"
-H3=build-gpu/core/h3
+H3=build-gpu/tools/h3
 export H3_TEST_DATA=$ROOT/tests/data
 
 # 3. The GPU cases of the test suites (they skip, with the reason, on fewer GPUs than they need).

@@ -92,7 +92,7 @@ def start(doc: str, default_out: Path) -> argparse.Namespace:
     `doc`), sets torch to one thread and makes OUT."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--h3", type=Path, default=REPO / "build" / "core" / "h3", help="the h3 binary (make-tiny)")
+    src.add_argument("--h3", type=Path, default=REPO / "build" / "tools" / "h3", help="the h3 binary (make-tiny)")
     src.add_argument("--model", type=Path, help="a folder `h3 make-tiny --conditioning` wrote (copied, not changed)")
     ap.add_argument("out", type=Path, nargs="?", default=default_out)
     a = ap.parse_args()

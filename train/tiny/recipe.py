@@ -2,7 +2,7 @@
 CPU, and writes it in the release's diffusers layout with a manifest (train/tiny/README.md). Run
 through train/tiny/run.sh.
 
-    python recipe.py --h3 BUILD/core/h3 --out DIR [--work DIR] [--seed S] [--force]
+    python recipe.py --h3 BUILD/tools/h3 --out DIR [--work DIR] [--seed S] [--force]
     python recipe.py --check DIR          (the files against DIR/manifest.json)
 
 Stages, each cached in --work under a key of its inputs (a rerun skips what is already made):
@@ -224,7 +224,7 @@ def check(folder: Path) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--h3", help="the built h3 binary (BUILD/core/h3)")
+    ap.add_argument("--h3", help="the built h3 binary (BUILD/tools/h3)")
     ap.add_argument("--out", type=Path, help="the model folder to write")
     ap.add_argument("--work", type=Path, help="stage cache (default: OUT.work)")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)

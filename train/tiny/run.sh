@@ -24,12 +24,12 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown option '$1' (--force, --out DIR, --seed S, --smoke)" >&2; exit 2 ;;
   esac
 done
-if [ ! -x "$BUILD/core/h3" ]; then
+if [ ! -x "$BUILD/tools/h3" ]; then
   [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" >&2
   meson compile -C "$BUILD" h3 >&2
 fi
 out=$(realpath -m "$out")
-h3=$(realpath "$BUILD/core/h3")
+h3=$(realpath "$BUILD/tools/h3")
 start=$(date +%s)
 (cd train/tiny && OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 "$PY" recipe.py --h3 "$h3" --out "$out" "${args[@]}")
 echo "train/tiny: $out written in $(( $(date +%s) - start )) s"

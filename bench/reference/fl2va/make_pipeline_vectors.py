@@ -2,7 +2,7 @@
 pipeline, workflow `fl2va`, run on the tiny conditioning model of `h3 make-tiny --conditioning`.
 
     ~/.cache/gst-h3/reference-venv/bin/python bench/reference/fl2va/make_pipeline_vectors.py \
-        [--h3 build/core/h3 | --model DIR] [OUT]
+        [--h3 build/tools/h3 | --model DIR] [OUT]
 
 OUT defaults to tests/data/fl2va_pipeline. The model is written by `h3 make-tiny --conditioning` into a temporary
 folder (or taken from --model DIR, a folder that command wrote, which is copied and left untouched). The copy gets

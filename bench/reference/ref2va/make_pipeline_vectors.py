@@ -3,7 +3,7 @@ pipeline, workflow `ref2va` with image, video and sound references (and a video 
 conditioning model of `h3 make-tiny --conditioning`.
 
     ~/.cache/gst-h3/reference-venv/bin/python bench/reference/ref2va/make_pipeline_vectors.py \
-        [--h3 build/core/h3 | --model DIR] [OUT]
+        [--h3 build/tools/h3 | --model DIR] [OUT]
 
 (the venv's torch needs LD_LIBRARY_PATH=$TORCH_DIR/torch/lib:/usr/local/cuda/lib64 where TORCH_DIR is
 ~/.cache/gst-h3/torch-2.11.0, as scripts/reference-venv.sh sets it). OUT defaults to tests/data/ref2va_pipeline. The
