@@ -9,17 +9,11 @@
 
 #include "audio/audio_encoder.h"
 #include "audio/config.h"
-#include "audio/resample.h"
-#include "dit/chunk_layout.h"
 #include "dit/frames.h"
 #include "dit/sampler.h"
-#include "engine/stages/reference_frames.h"
 #include "h3/error.h"
-#include "image/keyframes.h"
 #include "io/weights.h"
 #include "text/prompt_encoder.h"
-#include "vae/chunk_plan.h"
-#include "vae/video_decoder.h"
 
 namespace h3 {
 namespace fs = std::filesystem;
