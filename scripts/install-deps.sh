@@ -17,6 +17,7 @@ PKGS=(
   gstreamer1.0-plugins-base-apps ffmpeg
   ccache
   chromium chromium-driver python3-selenium
+  libsoup-3.0-dev libgstreamer-plugins-bad1.0-dev gstreamer1.0-nice
 )
 # libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes (the wheel has none).
 # python3-pip only downloads the wheels (nothing is installed into any Python).
@@ -24,6 +25,9 @@ PKGS=(
 # libicu-dev (NFC) and libpcre2-dev (\p{L}/\p{N} in the pre-tokenizer): the H3 tokenizer.
 # chromium, chromium-driver, python3-selenium: the live page's test drives a headless browser
 # (tests/web/live_page_test.py; pipelines/live-web.sh).
+# libsoup-3.0-dev, libgstreamer-plugins-bad1.0-dev (webrtcbin's library, the SDP and RTP helpers
+# come with base), gstreamer1.0-nice (webrtcbin's ICE): the interactive live server
+# (pipelines/live-webrtc.sh); the build skips it where they are missing.
 # ccache: meson compiles through it when it is there, so a second build folder or a fresh clone
 # (CI) reuses what an earlier build compiled (docs/building.md, "Build times").
 
