@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The live WebRTC server's refusals and limits over plain HTTP (pipelines/live-webrtc.sh):
 every refusal an HTTP status with its reason, and the stream goes on (a prompt still applies
-after them all); viewers come and go without the server's memory growing; listening beyond the
-loopback, steering needs the token.
+after them all); viewers come and go without the server keeping their descriptors, threads or
+memory; listening beyond the loopback, steering needs the token.
 
     live_webrtc_http_test.py BUILD_DIR SOURCE_DIR
 """
@@ -91,8 +91,10 @@ def refusals_and_limits(build, src):
             if status == 201:
                 expect("DELETE " + headers["Location"], s.request("DELETE", headers["Location"])[0], 200)
 
-        # 30 join/leave cycles: after the 10th and the 30th the server holds the same descriptors
-        # and threads (each viewer's sockets and webrtcbin threads gone), and its memory is flat.
+        # 30 join/leave cycles: after the 30th the server holds the descriptors it held after the 10th
+        # (each viewer's sockets gone with it: at least 6 a viewer), about its threads (GLib's pools
+        # keep a few idle ones, a leaked webrtcbin keeps several), and about its memory (the engine's
+        # own allocations move it by tens of MiB; a leaked viewer is about 1 MiB).
         held = {}
         for cycle in range(1, 31):
             status, _, headers = s.request("POST", "/whep", offer(), SDP)
@@ -103,8 +105,10 @@ def refusals_and_limits(build, src):
                 held[cycle] = (s.rss_kib(), s.descriptors(), s.threads())
         print(f"live webrtc: after 10 and 30 join/leave cycles: memory {held[10][0]} and {held[30][0]} KiB, "
               f"descriptors {held[10][1]} and {held[30][1]}, threads {held[10][2]} and {held[30][2]}")
-        expect("descriptors and threads after 30 cycles as after 10", held[30][1:], held[10][1:])
-        if held[30][0] - held[10][0] > 16 * 1024:
+        expect("descriptors after 30 cycles as after 10", held[30][1], held[10][1])
+        if held[30][2] > held[10][2] + 4:
+            failures.append(f"the server's threads went from {held[10][2]} to {held[30][2]} from cycle 10 to 30")
+        if held[30][0] - held[10][0] > 64 * 1024:
             failures.append(f"the server's memory grew by {held[30][0] - held[10][0]} KiB from cycle 10 to cycle 30")
         expect("viewers after the cycles", json.loads(s.request("GET", "/stats")[1])["viewers"], 0)
 
