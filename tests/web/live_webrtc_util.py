@@ -19,8 +19,12 @@ def free_port():
 class Server:
     """pipelines/live-webrtc.sh BUILD PORT PROPS [OPTIONS] in a session of its own."""
 
-    def __init__(self, build, src, options=(), props="width=256 height=160 seed=4 queue-chunks=1 "
-                 "prompt='a red circle moving right on a black background'"):
+    def __init__(self, build, src, options=(), props=None):
+        # The embedded default model (data/default), named: the test environment's H3_MODEL_DIR is
+        # the random tiny model, which draws no red circle and no blue square.
+        if props is None:
+            props = (f"model={os.path.join(src, 'data', 'default')} width=256 height=160 seed=4 queue-chunks=1 "
+                     "prompt='a red circle moving right on a black background'")
         self.port = free_port()
         self.log_path = os.path.join(build, "meson-logs", f"live-webrtc-{self.port}.log")
         self.log = open(self.log_path, "w+")
