@@ -52,6 +52,36 @@ def wait_for(driver, script, what, seconds=120):
     return None
 
 
+def watch_only(build, src):
+    """Listening beyond the loopback: the page without the token plays but cannot steer; with it, it can."""
+    server = Server(build, src, ["--listen", "0.0.0.0"])
+    driver = None
+    try:
+        token = server.url.split("?token=")[1]
+        page = f"http://127.0.0.1:{server.port}/"
+        driver = browser()
+        driver.get(page)
+        wait_for(driver, "const s = window.h3Live.state(); return s.connected && s.painted >= 24",
+                 "the viewer without the token playing")
+        disabled = driver.execute_script("return [document.getElementById('prompt').disabled, "
+                                         "document.getElementById('send').disabled, "
+                                         "document.getElementById('answer').textContent]")
+        if disabled != [True, True, "watching only: steering needs the token in the page’s address"]:
+            failures.append(f"the page without the token: prompt box, button and note {disabled}")
+        driver.get(page + "?token=" + token)
+        wait_for(driver, "return window.h3Live.state().connected", "the viewer with the token connecting")
+        if driver.execute_script("return document.getElementById('prompt').disabled"):
+            failures.append("the page with the token cannot steer")
+        sent = driver.execute_async_script("window.h3Live.sendPrompt('a green circle growing on a gray background')"
+                                           ".then((e) => arguments[0](e.status))")
+        if sent != 202:
+            failures.append(f"the page with the token sent a prompt and got {sent}, not 202")
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.stop()
+
+
 def main():
     build, src = sys.argv[1], sys.argv[2]
     missing = [p for p in ("/usr/bin/chromium", "/usr/bin/chromedriver") if not os.path.exists(p)]
@@ -150,6 +180,7 @@ def main():
             if d is not None:
                 d.quit()
         server.stop()
+    watch_only(build, src)
     for f in failures:
         print("live webrtc page: FAIL: " + f, file=sys.stderr)
     if failures:
