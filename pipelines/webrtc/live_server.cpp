@@ -77,6 +77,12 @@ std::string LiveServer::page_url() const {
 }
 
 bool LiveServer::start(std::string* error) {
+  // The address first: a typo is said before the model loads.
+  GInetAddress* address = g_inet_address_new_from_string(options_.listen.c_str());
+  if (address == nullptr) {
+    *error = "--listen " + options_.listen + " is not an IP address (e.g. 127.0.0.1, 0.0.0.0, ::1)";
+    return false;
+  }
   BroadcastEvents events;
   events.chunk_out = [this](int64_t chunk, uint64_t running_time, int64_t wall_us) {
     for (auto& [id, v] : viewers_) {
@@ -107,17 +113,15 @@ bool LiveServer::start(std::string* error) {
     if (on_failure_) on_failure_();  // nothing left to serve
   };
   events.viewer_failed = [this](const std::string& id, const std::string& text) { remove_viewer(id, text); };
-  broadcast_ = std::make_unique<Broadcast>(options_.h3src_properties, options_.hls_dir, events);
-  if (!broadcast_->start(error)) return false;
 
+  broadcast_ = std::make_unique<Broadcast>(options_.h3src_properties, options_.hls_dir, events);
+  if (!broadcast_->start(error)) {
+    g_object_unref(address);
+    return false;
+  }
   soup_ = soup_server_new("server-header", "gst-h3-live", nullptr);
   g_signal_connect(soup_, "request-started", G_CALLBACK(on_request_started), this);
   soup_server_add_handler(soup_, nullptr, on_request, this, nullptr);
-  GInetAddress* address = g_inet_address_new_from_string(options_.listen.c_str());
-  if (address == nullptr) {
-    *error = "--listen " + options_.listen + " is not an IP address (e.g. 127.0.0.1, 0.0.0.0, ::1)";
-    return false;
-  }
   GSocketAddress* socket_address = g_inet_socket_address_new(address, static_cast<guint16>(options_.port));
   GError* err = nullptr;
   GSocket* socket =
