@@ -1,12 +1,12 @@
 // Bad settings that only the engine can judge: each is an error on the bus
 // with a message that says what to fix, never a crash or a hang.
-#include <glib/gstdio.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
 
+#include "../temp_dir.h"
 #include "clip_params.h"
 #include "gst_test_util.h"
 
@@ -25,13 +25,6 @@ h3test::RunResult run(const std::string& props) {
   return r;
 }
 
-std::string temp_path(const char* name) {
-  gchar* dir = g_dir_make_tmp("h3gst-XXXXXX", nullptr);
-  std::string p = std::string(dir) + "/" + name;
-  g_free(dir);
-  return p;
-}
-
 TEST(H3VideoSrcErrors, AMissingModelFolderIsResourceNotFoundNamingIt) {
   const h3test::RunResult r = run("model=/nonexistent/h3-model");
   ASSERT_TRUE(r.error);
@@ -41,17 +34,16 @@ TEST(H3VideoSrcErrors, AMissingModelFolderIsResourceNotFoundNamingIt) {
 }
 
 TEST(H3VideoSrcErrors, AFolderWithoutAModelIsAnError) {
-  gchar* dir = g_dir_make_tmp("h3gst-empty-XXXXXX", nullptr);
-  const h3test::RunResult r = run(std::string("model=") + dir);
+  const h3::test::TempDir dir("gst-empty");
+  const h3test::RunResult r = run("model=" + dir.str());
   EXPECT_TRUE(r.error);
   EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
-  EXPECT_NE(r.message.find(dir), std::string::npos) << r.message;
-  g_rmdir(dir);
-  g_free(dir);
+  EXPECT_NE(r.message.find(dir.str()), std::string::npos) << r.message;
 }
 
 TEST(H3VideoSrcErrors, UnreadableEmbeddingsAreAnErrorNamingTheFile) {
-  const std::string path = temp_path("garbage.safetensors");
+  const h3::test::TempDir dir("gst-garbage");
+  const std::string path = dir / "garbage.safetensors";
   std::ofstream(path) << "this is not a safetensors file";
   const h3test::RunResult r = run("prompt-embeds=" + path);
   EXPECT_TRUE(r.error);

@@ -12,24 +12,26 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "../temp_dir.h"
 #include "gst_test_util.h"
 #include "picture_bombs.h"
 #include "pictures/picture_file.h"
 
 namespace {
 
-std::string g_dir;    // a scratch folder: the model and the pictures
+std::unique_ptr<h3::test::TempDir> g_scratch;  // the suite's folder: the model and the pictures
+std::string g_dir;                             // its path
 std::string g_model;  // `h3 make-tiny --conditioning`: a tiny model with FL2VA's condition path
 
 class H3VideoSrcFl2va : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    gchar* dir = g_dir_make_tmp("h3gst-fl2va-XXXXXX", nullptr);
-    g_dir = dir;
-    g_free(dir);
+    g_scratch = std::make_unique<h3::test::TempDir>("gst-fl2va");
+    g_dir = g_scratch->str();
     g_model = g_dir + "/model";
     gchar* argv[] = {const_cast<gchar*>(H3_BIN),
                      const_cast<gchar*>("make-tiny"),
@@ -130,12 +132,7 @@ class H3VideoSrcFl2va : public ::testing::Test {
     const std::string body = "WEBP" + vp8x + webp.substr(12) + chunk;
     return "RIFF" + le32(static_cast<uint32_t>(body.size())) + body;
   }
-  static void TearDownTestSuite() {
-    gchar* argv[] = {const_cast<gchar*>("rm"), const_cast<gchar*>("-rf"), const_cast<gchar*>(g_dir.c_str()),
-                     nullptr};
-    g_spawn_sync(nullptr, argv, nullptr, G_SPAWN_SEARCH_PATH, nullptr, nullptr, nullptr, nullptr, nullptr,
-                 nullptr);
-  }
+  static void TearDownTestSuite() { g_scratch.reset(); }
   static void write_picture(const std::string& source, const char* name) {
     const std::string l = source + " ! filesink location=" + g_dir + "/" + name;
     GstElement* p = gst_parse_launch(l.c_str(), nullptr);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../temp_dir.h"
 #include "clip_params.h"
 #include "gst_test_util.h"
 
@@ -327,9 +328,8 @@ TEST(H3Src, TheAudioPadsDurationIsTheVideosWithinOneFrame) {
 // Both pads must end with EOS, so that mp4mux writes its index and the file plays with both
 // streams, each shorter than the whole clip.
 TEST(H3Src, AnApplicationEosEndsBothPadsAndLeavesAPlayableMp4WithBothStreams) {
-  gchar* dir = g_dir_make_tmp("h3gst-eos-XXXXXX", nullptr);
-  const std::string out = std::string(dir) + "/cut.mp4";
-  g_free(dir);
+  const h3::test::TempDir dir("gst-eos");
+  const std::string out = dir / "cut.mp4";
   constexpr int64_t kLong = 124;  // eight chunks: the EOS lands long before the end
   GstElement* p = parse("h3src name=s num-frames=" + std::to_string(kLong) +
                         " width=" + std::to_string(kWidth) + " height=" + std::to_string(kHeight) +
@@ -399,25 +399,22 @@ TEST(H3Src, AnApplicationEosEndsBothPadsAndLeavesAPlayableMp4WithBothStreams) {
   EXPECT_LT(vdur, kLong / 24.0) << text;
   EXPECT_GE(adur, 0.0) << text;
   EXPECT_LT(adur, kLong / 24.0) << text;
-  std::filesystem::remove_all(std::filesystem::path(out).parent_path());
 }
 
-// A copy of the tiny model without audio_vae/ (links to everything else).
-std::string model_without_audio() {
+// Fills the folder `out` with a copy of the tiny model without audio_vae/ (links to everything else).
+void link_model_without_audio(const std::string& out) {
   namespace fs = std::filesystem;
   const char* tiny = std::getenv("H3_TINY_MODEL");
   EXPECT_NE(tiny, nullptr);
-  gchar* dir = g_dir_make_tmp("h3gst-noaudio-XXXXXX", nullptr);
-  const std::string out = dir;
-  g_free(dir);
   for (const auto& e : fs::directory_iterator(tiny ? tiny : "/nonexistent")) {
     if (e.path().filename() != "audio_vae") fs::create_symlink(e.path(), fs::path(out) / e.path().filename());
   }
-  return out;
 }
 
 TEST(H3Src, AModelWithoutAnAudioVaeIsAnErrorNamingTheFolderWhileH3VideoSrcWorks) {
-  const std::string model = model_without_audio();
+  const h3::test::TempDir dir("gst-noaudio");
+  const std::string& model = dir.str();
+  link_model_without_audio(model);
   const auto r =
       run(element("model=" + model) + " s.video ! fakesink sync=false s.audio ! fakesink sync=false", nullptr,
           nullptr);
@@ -434,7 +431,6 @@ TEST(H3Src, AModelWithoutAnAudioVaeIsAnErrorNamingTheFolderWhileH3VideoSrcWorks)
                       &v, nullptr);
   EXPECT_FALSE(ok.error) << ok.message;
   expect_whole_video(v);
-  std::filesystem::remove_all(model);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "../temp_dir.h"
 #include "gst_test_util.h"
 
 namespace {
@@ -131,12 +132,12 @@ TEST(H3SrcLive, APromptEventLandsAtItsChunkAndGivesTheFramesOfTheSameTimelineUpF
     EXPECT_EQ(applied[0].second, static_cast<guint64>(102) * GST_SECOND / 24);
   }
   {
-    const std::string file = "/tmp/h3-live-timeline-" + std::to_string(::getpid()) + ".txt";
+    const h3::test::TempDir dir("live-timeline");
+    const std::string file = dir / "timeline.txt";
     std::ofstream(file) << "# seconds prompt\n4.25 a lighthouse in a storm\n";
     Pipeline p("seed=3 prompt-timeline=" + file);
     ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
     up_front = p.pull_frames(8 * 17);
-    std::remove(file.c_str());
   }
   ASSERT_EQ(live.size(), 136u);
   ASSERT_EQ(up_front.size(), 136u);
@@ -202,12 +203,12 @@ TEST(H3SrcLive, ThePromptPropertySetDuringAChunkGivesTheNewPromptsFramesFromTheN
   }
   {
     // The same change up front: chunk 2 is the first to start at or after 1.4 s (34 / 24 s).
-    const std::string file = "/tmp/h3-live-kite-" + std::to_string(::getpid()) + ".txt";
+    const h3::test::TempDir dir("live-kite");
+    const std::string file = dir / "timeline.txt";
     std::ofstream(file) << "1.4 " << kite << "\n";
     Pipeline p(clip + " prompt-timeline=" + file);
     ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
     timeline = p.pull_frames(68);
-    std::remove(file.c_str());
   }
   {
     Pipeline p(clip);
@@ -460,7 +461,8 @@ TEST(H3SrcLive, AnEmptyPromptEventIsRefusedAndABadTimelineFailsTheStartNamingThe
     GstStructure* s = gst_structure_new("h3-prompt", "prompt", G_TYPE_STRING, "", nullptr);
     EXPECT_FALSE(gst_element_send_event(p.src, gst_event_new_custom(GST_EVENT_CUSTOM_UPSTREAM, s)));
   }
-  const std::string file = "/tmp/h3-bad-timeline-" + std::to_string(::getpid()) + ".txt";
+  const h3::test::TempDir dir("bad-timeline");
+  const std::string file = dir / "timeline.txt";
   std::ofstream(file) << "5 a\n2 b\n";
   Pipeline p("prompt-timeline=" + file);
   gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
@@ -473,7 +475,6 @@ TEST(H3SrcLive, AnEmptyPromptEventIsRefusedAndABadTimelineFailsTheStartNamingThe
   g_error_free(err);
   gst_message_unref(m);
   gst_object_unref(bus);
-  std::remove(file.c_str());
 }
 
 }  // namespace

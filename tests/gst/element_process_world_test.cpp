@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../free_port.h"
+#include "../temp_dir.h"
 #include "gst_test_util.h"
 
 namespace {
@@ -62,13 +63,13 @@ struct KillOnFirstBuffer {
 };
 
 TEST(H3VideoSrcProcessWorld, AWorkerKilledMidDecodeIsLibraryFailedAndARestartedOneServesTheNextClip) {
-  gchar* dir = g_dir_make_tmp("h3gst-world-XXXXXX", nullptr);
-  const std::string token = std::string(dir) + "/token";
+  const h3::test::TempDir dir("gst-world");
+  const std::string token = dir / "token";
   std::ofstream(token) << "the secret of this element test\n";
   chmod(token.c_str(), 0600);
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
 
-  pid_t worker = start_worker(address, token, std::string(dir) + "/first.log");
+  pid_t worker = start_worker(address, token, dir / "first.log");
   // Six chunks and a one-chunk queue: when the first buffer reaches the sink (and the worker is
   // killed), the engine is at most two chunks ahead, so later chunks still need the worker
   // however slowly the sink is reached (with 30 frames and the default queue a loaded machine
@@ -96,7 +97,6 @@ TEST(H3VideoSrcProcessWorld, AWorkerKilledMidDecodeIsLibraryFailedAndARestartedO
     gst_object_unref(bus);
     gst_object_unref(sink);
     gst_object_unref(p);
-    g_free(dir);
     return;
   }
   EXPECT_FALSE(first.timed_out);
@@ -110,7 +110,7 @@ TEST(H3VideoSrcProcessWorld, AWorkerKilledMidDecodeIsLibraryFailedAndARestartedO
   ASSERT_NE(gst_element_set_state(p, GST_STATE_READY), GST_STATE_CHANGE_FAILURE);
   // basesrc's own "Internal data stream error" follows the element's error: not the next run's.
   while (GstMessage* m = gst_bus_pop(bus)) gst_message_unref(m);
-  worker = start_worker(address, token, std::string(dir) + "/again.log");
+  worker = start_worker(address, token, dir / "again.log");
   ASSERT_NE(gst_element_set_state(p, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
   h3test::RunResult second = h3test::wait_for_end(bus, 120);
   EXPECT_TRUE(second.eos) << second.message << " " << second.debug;
@@ -122,7 +122,6 @@ TEST(H3VideoSrcProcessWorld, AWorkerKilledMidDecodeIsLibraryFailedAndARestartedO
   gst_object_unref(bus);
   gst_object_unref(sink);
   gst_object_unref(p);
-  g_free(dir);
 }
 
 }  // namespace

@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 
+#include "../temp_dir.h"
 #include "gst_test_util.h"
 #include "h3/error.h"
 #include "h3/limits.h"
@@ -21,24 +23,17 @@
 
 namespace {
 
-std::string g_dir;  // a scratch folder
+std::unique_ptr<h3::test::TempDir> g_dir;  // a scratch folder for the suite
 
 class PictureFiles : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     gst_init(nullptr, nullptr);
     h3test::count_gst_allocations();
-    gchar* dir = g_dir_make_tmp("h3-pictures-XXXXXX", nullptr);
-    g_dir = dir;
-    g_free(dir);
+    g_dir = std::make_unique<h3::test::TempDir>("pictures");
   }
-  static void TearDownTestSuite() {
-    gchar* argv[] = {const_cast<gchar*>("rm"), const_cast<gchar*>("-rf"), const_cast<gchar*>(g_dir.c_str()),
-                     nullptr};
-    g_spawn_sync(nullptr, argv, nullptr, G_SPAWN_SEARCH_PATH, nullptr, nullptr, nullptr, nullptr, nullptr,
-                 nullptr);
-  }
-  static std::string path(const char* name) { return g_dir + "/" + name; }
+  static void TearDownTestSuite() { g_dir.reset(); }
+  static std::string path(const char* name) { return *g_dir / name; }
   // Writes what a GStreamer pipeline (ending in an encoder or muxer) makes into `name`.
   static void encode(const std::string& source, const char* name) {
     const std::string l = source + " ! filesink location=" + path(name);

@@ -2,11 +2,11 @@
 // both output kinds, and its errors.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 
+#include "../../temp_dir.h"
 #include "../cli_run.h"
 #include "../wav_reader.h"
 #include "io/safetensors.h"
@@ -28,15 +28,11 @@ std::string q(const fs::path& p) {
 
 class DecodeAudioCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("h3_decode_audio_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   at::Tensor want() const {
     return h3::io::SafetensorsFile::open(golden("case_a8_f5.safetensors"))->view("waveform")[0];
   }
-  fs::path dir_;
+  const h3::test::TempDir tmp_{"decode-audio"};
+  const fs::path dir_ = tmp_.str();
 };
 
 TEST_F(DecodeAudioCli, DecodesTheGoldenRowsToSafetensors) {

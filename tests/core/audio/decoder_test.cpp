@@ -3,13 +3,13 @@
 // rows' layout, bad inputs, and the WAV writer.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "../../temp_dir.h"
 #include "audio/audio_decoder.h"
 #include "h3/error.h"
 
@@ -174,11 +174,11 @@ std::string read_all(const fs::path& p) {
 }
 
 TEST(AudioWav, FloatFileHoldsTheInterleavedSamples) {
-  const fs::path p = fs::temp_directory_path() / ("h3_audio_f32_" + std::to_string(::getpid()) + ".wav");
+  const h3::test::TempDir dir("audio-f32");
+  const fs::path p = dir / "f32.wav";
   const at::Tensor w = at::stack({at::linspace(-1, 1, 5), at::linspace(0.5, -0.5, 5)});
   h3::audio::write_wav(p, w, 32000);
   const std::string b = read_all(p);
-  fs::remove(p);
   ASSERT_EQ(b.size(), 12u + 26u + 12u + 8u + 40u);
   EXPECT_EQ(b.substr(0, 4), "RIFF");
   EXPECT_EQ(u32(b, 4), b.size() - 8);
@@ -201,11 +201,11 @@ TEST(AudioWav, FloatFileHoldsTheInterleavedSamples) {
 }
 
 TEST(AudioWav, Pcm16FileIsScaledAndClamped) {
-  const fs::path p = fs::temp_directory_path() / ("h3_audio_s16_" + std::to_string(::getpid()) + ".wav");
+  const h3::test::TempDir dir("audio-s16");
+  const fs::path p = dir / "s16.wav";
   const at::Tensor w = at::tensor({0.5f, -2.0f, 1.0f, 0.0f}).view({2, 2});
   h3::audio::write_wav(p, w, 16000, h3::audio::WavFormat::kPcm16);
   const std::string b = read_all(p);
-  fs::remove(p);
   ASSERT_EQ(b.size(), 44u + 8u);
   EXPECT_EQ(u16(b, 20), 1);  // PCM
   EXPECT_EQ(u16(b, 34), 16);

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -24,6 +23,7 @@
 #include "admission/proc_sockets.h"
 #include "h3/error.h"
 #include "tcp_relay.h"
+#include "tools/process_memory.h"
 
 namespace h3::dist {
 namespace {
@@ -173,15 +173,6 @@ TEST(Door, ALinkThatBreaksWithoutAResetIsReportedAsNoReplyFromRankZero) {
                      " for 2.0 s: the network between this host and rank 0's broke, or rank 0 stopped");
 }
 
-uint64_t rss_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
-  }
-  return 0;
-}
-
 std::set<int> listening_ports() {
   std::set<int> out;
   for (const ListeningSocket& l : listening_sockets()) out.insert(l.port);
@@ -200,7 +191,7 @@ TEST(Door, RankZerosStoreOnLoopbackTakesNoConnectionButItsFrontEnds) {
   }
   ASSERT_EQ(store_ports.size(), 1u) << "rank 0 listens on more than its door and its store";
   const int store_port = store_ports[0];
-  const uint64_t rss_before = rss_kib();
+  const double rss_before = tools::status_mib("VmRSS:");
   std::vector<int> tries;
   for (int i = 0; i < 200; ++i)
     tries.push_back(h3test_net::start_connect("127.0.0.1", "127.0.0.1", store_port));
@@ -220,11 +211,11 @@ TEST(Door, RankZerosStoreOnLoopbackTakesNoConnectionButItsFrontEnds) {
     }
     close(flood);
   }
-  const uint64_t rss_after = rss_kib();
+  const double rss_after = tools::status_mib("VmRSS:");
   std::printf(
-      "rank 0's RSS: %llu KiB before 200 strangers and a flood at its store, %llu KiB after (%zu bytes "
+      "rank 0's RSS: %.1f MiB before 200 strangers and a flood at its store, %.1f MiB after (%zu bytes "
       "of the flood sent)\n",
-      static_cast<unsigned long long>(rss_before), static_cast<unsigned long long>(rss_after), sent);
+      rss_before, rss_after, sent);
   EXPECT_EQ(form_and_join(rank0, options(rank0.port(), 20s)), "");
 }
 

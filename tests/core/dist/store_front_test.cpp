@@ -15,8 +15,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -28,6 +26,7 @@
 #include "dist_test_util.h"
 #include "h3/error.h"
 #include "tcp_relay.h"
+#include "tools/process_memory.h"
 
 namespace h3::dist {
 namespace {
@@ -66,13 +65,27 @@ std::pair<std::string, bool> read_until_closed(int fd, std::chrono::milliseconds
   return {got, false};
 }
 
-uint64_t rss_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
-  }
-  return 0;
+double rss_mib() {
+  return tools::status_mib("VmRSS:");
+}
+
+// Rank 0's store on a loopback port, serving on the listening socket `fd` that its gate takes.
+struct LoopbackStore {
+  int port = 0;
+  int fd = -1;
+  c10::intrusive_ptr<c10d::TCPStore> store;
+};
+LoopbackStore store_on_loopback() {
+  LoopbackStore s;
+  s.fd = listen_on_loopback(&s.port);
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(s.port);
+  o.isServer = true;
+  o.waitWorkers = false;
+  o.timeout = 20s;
+  o.masterListenFd = s.fd;
+  s.store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
+  return s;
 }
 
 // A store on loopback behind its gate, with a front end on another loopback port, as a
@@ -84,16 +97,9 @@ struct Rank0 {
   int port = 0;
 
   explicit Rank0(FrontEndLimits limits) {
-    int store_port = 0;
-    const int store_fd = listen_on_loopback(&store_port);
-    c10d::TCPStoreOptions o;
-    o.port = static_cast<uint16_t>(store_port);
-    o.isServer = true;
-    o.waitWorkers = false;
-    o.timeout = 20s;
-    o.masterListenFd = store_fd;
-    store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
-    gate = std::make_shared<StoreGate>(store_fd);
+    const LoopbackStore s = store_on_loopback();
+    store = s.store;
+    gate = std::make_shared<StoreGate>(s.fd);
     gate->close_to_strangers(2s);
     front = std::make_unique<StoreFrontEnd>(listen_on_loopback(&port), gate, kToken, limits);
   }
@@ -191,7 +197,7 @@ TEST(StoreFrontEnd, AStrangersJunkIsReadFor48BytesThenClosedAndNeverReachesTheSt
 
 TEST(StoreFrontEnd, FourHundredIdleStrangersLeaveConnectionsAndMemoryBoundedAndAWorkerStillJoins) {
   Rank0 r0(small_limits());
-  const uint64_t rss_before = rss_kib();
+  const double rss_before = rss_mib();
   std::vector<int> strangers;
   for (int i = 0; i < 400; ++i) {
     const int fd = h3test_net::connect_loopback(r0.port);
@@ -210,7 +216,7 @@ TEST(StoreFrontEnd, FourHundredIdleStrangersLeaveConnectionsAndMemoryBoundedAndA
   for (int fd : strangers) close(fd);
   EXPECT_EQ(closed, 400);
   EXPECT_TRUE(eventually([&] { return r0.front->counts().open_now == 0; }));
-  EXPECT_LT(rss_kib(), rss_before + 32 * 1024) << "rank 0's memory grew with the strangers";
+  EXPECT_LT(rss_mib(), rss_before + 32) << "rank 0's memory grew with the strangers";
 
   StoreTunnel tunnel = tunnel_to(r0.port);
   auto client = client_through(tunnel);
@@ -571,15 +577,9 @@ TEST(StoreTunnel, ABrokenLinkIsReportedAsNoReplyFromRankZero) {
 // nor a crowd of idle connections reaches it; a connection taken before the gate closed is
 // shut down; a worker still gets through the front end.
 TEST(StoreGate, ALocalStrangerCannotReachTheStoreAndItsFloodCostsRankZeroNothing) {
-  int store_port = 0;
-  const int store_fd = listen_on_loopback(&store_port);
-  c10d::TCPStoreOptions o;
-  o.port = static_cast<uint16_t>(store_port);
-  o.isServer = true;
-  o.waitWorkers = false;
-  o.timeout = 20s;
-  o.masterListenFd = store_fd;
-  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
+  const LoopbackStore loopback = store_on_loopback();
+  const int store_port = loopback.port;
+  const auto& store = loopback.store;
   // Another process connects before the gate closes, and exits 0 once the store closed it.
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
@@ -593,7 +593,7 @@ TEST(StoreGate, ALocalStrangerCannotReachTheStoreAndItsFloodCostsRankZeroNothing
   ASSERT_EQ(read(ready[0], &x, 1), 1);
   close(ready[0]);
   close(ready[1]);
-  auto gate = std::make_shared<StoreGate>(store_fd);
+  auto gate = std::make_shared<StoreGate>(loopback.fd);
   EXPECT_EQ(gate->close_to_strangers(2s), 1) << "the stranger that came early was not shut out";
   int status = -1;
   waitpid(early, &status, 0);
@@ -601,7 +601,7 @@ TEST(StoreGate, ALocalStrangerCannotReachTheStoreAndItsFloodCostsRankZeroNothing
   int port = 0;
   StoreFrontEnd front(listen_on_loopback(&port), gate, kToken, small_limits());
 
-  const uint64_t rss_before = rss_kib();
+  const double rss_before = rss_mib();
   std::vector<int> tries;
   for (int i = 0; i < 200; ++i)
     tries.push_back(h3test_net::start_connect("127.0.0.1", "127.0.0.1", store_port));
@@ -612,8 +612,7 @@ TEST(StoreGate, ALocalStrangerCannotReachTheStoreAndItsFloodCostsRankZeroNothing
   // A flood sent from a connection that never opened goes nowhere: 512 MiB attempted.
   const int flood = h3test_net::connect_from("127.0.0.1", "127.0.0.1", store_port, 500);
   EXPECT_EQ(flood, -1);
-  std::printf("rank 0's RSS: %llu KiB before 201 strangers, %llu KiB after\n",
-              static_cast<unsigned long long>(rss_before), static_cast<unsigned long long>(rss_kib()));
+  std::printf("rank 0's RSS: %.1f MiB before 201 strangers, %.1f MiB after\n", rss_before, rss_mib());
   EXPECT_TRUE(gate->admitted_ports().empty());
 
   StoreTunnel tunnel = tunnel_to(port);

@@ -7,13 +7,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "../../temp_dir.h"
 #include "dist/world.h"
 #include "dit/consistency_sampler.h"
 #include "dit/lora.h"
@@ -364,11 +364,13 @@ TEST(KvCache, RetainsSinkAndWindowCountedInChunksWithTheTextFirst) {
 
 // ---- LoRA ----
 
-// A LoRA file with the given tensors (keys as given) in a fresh folder.
+// A LoRA file with the given tensors (keys as given) in a fresh folder `name` inside this program's
+// scratch folder (removed at exit).
 std::string write_lora(const std::string& name,
                        const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                        const std::string& config = "") {
-  const fs::path dir = fs::temp_directory_path() / ("h3-lora-" + std::to_string(::getpid()) + "-" + name);
+  static const test::TempDir root("dit-lora");
+  const fs::path dir = fs::path(root.str()) / name;
   fs::create_directories(dir);
   io::write_safetensors((dir / "adapter_model.safetensors").string(), tensors);
   if (!config.empty()) std::ofstream(dir / "adapter_config.json") << config;

@@ -3,10 +3,8 @@
 // indexes (both layouts) holding exactly the parameter set the release configs build: 638
 // tensors, 33.12 B parameters (docs/h3-model.md §2, from the FastVideo port).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-
+#include "../../temp_dir.h"
 #include "../cli_run.h"
 #include "dit_test_util.h"
 #include "io/safetensors.h"
@@ -14,7 +12,6 @@
 namespace h3::dit {
 namespace {
 
-namespace fs = std::filesystem;
 using h3::test::CliRun;
 using h3::test::run_h3;
 using testing::data_dir;
@@ -27,14 +24,14 @@ std::string q(const std::string& s) {
 }
 
 TEST(DitForwardCli, TwoRanksWriteTheGoldenVelocities) {
-  const fs::path out = fs::temp_directory_path() / ("h3_dit_forward_" + std::to_string(::getpid()) + ".st");
+  const test::TempDir dir("dit-forward");
+  const std::string out = dir / "velocities.st";
   const std::string golden_case = golden_dir() + "/case_tiny_t7_h6w8_L17.safetensors";
   const CliRun r = run_h3("dit-forward --transformer " + q(golden_dir() + "/transformer_tiny_native") +
-                          " --inputs " + q(golden_case) + " --out " + q(out.string()) + " --ranks 2");
+                          " --inputs " + q(golden_case) + " --out " + q(out) + " --ranks 2");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("(2 ranks"), std::string::npos) << r.output;
-  const auto got = read_tensors(out.string());
-  fs::remove(out);
+  const auto got = read_tensors(out);
   const auto want = read_tensors(golden_case);
   ASSERT_EQ(got.size(), 2u);
   for (const char* name : {"velocity_video", "velocity_audio"}) {

@@ -9,7 +9,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../../temp_dir.h"
 #include "dit_test_util.h"
 #include "h3/error.h"
 #include "io/safetensors.h"
@@ -42,14 +42,6 @@ DitWeights slots_of(const DitConfig& c) {
 
 class LoraFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("h3-lora-test-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A folder `name` holding adapter_model.safetensors (and adapter_config.json when given).
   std::string folder(const std::string& name, const Tensors& tensors, const std::string& config = "",
                      const std::map<std::string, std::string>& metadata = {}) {
@@ -79,7 +71,8 @@ class LoraFiles : public ::testing::Test {
     return {};
   }
 
-  fs::path dir_;
+  const test::TempDir tmp_{"lora-test"};
+  const fs::path dir_ = tmp_.str();
 };
 
 at::Tensor random(std::vector<int64_t> shape, uint64_t seed) {

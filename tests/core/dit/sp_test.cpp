@@ -7,10 +7,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
+#include <memory>
 
+#include "../../temp_dir.h"
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/consistency_sampler.h"
@@ -35,8 +35,7 @@ struct Layout {
 class TwelveHeads : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ =
-        (std::filesystem::temp_directory_path() / ("h3-dit-sp-test-" + std::to_string(::getpid()))).string();
+    dir_ = std::make_unique<test::TempDir>("dit-sp");
     DitConfig c;
     c.hidden_size = 96;
     c.num_layers = 2;
@@ -48,12 +47,11 @@ class TwelveHeads : public ::testing::Test {
     c.text_dim = 40;
     c.time_embed_hidden_dim = 64;
     c.time_embed_dim = 32;
-    write_random_transformer(dir_, c, 11);
+    write_random_transformer(dir(), c, 11);
   }
-  static void TearDownTestSuite() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  static void TearDownTestSuite() { dir_.reset(); }
+  // The suite's random transformer, written once for all its tests.
+  static const std::string& dir() { return dir_->str(); }
   // 7 (or 8) text + 2 x 19 audio + 2 x 2 x 3 video rows = 57 (58): SP 2 and 4 split 57 unevenly, SP 3 58.
   static DitInputs inputs(int64_t text_rows = 7) {
     DitInputs in;
@@ -70,9 +68,9 @@ class TwelveHeads : public ::testing::Test {
     o.sp = sp;
     return o;
   }
-  static std::string dir_;
+  static std::unique_ptr<test::TempDir> dir_;
 };
-std::string TwelveHeads::dir_;
+std::unique_ptr<test::TempDir> TwelveHeads::dir_;
 
 // Runs fn on the layout's ranks (thread ranks over `transport`); returns each rank's result.
 template <typename T>
@@ -95,11 +93,11 @@ std::vector<T> on_layout(const Layout& l, const std::function<T(dist::Group&)>& 
 TEST_F(TwelveHeads, EveryLayoutGivesEveryRankTheVelocitiesOfOneRank) {
   for (int64_t text_rows : {7, 8}) {  // 57 and 58 rows
     const auto in = inputs(text_rows);
-    const auto ref = Transformer::load(dir_).forward(in);
+    const auto ref = Transformer::load(dir()).forward(in);
     ASSERT_GT(ref.video.abs().max().item<double>(), 0.1);
     for (const Layout& l : {Layout{1, 2}, Layout{1, 3}, Layout{2, 2}, Layout{2, 3}, Layout{1, 4}}) {
       auto v = on_layout<Velocity>(l, [&](dist::Group& g) {
-        auto m = Transformer::load(dir_, &g, with_sp(l.sp));
+        auto m = Transformer::load(dir(), &g, with_sp(l.sp));
         EXPECT_EQ(m.tp_size(), l.tp);
         EXPECT_EQ(m.sp_size(), l.sp);
         return m.forward(in);
@@ -118,10 +116,10 @@ TEST_F(TwelveHeads, EveryLayoutGivesEveryRankTheVelocitiesOfOneRank) {
 
 TEST_F(TwelveHeads, UlyssesOverGlooLikeProcessRanks) {
   const auto in = inputs();
-  const auto ref = Transformer::load(dir_).forward(in);
+  const auto ref = Transformer::load(dir()).forward(in);
   const Layout l{2, 2};
   auto v = on_layout<Velocity>(
-      l, [&](dist::Group& g) { return Transformer::load(dir_, &g, with_sp(l.sp)).forward(in); },
+      l, [&](dist::Group& g) { return Transformer::load(dir(), &g, with_sp(l.sp)).forward(in); },
       dist::ThreadTransport::kGloo);
   for (int r = 0; r < l.ranks(); ++r) EXPECT_LE(max_abs_diff(v[r].video, ref.video), kTolerance) << r;
 }
@@ -137,10 +135,10 @@ TEST_F(TwelveHeads, TheCausalSamplerUnderSequenceParallelism) {
   req.audio_latents = 65;  // as the reference cases pair them with 12 video latents
   req.settings.steps = 2;
   auto run = [&](const Transformer& m) { return testing::causal_outputs(m, req); };
-  const auto ref = run(Transformer::load(dir_));
+  const auto ref = run(Transformer::load(dir()));
   for (const Layout& l : {Layout{1, 2}, Layout{2, 2}, Layout{1, 3}}) {
     auto got = on_layout<std::vector<at::Tensor>>(
-        l, [&](dist::Group& g) { return run(Transformer::load(dir_, &g, with_sp(l.sp))); });
+        l, [&](dist::Group& g) { return run(Transformer::load(dir(), &g, with_sp(l.sp))); });
     for (int r = 0; r < l.ranks(); ++r) {
       ASSERT_EQ(got[r].size(), ref.size()) << l.name();
       for (size_t i = 0; i < ref.size(); ++i) {
@@ -159,15 +157,15 @@ TEST_F(TwelveHeads, LayoutsThatCannotSplitTheModelAreRefusedNamingTheValues) {
   // 12 heads: tp 4 leaves 3 per rank, which sp 2 cannot split; sp 5 does not divide 10 ranks...
   for (const Bad& b : {Bad{{4, 2}, "sp must divide the 3 heads each TP rank holds (12 heads / tp 4)"},
                        Bad{{1, 5}, "sp must divide the 12 heads each TP rank holds"}}) {
-    auto results =
-        dist::run_threads(b.l.ranks(), [&](dist::Group& g) { Transformer::load(dir_, &g, with_sp(b.l.sp)); });
+    auto results = dist::run_threads(b.l.ranks(),
+                                     [&](dist::Group& g) { Transformer::load(dir(), &g, with_sp(b.l.sp)); });
     for (const auto& r : results) {
       ASSERT_FALSE(r.ok) << b.l.name();
       EXPECT_NE(r.error.find(b.words), std::string::npos) << r.error;
     }
   }
   try {
-    check_layout(Transformer::load(dir_).config(), 4, 3);
+    check_layout(Transformer::load(dir()).config(), 4, 3);
     ADD_FAILURE() << "sp 3 on 4 ranks";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);

@@ -7,9 +7,10 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <memory>
 #include <mutex>
 
+#include "../../temp_dir.h"
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dit/random_model.h"
@@ -95,8 +96,7 @@ TEST(DitTp, GoldenSamplingRunAtTp2) {
 class FourHeads : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ =
-        (std::filesystem::temp_directory_path() / ("h3-dit-tp-test-" + std::to_string(::getpid()))).string();
+    dir_ = std::make_unique<test::TempDir>("dit-tp");
     DitConfig c;
     c.hidden_size = 64;
     c.num_layers = 2;
@@ -108,12 +108,11 @@ class FourHeads : public ::testing::Test {
     c.text_dim = 48;
     c.time_embed_hidden_dim = 64;
     c.time_embed_dim = 32;
-    write_random_transformer(dir_, c, 7);
+    write_random_transformer(dir(), c, 7);
   }
-  static void TearDownTestSuite() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  static void TearDownTestSuite() { dir_.reset(); }
+  // The suite's random transformer, written once for all its tests.
+  static const std::string& dir() { return dir_->str(); }
   static DitInputs inputs() {
     DitInputs in;
     auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
@@ -124,16 +123,16 @@ class FourHeads : public ::testing::Test {
     in.t_audio = 0.3f;
     return in;
   }
-  static std::string dir_;
+  static std::unique_ptr<test::TempDir> dir_;
 };
-std::string FourHeads::dir_;
+std::unique_ptr<test::TempDir> FourHeads::dir_;
 
 TEST_F(FourHeads, Tp2AndTp4MatchTp1) {
   const auto in = inputs();
-  const auto ref = Transformer::load(dir_).forward(in);
+  const auto ref = Transformer::load(dir()).forward(in);
   ASSERT_GT(ref.video.abs().max().item<double>(), 0.1);
   for (int tp : {2, 4}) {
-    auto v = on_ranks(tp, [&](dist::Group& g) { return Transformer::load(dir_, &g).forward(in); });
+    auto v = on_ranks(tp, [&](dist::Group& g) { return Transformer::load(dir(), &g).forward(in); });
     for (int r = 0; r < tp; ++r) {
       const double ev = max_abs_diff(v[r].video, ref.video), ea = max_abs_diff(v[r].audio, ref.audio);
       std::printf("TP%d rank %d vs TP1: max |dv_video| = %.3g, max |dv_audio| = %.3g\n", tp, r, ev, ea);
@@ -146,7 +145,7 @@ TEST_F(FourHeads, Tp2AndTp4MatchTp1) {
 }
 
 TEST_F(FourHeads, EachRankHoldsOnlyItsOwnedShards) {
-  const auto whole = Transformer::load(dir_);
+  const auto whole = Transformer::load(dir());
   std::map<std::string, at::Tensor> full;
   for (const auto& [n, t] : whole.weights().named()) full[n] = t;
   // Each tensor's split as docs/h3-model.md §10.4 gives it, written here independently of the
@@ -163,7 +162,7 @@ TEST_F(FourHeads, EachRankHoldsOnlyItsOwnedShards) {
   std::mutex mu;
   std::vector<int64_t> rank_bytes(tp, 0);
   auto results = dist::run_threads(tp, [&](dist::Group& g) {
-    auto model = Transformer::load(dir_, &g);
+    auto model = Transformer::load(dir(), &g);
     int64_t bytes = 0;
     for (const auto& [n, t] : model.weights().named()) {
       bytes += static_cast<int64_t>(t.nbytes());
@@ -201,7 +200,7 @@ TEST_F(FourHeads, EachRankHoldsOnlyItsOwnedShards) {
 }
 
 TEST_F(FourHeads, TpThatDoesNotDivideTheHeadsFailsOnEveryRank) {
-  auto results = dist::run_threads(3, [&](dist::Group& g) { Transformer::load(dir_, &g); });
+  auto results = dist::run_threads(3, [&](dist::Group& g) { Transformer::load(dir(), &g); });
   ASSERT_EQ(results.size(), 3u);
   for (const auto& r : results) {
     EXPECT_FALSE(r.ok);

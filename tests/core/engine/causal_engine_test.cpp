@@ -5,17 +5,16 @@
 // ranks; the bad inputs refused naming the setting; a cancel inside a chunk names it and leaves
 // only whole chunks downstream.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "../../temp_dir.h"
 #include "audio/audio_decoder.h"
 #include "dit/config.h"
 #include "dit/frames.h"
@@ -28,19 +27,17 @@
 namespace h3 {
 namespace {
 
-namespace fs = std::filesystem;
 using test::open_tiny;
 
-// A random LoRA for the tiny default model, written once per test program.
+// A random LoRA for the tiny default model, written once per test program and removed at exit.
 const std::string& tiny_lora() {
-  static const std::string dir = [] {
-    const std::string d =
-        (fs::temp_directory_path() / ("h3-tiny-lora-" + std::to_string(::getpid()))).string();
-    const auto c = dit::DitConfig::load(default_model_dir() + "/transformer");
-    dit::write_random_lora(d, c, 4, 8.0, 2029);
-    return d;
-  }();
-  return dir;
+  struct Lora : test::TempDir {
+    Lora() : TempDir("tiny-lora") {
+      dit::write_random_lora(str(), dit::DitConfig::load(default_model_dir() + "/transformer"), 4, 8.0, 2029);
+    }
+  };
+  static const Lora lora;
+  return lora.str();
 }
 
 GenerationRequest causal(int64_t frames, bool audio) {
@@ -253,16 +250,15 @@ TEST(EngineCausal, BadSettingsAreRefusedNamingThem) {
 
 TEST(EngineCausal, ALoraWithNanFailsEveryRankAndTheEngineServesTheNextRequest) {
   // A copy of the tiny LoRA with one NaN.
-  const fs::path dir = fs::temp_directory_path() / ("h3-nan-lora-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const test::TempDir dir("nan-lora");
   std::vector<std::pair<std::string, at::Tensor>> t;
   auto f = io::SafetensorsFile::open(tiny_lora() + "/adapter_model.safetensors");
   for (const auto& info : f->tensors()) t.emplace_back(info.name, f->view(info.name).clone());
   t[3].second.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
-  io::write_safetensors((dir / "adapter_model.safetensors").string(), t);
+  io::write_safetensors(dir / "adapter_model.safetensors", t);
   auto e = open_tiny(2);
   GenerationRequest r = causal(22, false);
-  r.lora = dir.string();
+  r.lora = dir.str();
   Outcome bad;
   try {
     run(*e, r, &bad);
@@ -275,7 +271,6 @@ TEST(EngineCausal, ALoraWithNanFailsEveryRankAndTheEngineServesTheNextRequest) {
   Outcome good;
   run(*e, causal(22, false), &good);
   EXPECT_EQ(all_frames(good.frames).size(0), 22);
-  fs::remove_all(dir);
 }
 
 TEST(EngineCausal, ACancelInsideAChunkNamesItAndLeavesOnlyWholeChunks) {

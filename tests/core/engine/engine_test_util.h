@@ -2,12 +2,11 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "../../temp_dir.h"
 #include "../text/golden_encoder.h"
 #include "../text/text_test_util.h"
 #include "engine/engine.h"
@@ -116,21 +115,13 @@ inline Clip generate_clip(Engine& e, const GenerationRequest& r) {
 // The tiny model with FL2VA's condition path (`h3 make-tiny --conditioning`, the default seed),
 // written once per test program into a scratch folder and removed at exit.
 inline const std::string& conditioning_model_dir() {
-  struct Folder {
-    std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("h3-conditioning-model-" + std::to_string(getpid()));
-    Folder() {
-      std::filesystem::remove_all(dir);
-      write_random_model(dir.string(), tiny_conditioning_spec(), kTinyDefaultSeed);
-    }
-    ~Folder() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
+  struct Model : TempDir {
+    Model() : TempDir("conditioning-model") {
+      write_random_model(str(), tiny_conditioning_spec(), kTinyDefaultSeed);
     }
   };
-  static const Folder folder;
-  static const std::string dir = folder.dir.string();
-  return dir;
+  static const Model model;
+  return model.str();
 }
 
 // An engine on conditioning_model_dir(): FL2VA's DiT, or with `ref2va` Ref2VA's.

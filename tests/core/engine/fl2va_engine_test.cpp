@@ -5,12 +5,12 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "../../temp_dir.h"
 #include "dit/sampler.h"
 #include "engine/model/model.h"
 #include "engine/planning/fit_plan.h"
@@ -225,15 +225,14 @@ TEST(Fl2vaPlan, TheFitPlannerHoldsTheConditioningOnEveryLayout) {
 
 TEST(Fl2vaPlan, TheNativePartitionsTasksAreRead) {
   // model_index.json's "_minimax_h3" block, as the release's FL2VA/ folder has it.
-  const fs::path dir = fs::temp_directory_path() / ("h3-fl2va-index-" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  const test::TempDir copy("fl2va-index");
+  const fs::path dir = copy.str();
   fs::copy(model_dir(), dir, fs::copy_options::recursive);
   std::ofstream(dir / "model_index.json")
       << R"({"_class_name": "MiniMaxH3Pipeline", "_minimax_h3": {"partition": "fl2va", "tasks": ["t2va", "fl2va"]}})";
   EXPECT_EQ(read_model(dir.string()).tasks, (std::vector<std::string>{"t2va", "fl2va"}));
   std::ofstream(dir / "model_index.json") << R"({"_minimax_h3": {"tasks": "fl2va"}})";
   EXPECT_THROW(read_model(dir.string()), Error);
-  fs::remove_all(dir);
 }
 
 TEST(Fl2vaNoise, EachKeyframesNoiseIsDrawnBeforeTheVideoAndTheAudio) {

@@ -6,15 +6,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../../temp_dir.h"
 #include "h3/error.h"
 #include "h3/progress.h"
 
@@ -94,10 +93,8 @@ TEST(PromptTimeline, AFileWithoutAnyEntryIsRefusedNamingIt) {
 }
 
 TEST(PromptTimeline, TheFileIsReadOrItsAbsenceNamed) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("h3-timeline-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string good = (dir / "good.txt").string(), empty = (dir / "empty.txt").string();
+  const test::TempDir dir("timeline");
+  const std::string good = dir / "good.txt", empty = dir / "empty.txt";
   std::ofstream(good) << "0.7 a green field\n";
   std::ofstream(empty) << "";
   EXPECT_EQ(entries(read_prompt_timeline(good)),
@@ -109,7 +106,7 @@ TEST(PromptTimeline, TheFileIsReadOrItsAbsenceNamed) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
     EXPECT_THAT(e.what(), HasSubstr(empty + ": the prompt timeline has no entry"));
   }
-  const std::string missing = (dir / "missing.txt").string();
+  const std::string missing = dir / "missing.txt";
   try {
     read_prompt_timeline(missing);
     ADD_FAILURE() << "a missing file was accepted";
@@ -117,7 +114,6 @@ TEST(PromptTimeline, TheFileIsReadOrItsAbsenceNamed) {
     EXPECT_EQ(e.kind(), ErrorKind::kNotFound);
     EXPECT_EQ(std::string(e.what()), "prompt timeline " + missing + " cannot be read");
   }
-  std::filesystem::remove_all(dir);
 }
 
 // ---- StreamControl's live prompt changes ----

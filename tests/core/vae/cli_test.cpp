@@ -1,12 +1,12 @@
 // `h3 decode` end to end: the golden latents through the command line.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "../../temp_dir.h"
 #include "../cli_run.h"
 #include "io/safetensors.h"
 
@@ -24,11 +24,8 @@ using h3::test::run_h3;
 
 class DecodeCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    out_ = fs::temp_directory_path() / ("h3_decode_" + std::to_string(::getpid()) + ".st");
-  }
-  void TearDown() override { fs::remove(out_); }
-  fs::path out_;
+  const h3::test::TempDir dir_{"decode"};
+  const fs::path out_ = dir_ / "out.st";
 };
 
 TEST_F(DecodeCli, DecodesTheGoldenCaseOnTwoRanks) {

@@ -3,12 +3,12 @@
 // 1 and 2 ranks, with the reference's chunk sizes. Also the loader's errors.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "../../temp_dir.h"
 #include "common/device.h"
 #include "dist/group.h"
 #include "dist/world.h"
@@ -133,11 +133,6 @@ TEST(GoldenErrors, TooShortLatentsAreRefused) {
 // A copy of the diffusers folder with a tensor left out, or a config that disagrees.
 class BrokenCheckpoint : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("h3_vae_broken_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   void write(const std::string& config, const std::string& drop) {
     fs::copy_file(golden("diffusers/config.json"), dir_ / "config.json",
                   fs::copy_options::overwrite_existing);
@@ -149,7 +144,8 @@ class BrokenCheckpoint : public ::testing::Test {
     }
     h3::io::write_safetensors((dir_ / "diffusion_pytorch_model.safetensors").string(), tensors);
   }
-  fs::path dir_;
+  const h3::test::TempDir tmp_{"vae-broken"};
+  const fs::path dir_ = tmp_.str();
 };
 
 TEST_F(BrokenCheckpoint, MissingTensorIsNamed) {
