@@ -166,7 +166,11 @@ void Generation::worker_main() {
     fail_start(failure, "The requested clip is not possible");
     return;
   }
-  observer_.planned(plan_);
+  EngineFailure marking;
+  if (!observer_.planned(plan_, model_dir_, &marking)) {
+    fail_start(marking, "Could not mark the stream");
+    return;
+  }
   if (complete_start(&plan_)) run();
 }
 
@@ -174,6 +178,7 @@ bool Generation::open_engine(const EngineModule& module, EngineFailure* failure)
   EngineKey key;
   key.options = request_.engine;
   if (key.options.model_dir.empty()) key.options.model_dir = module.default_model_dir();
+  model_dir_ = key.options.model_dir;
   key.lora = request_.clip.lora;
   key.group = request_.engine_group;
   GstH3Engine* offered = nullptr;

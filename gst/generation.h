@@ -39,9 +39,10 @@ class Generation {
     virtual void have_engine(GstH3Engine* engine) = 0;
     // Opening the engine or planning the request failed; `what` says which.
     virtual void start_failed(const EngineFailure& failure, const char* what) = 0;
-    // The engine is open and the request planned; complete_start() follows
-    // unless a stop has begun.
-    virtual void planned(const h3::ClipPlan& plan) = 0;
+    // The engine is open on the model in `model_dir` and the request planned; complete_start()
+    // follows unless a stop has begun. False: the stream cannot be marked (its record, the model's
+    // hash: stream_record.h); `failure` says why and the start fails.
+    virtual bool planned(const h3::ClipPlan& plan, const std::string& model_dir, EngineFailure* failure) = 0;
     // Completes the element's async start: with the plan, or with nullptr after
     // a failure. Called with the generation's lock held, and only while no stop
     // has begun, so that a stop never races the completion.
@@ -130,6 +131,7 @@ class Generation {
   // The engine's plan of request_.clip: written by the worker before the start completes,
   // handed back to the engine by every run (restarts too), so it is planned once.
   h3::ClipPlan plan_{};
+  std::string model_dir_;  // the model folder the engine opened (the module's default resolved); the worker's
 
   // Guards `stopping_`, `generating_`, `planned_`, `ending_` and the engine's references: the worker
   // completes the start and begins generating only while `stopping_` is false, and stop() and

@@ -36,6 +36,7 @@
 #include "frame_writer.h"
 #include "lifecycle.h"
 #include "live_timing.h"
+#include "prompt_pad.h"
 #include "queries.h"
 #include "src_pad.h"
 #include "tags.h"
@@ -51,6 +52,9 @@ static GstStaticPadTemplate video_template =
     GST_STATIC_PAD_TEMPLATE("video", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(H3_VIDEO_CAPS));
 static GstStaticPadTemplate audio_template =
     GST_STATIC_PAD_TEMPLATE("audio", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(H3_AUDIO_CAPS));
+// The stream's prompt as timed text (prompt_pad.h): mp4mux's subtitle pad writes it as tx3g.
+static GstStaticPadTemplate prompts_template =
+    GST_STATIC_PAD_TEMPLATE("prompts", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("text/x-raw, format=utf8"));
 
 // h3src's instance state. Threads: the application's (properties, state changes, events), the
 // generation's worker (engine; fills both queues), the video pad's task and the audio pad's task
@@ -59,6 +63,7 @@ static GstStaticPadTemplate audio_template =
 // queue's push() (generation.h says why that cannot deadlock a muxer).
 struct H3SrcPrivate {
   explicit H3SrcPrivate(GstH3Src* self);
+  void video_pushed(GstBuffer* buf);
 
   h3gst::Lifecycle lifecycle;
   // is-live=true (docs/causal.md "Live"): the pads push in PLAYING only, paced to this clock
@@ -67,7 +72,8 @@ struct H3SrcPrivate {
   bool live = false;
 
   h3gst::SrcPad video, audio;
-  guint group_id = 0;  // both pads' streams are one group
+  h3gst::PromptPad prompts;  // pushed by the video pad's task
+  guint group_id = 0;  // the pads' streams are one group
   // The pads' tasks were started (READY -> PAUSED) and not stopped yet: a flush-stop starts
   // them again. Written by state changes, read by flush-stop.
   std::atomic<bool> started_tasks{false};
@@ -114,6 +120,7 @@ static void gst_h3_src_class_init(GstH3SrcClass* klass) {
       "gst-h3 developers");
   gst_element_class_add_static_pad_template(element_class, &video_template);
   gst_element_class_add_static_pad_template(element_class, &audio_template);
+  gst_element_class_add_static_pad_template(element_class, &prompts_template);
   h3gst::register_tags();
 
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_h3_src_change_state);
@@ -139,10 +146,23 @@ H3SrcPrivate::H3SrcPrivate(GstH3Src* self)
                   if (plan) lifecycle.publish_plan(*plan);
                 }),
       video(GST_ELEMENT(self), make_pad(self, &video_template), gst_h3_src_debug, live_clock, 0,
-            [this](GstBuffer* buf) {
-              lifecycle.frame_pushed(static_cast<int64_t>(GST_BUFFER_OFFSET(buf)), GST_BUFFER_PTS(buf));
-            }),
-      audio(GST_ELEMENT(self), make_pad(self, &audio_template), gst_h3_src_debug, live_clock, 1) {}
+            [this](GstBuffer* buf) { video_pushed(buf); }),
+      audio(GST_ELEMENT(self), make_pad(self, &audio_template), gst_h3_src_debug, live_clock, 1),
+      prompts(GST_ELEMENT(self), make_pad(self, &prompts_template), gst_h3_src_debug) {}
+
+// The video pad's task, frame `buf` went out: the lifecycle reports a prompt change taken at its
+// chunk, and a chunk's first frame is followed by the chunk's prompt on the `prompts` pad.
+void H3SrcPrivate::video_pushed(GstBuffer* buf) {
+  const auto n = static_cast<int64_t>(GST_BUFFER_OFFSET(buf));
+  lifecycle.frame_pushed(n, GST_BUFFER_PTS(buf));
+  if (n % h3::dit::kChunkFrames != 0) return;
+  const h3gst::Published pub = lifecycle.published();
+  const h3::marking::Record record = lifecycle.record().get();
+  GstTagList* tags = h3gst::stream_tags(record);
+  prompts.video_pushed(n, GST_BUFFER_PTS(buf), lifecycle.record().prompt_at(n / h3::dit::kChunkFrames),
+                       pub.plan.endless ? -1 : pub.plan.num_frames, pub.fps_n, pub.fps_d, group_id, tags);
+  gst_tag_list_unref(tags);
+}
 
 static void gst_h3_src_init(GstH3Src* self) {
   self->priv = new H3SrcPrivate(self);
@@ -206,6 +226,7 @@ static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStat
       p->live = p->lifecycle.live_property();
       p->video.reset(p->live);
       p->audio.reset(p->live);
+      p->prompts.reset();
       p->group_id = gst_util_group_id_next();
       p->live_clock.reset();
       if (!p->lifecycle.start(/*audio=*/true)) {
@@ -254,6 +275,7 @@ static void flush_start(GstH3Src* self, GstEvent* event) {
   p->lifecycle.set_flushing(true);
   p->live_clock.stop();
   gst_pad_push_event(p->video.pad(), gst_event_ref(event));
+  gst_pad_push_event(p->prompts.pad(), gst_event_ref(event));
   gst_pad_push_event(p->audio.pad(), event);
 }
 
@@ -262,10 +284,12 @@ static void flush_stop(GstH3Src* self, GstEvent* event) {
   GST_PAD_STREAM_LOCK(p->video.pad());
   GST_PAD_STREAM_LOCK(p->audio.pad());
   gst_pad_push_event(p->video.pad(), gst_event_ref(event));
+  gst_pad_push_event(p->prompts.pad(), gst_event_ref(event));
   gst_pad_push_event(p->audio.pad(), event);
   p->lifecycle.set_flushing(false);
   const bool restarted = p->lifecycle.restart_if_flushed();
   p->video.flush_stop(restarted);
+  p->prompts.flush_stop(restarted);
   p->audio.flush_stop(restarted);
   p->live_clock.reset(GST_STATE(self) == GST_STATE_PLAYING);
   const bool running = p->started_tasks;
@@ -315,11 +339,21 @@ static void gst_h3_src_set_context(GstElement* element, GstContext* context) {
 static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* query) {
   GstH3Src* self = GST_H3_SRC(parent);
   H3SrcPrivate* p = self->priv;
-  const bool video = pad == p->video.pad();
+  // The prompts pad's text runs beside the video: its duration, seeking and latency are the video's.
+  const bool video = pad != p->audio.pad();
+  if (pad == p->prompts.pad() && GST_QUERY_TYPE(query) == GST_QUERY_CAPS) {
+    GstCaps* filter = nullptr;
+    gst_query_parse_caps(query, &filter);
+    GstCaps* caps = h3gst::filter_caps(gst_pad_get_pad_template_caps(pad), filter);
+    gst_query_set_caps_result(query, caps);
+    gst_caps_unref(caps);
+    return TRUE;
+  }
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_CONTEXT:
       if (p->lifecycle.answer_context_query(query)) return TRUE;
       return gst_pad_query_default(pad, parent, query);
+    case GST_QUERY_CUSTOM: return p->lifecycle.answer_record_query(query);
     case GST_QUERY_CAPS: h3gst::answer_caps(pad, query, p->lifecycle.published(), video); return TRUE;
     case GST_QUERY_DURATION: return h3gst::answer_pad_duration(query, p->lifecycle.published(), video);
     case GST_QUERY_SEEKING: {
@@ -348,7 +382,7 @@ static bool configure_video(GstH3Src* self, const h3gst::Published& pub) {
   if (!caps) return false;
   GstVideoInfo info;
   const bool ok = gst_video_info_from_caps(&info, caps) && p->writer.configure(info) &&
-                  p->video.begin(caps, p->group_id, h3gst::stream_tags(p->lifecycle.active()),
+                  p->video.begin(caps, p->group_id, h3gst::stream_tags(p->lifecycle.record().get()),
                                  static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), /*video=*/true);
   gst_caps_unref(caps);
   return ok;
@@ -366,7 +400,7 @@ static bool configure_audio(GstH3Src* self, const h3gst::Published& pub) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Could not negotiate the audio pad's format"),
                       ("caps %" GST_PTR_FORMAT, static_cast<void*>(caps)));
   } else {
-    ok = p->audio.begin(caps, p->group_id, h3gst::stream_tags(p->lifecycle.active()),
+    ok = p->audio.begin(caps, p->group_id, h3gst::stream_tags(p->lifecycle.record().get()),
                         static_cast<guint>(p->audio_writer.bytes(kAudioBufferSamples)), /*video=*/false);
   }
   gst_caps_unref(caps);
@@ -376,12 +410,13 @@ static bool configure_audio(GstH3Src* self, const h3gst::Published& pub) {
 // The queue gave no data: the pad ends with EOS or pauses (Lifecycle::stream_ends). A pad that
 // ends before its first data still starts its stream (caps from the plan), so that a muxer gets a
 // track it can describe: an application's EOS may come before the first chunk's audio.
-static void no_data(GstH3Src* self, h3gst::SrcPad& pad, h3gst::Lifecycle::Pop why,
+static bool no_data(GstH3Src* self, h3gst::SrcPad& pad, h3gst::Lifecycle::Pop why,
                     const h3gst::Published& pub, int64_t planned, const char* unit,
                     bool (*configure)(GstH3Src*, const h3gst::Published&)) {
   const bool eos = self->priv->lifecycle.stream_ends(why, pad.next, planned, unit);
   if (eos && !pad.configured() && pub.have_plan) configure(self, pub);
   pad.end(eos);
+  return eos;
 }
 
 static void gst_h3_src_video_loop(gpointer data) {
@@ -392,8 +427,12 @@ static void gst_h3_src_video_loop(gpointer data) {
   h3gst::Published pub;
   h3gst::Frame f;
   const h3gst::Lifecycle::Pop got = p->lifecycle.pop_frame(&f, pad.next, &pub);
-  if (got != h3gst::Lifecycle::Pop::kData)
-    return no_data(self, pad, got, pub, pub.plan.num_frames, "frames", configure_video);
+  if (got != h3gst::Lifecycle::Pop::kData) {
+    // The prompt track ends with the video.
+    const bool eos = no_data(self, pad, got, pub, pub.plan.num_frames, "frames", configure_video);
+    p->prompts.end(eos, p->group_id);
+    return;
+  }
   if (!pad.configured() && !configure_video(self, pub)) return pad.end(false);
   GstBuffer* buf = pad.acquire();
   if (!buf) return;
@@ -416,8 +455,10 @@ static void gst_h3_src_audio_loop(gpointer data) {
   h3gst::Published pub;
   h3gst::AudioSlice a;
   const h3gst::Lifecycle::Pop got = p->lifecycle.pop_audio(&a, kAudioBufferSamples, pad.next, &pub);
-  if (got != h3gst::Lifecycle::Pop::kData)
-    return no_data(self, pad, got, pub, pub.plan.audio_samples, "audio samples", configure_audio);
+  if (got != h3gst::Lifecycle::Pop::kData) {
+    no_data(self, pad, got, pub, pub.plan.audio_samples, "audio samples", configure_audio);
+    return;
+  }
   if (!pad.configured() && !configure_audio(self, pub)) return pad.end(false);
   GstBuffer* buf = pad.acquire();
   if (!buf) return;

@@ -331,6 +331,9 @@ static void gst_h3_video_src_set_context(GstElement* element, GstContext* contex
 static gboolean gst_h3_video_src_query(GstBaseSrc* bsrc, GstQuery* query) {
   GstH3VideoSrc* self = GST_H3_VIDEO_SRC(bsrc);
   switch (GST_QUERY_TYPE(query)) {
+    case GST_QUERY_CUSTOM:
+      if (self->priv->lifecycle.answer_record_query(query)) return TRUE;
+      break;
     case GST_QUERY_CONTEXT:
       if (self->priv->lifecycle.answer_context_query(query)) return TRUE;
       break;
@@ -402,7 +405,7 @@ static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
   const int64_t n = p->stream.frame_n;
   h3gst::Lifecycle::stamp_frame(buf, n, pub.fps_n, pub.fps_d);
   if (!p->stream.tags_sent) {
-    send_downstream(self, gst_event_new_tag(h3gst::stream_tags(p->lifecycle.active())));
+    send_downstream(self, gst_event_new_tag(h3gst::stream_tags(p->lifecycle.record().get())));
     p->stream.tags_sent = true;
   }
   ++p->stream.frame_n;

@@ -4,6 +4,7 @@
 
 #include "engine_loader.h"
 #include "h3/error.h"
+#include "marking_query.h"
 #include "messages.h"
 #include "settings_checks.h"
 #include "shared_engine.h"
@@ -80,6 +81,8 @@ bool Lifecycle::start(bool audio) {
   if (!check_settings(element_, s)) return false;
   eos_requested_ = false;
   failure_posted_ = false;
+  audio_ = audio;
+  record_.clear();
   GST_OBJECT_LOCK(element_);
   started_ = true;
   pub_ = Published();
@@ -147,6 +150,7 @@ bool Lifecycle::start(bool audio) {
 void Lifecycle::stop() {
   generation_.stop();
   generation_.set_flushing(false);
+  record_.clear();
   GST_OBJECT_LOCK(element_);
   pub_.have_plan = false;
   started_ = false;
@@ -325,6 +329,14 @@ void Lifecycle::frame_pushed(int64_t n, GstClockTime running_time) {
                             "running-time", G_TYPE_UINT64, static_cast<guint64>(running_time), nullptr)));
 }
 
+bool Lifecycle::answer_record_query(GstQuery* query) const {
+  if (!h3gst::is_record_query(query)) return false;
+  const std::string json = record_.json();
+  if (json.empty()) return false;
+  h3gst::answer_record_query(query, json);
+  return true;
+}
+
 GstClockTime Lifecycle::sample_time(int64_t n, gint rate) {
   return gst_util_uint64_scale(static_cast<guint64>(n), GST_SECOND, static_cast<guint64>(rate));
 }
@@ -422,7 +434,20 @@ void Lifecycle::start_failed(const EngineFailure& failure, const char* what) {
   post_open_progress(element_, GST_PROGRESS_TYPE_ERROR, what);
 }
 
-void Lifecycle::planned(const h3::ClipPlan& plan) {
+bool Lifecycle::planned(const h3::ClipPlan& plan, const std::string& model_dir, EngineFailure* failure) {
+  // The model's hash is computed here, on the worker, before the first chunk (once per process
+  // and model: model_digest.h); the stream's tags need it before its first buffer.
+  const gint fps_n = active_.fps_n > 0 ? active_.fps_n : static_cast<gint>(h3::dit::kFps);
+  const gint fps_d = active_.fps_n > 0 ? active_.fps_d : 1;
+  GstElementFactory* factory = gst_element_get_factory(element_);
+  const std::string name = factory ? gst_plugin_feature_get_name(GST_PLUGIN_FEATURE(factory)) : "h3";
+  try {
+    record_.begin(active_, name, plan, model_dir, fps_n, fps_d, audio_);
+  } catch (const h3::Error& e) {
+    failure->kind = e.kind();
+    failure->message = e.what();
+    return false;
+  }
   GST_CAT_INFO_OBJECT(category_, element_,
                       "clip: %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
                       " frames in %" G_GINT64_FORMAT " chunks, %" G_GINT64_FORMAT " steps",
@@ -432,6 +457,7 @@ void Lifecycle::planned(const h3::ClipPlan& plan) {
                         ("sampler=%s", h3::to_string(plan.sampler)));
   }
   post_open_progress(element_, GST_PROGRESS_TYPE_COMPLETE, "model ready");
+  return true;
 }
 
 void Lifecycle::complete_start(const h3::ClipPlan* plan) {
@@ -443,6 +469,7 @@ void Lifecycle::progress(const h3::Progress& progress) {
     // Where a new prompt took over: its first chunk, reported when that chunk's first frame goes
     // out with its running time (frame_pushed).
     prompt_times_.applied(progress.chunk, progress.frames);
+    record_.changed(progress.chunk, progress.prompt);
     return;
   }
   post_h3_progress(element_, progress);
@@ -452,6 +479,7 @@ void Lifecycle::progress(const h3::Progress& progress) {
 // changes it took are gone with its frames.
 void Lifecycle::restarting() {
   prompt_times_.reset();
+  record_.restart();
 }
 
 // Like a re-measured processing deadline: a live element tells the pipeline when the slowest

@@ -18,6 +18,7 @@
 #include "h3/model_clock.h"
 #include "prompt_times.h"
 #include "settings.h"
+#include "stream_record.h"
 
 namespace h3gst {
 
@@ -131,13 +132,20 @@ class Lifecycle final : private Generation::Observer {
   // of a chunk that took a new prompt.
   void frame_pushed(int64_t n, GstClockTime running_time);
 
+  // ---- marking (docs/element.md, "Marking") ----
+  // The stream's record: made once the request is planned, with each prompt the engine took.
+  const StreamRecord& record() const { return record_; }
+  // GST_QUERY_CUSTOM `h3-record` (marking_query.h): answered with the record (true) once there
+  // is one.
+  bool answer_record_query(GstQuery* query) const;
+
  private:
   // Generation::Observer, on the worker thread.
   void module_missing(const std::string& error) override;
   void opening(const h3::EngineOptions& options) override;
   void have_engine(GstH3Engine* engine) override;
   void start_failed(const EngineFailure& failure, const char* what) override;
-  void planned(const h3::ClipPlan& plan) override;
+  bool planned(const h3::ClipPlan& plan, const std::string& model_dir, EngineFailure* failure) override;
   void complete_start(const h3::ClipPlan* plan) override;
   void progress(const h3::Progress& progress) override;
   void chunk_decoded(std::chrono::nanoseconds time) override;
@@ -161,6 +169,8 @@ class Lifecycle final : private Generation::Observer {
   std::atomic<bool> eos_requested_{false};
   std::atomic<bool> failure_posted_{false};  // h3src's two pads learn one failure: posted once
   PromptTimes prompt_times_;  // the stream's prompt changes and its origin on the running clock
+  StreamRecord record_;       // what the stream says about itself
+  bool audio_ = false;        // this start asked for the soundtrack; written by start() before the worker
 
   Generation generation_;  // last: its worker calls back into the members above until stop()
 };

@@ -18,6 +18,7 @@ PKGS=(
   ccache
   chromium chromium-driver python3-selenium
   libsoup-3.0-dev libgstreamer-plugins-bad1.0-dev gstreamer1.0-nice
+  libimage-exiftool-perl
 )
 # libgloo-dev carries the gloo/ headers c10d's ProcessGroupGloo.hpp includes (the wheel has none).
 # python3-pip only downloads the wheels (nothing is installed into any Python).
@@ -28,6 +29,8 @@ PKGS=(
 # libsoup-3.0-dev, libgstreamer-plugins-bad1.0-dev (webrtcbin's library, the SDP and RTP helpers
 # come with base), gstreamer1.0-nice (webrtcbin's ICE): the interactive live server
 # (pipelines/live-webrtc.sh); the build skips it where they are missing.
+# libimage-exiftool-perl: the marking test reads the XMP h3mark writes back with exiftool
+# (tests/gst/element_marking_test.cpp).
 # ccache: meson compiles through it when it is there, so a second build folder or a fresh clone
 # (CI) reuses what an earlier build compiled (docs/building.md, "Build times").
 
