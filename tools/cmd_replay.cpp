@@ -228,6 +228,7 @@ int run(Args& a) {
   a.finish();
   if (a.positional().size() != 1) throw UsageError{"h3 replay takes one file, the MP4 to make again"};
   const std::string path = a.positional().front();
+  gst_init(nullptr, nullptr);  // qtdemux reads the prompt track
 
   const marking::Record r = read_record(path);
   if (!r.prompt_embeds.empty()) {

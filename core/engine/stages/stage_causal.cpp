@@ -90,7 +90,11 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     r.embeds_path.clear();
     const text::Conditioning cond = conditioning_stage(c_, r, job_.free_text_encoder);
     sampler_.change_text(cond.embeds, cond.tags);
-    if (c_.root()) c_.post_progress(Phase::kPrompt, 0, 0, next, dit::chunk_first_frame(next));
+    if (c_.root()) {
+      Event e = c_.progress_event(Phase::kPrompt, 0, 0, next, dit::chunk_first_frame(next));
+      e.progress.prompt = prompt;
+      c_.mailbox.post(std::move(e));
+    }
   }
 
   void run_chunk() {

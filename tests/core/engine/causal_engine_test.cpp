@@ -464,6 +464,7 @@ TEST(EngineLive, AnEndlessStreamHoldsAtChunk40WhatItHeldAtChunk8) {
 struct Switched {
   at::Tensor video;              // final latents [1, C, 22, h, w]
   std::vector<int64_t> prompts;  // Phase::kPrompt's chunks
+  std::vector<std::string> prompt_texts;  // and the prompts it reported taken (the marking records them)
   at::Tensor chunk(int64_t c) const {
     return video.narrow(2, 5 * c, std::min<int64_t>(5, video.size(2) - 5 * c));
   }
@@ -480,7 +481,10 @@ Switched run_switched(Engine& e, const std::vector<TimedPrompt>& timeline,
   if (before) before(token);
   test::CollectSink sink;
   auto progress = [&](const Progress& p) {
-    if (p.phase == Phase::kPrompt) out.prompts.push_back(p.chunk);
+    if (p.phase == Phase::kPrompt) {
+      out.prompts.push_back(p.chunk);
+      out.prompt_texts.push_back(p.prompt);
+    }
     if (on_progress) on_progress(p, token);
   };
   e.generate(r, sink, progress, token, test::keep_latents(&out.video, &audio));
@@ -496,6 +500,7 @@ TEST(EngineLive, ATimelineOfSeveralEntriesTakesEachPromptAtItsChunk) {
   // kP1 from chunk 1 (0.708 s is the first start at or after 0.5 s), kP2 from chunk 3 (2.125 s).
   const Switched both = run_switched(*e, {{0.5, kP1}, {1.9, kP2}});
   EXPECT_EQ(both.prompts, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(both.prompt_texts, (std::vector<std::string>{kP1, kP2}));
   const Switched one = run_switched(*e, {{0.5, kP1}});
   EXPECT_EQ(one.prompts, (std::vector<int64_t>{1}));
   // Before the first switch: the first prompt's chunk, bit for bit; from it on, another.
@@ -533,6 +538,7 @@ TEST(EngineLive, ALiveChangeWinsOverATimelineEntryDueAtTheSameBoundaryAndTheTime
   };
   const Switched both = run_switched(*e, {{0.6, kP1}}, live_p2);
   EXPECT_EQ(both.prompts, (std::vector<int64_t>{1}));
+  EXPECT_EQ(both.prompt_texts, (std::vector<std::string>{kP2}));  // the winner is what was taken
   // The clip of kP2 alone from chunk 1: the timeline's kP1 was dropped, not deferred.
   const Switched p2 = run_switched(*e, {{0.6, kP2}});
   EXPECT_TRUE(at::equal(both.video, p2.video));
