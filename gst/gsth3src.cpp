@@ -157,11 +157,10 @@ void H3SrcPrivate::video_pushed(GstBuffer* buf) {
   lifecycle.frame_pushed(n, GST_BUFFER_PTS(buf));
   if (n % h3::dit::kChunkFrames != 0) return;
   const h3gst::Published pub = lifecycle.published();
-  const h3::marking::Record record = lifecycle.record().get();
-  GstTagList* tags = h3gst::stream_tags(record);
+  GstTagList* tags = prompts.begun() ? nullptr : h3gst::stream_tags(lifecycle.record().get());
   prompts.video_pushed(n, GST_BUFFER_PTS(buf), lifecycle.record().prompt_at(n / h3::dit::kChunkFrames),
                        pub.plan.endless ? -1 : pub.plan.num_frames, pub.fps_n, pub.fps_d, group_id, tags);
-  gst_tag_list_unref(tags);
+  if (tags) gst_tag_list_unref(tags);
 }
 
 static void gst_h3_src_init(GstH3Src* self) {

@@ -437,8 +437,8 @@ void Lifecycle::start_failed(const EngineFailure& failure, const char* what) {
 bool Lifecycle::planned(const h3::ClipPlan& plan, const std::string& model_dir, EngineFailure* failure) {
   // The model's hash is computed here, on the worker, before the first chunk (once per process
   // and model: model_digest.h); the stream's tags need it before its first buffer.
-  const gint fps_n = active_.fps_n > 0 ? active_.fps_n : static_cast<gint>(h3::dit::kFps);
-  const gint fps_d = active_.fps_n > 0 ? active_.fps_d : 1;
+  const gint fps_n = active_.fps_n > 0 ? active_.fps_n : static_cast<gint>(plan.fps_n);
+  const gint fps_d = active_.fps_n > 0 ? active_.fps_d : static_cast<gint>(plan.fps_d);
   GstElementFactory* factory = gst_element_get_factory(element_);
   const std::string name = factory ? gst_plugin_feature_get_name(GST_PLUGIN_FEATURE(factory)) : "h3";
   try {

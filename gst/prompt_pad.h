@@ -29,6 +29,8 @@ class PromptPad {
   PromptPad& operator=(const PromptPad&) = delete;
 
   GstPad* pad() const { return pad_; }
+  // The stream started (its tags went out): video_pushed() needs no tags.
+  bool begun() const { return begun_; }
   // A new stream (READY -> PAUSED).
   void reset();
   // Frame `frame` of the video went out stamped `pts`; when it is a chunk's first, the chunk's
