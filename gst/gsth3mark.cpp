@@ -81,7 +81,8 @@ static bool write_marking(GstH3Mark* self) {
     GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not write the stream's marking"), ("%s", e.what()));
     return false;
   }
-  GST_DEBUG_OBJECT(self, "record from %s; %zu-byte XMP box at byte %" G_GUINT64_FORMAT, from, box.size(), self->end);
+  GST_DEBUG_OBJECT(self, "record from %s; %zu-byte XMP box at byte %" G_GUINT64_FORMAT, from, box.size(),
+                   self->end);
   GstSegment segment;
   gst_segment_init(&segment, GST_FORMAT_BYTES);
   segment.start = self->end;
@@ -123,8 +124,7 @@ static gboolean gst_h3_mark_sink_event(GstBaseTransform* base, GstEvent* event) 
         }
       }
       break;
-    default:
-      break;
+    default: break;
   }
   return GST_BASE_TRANSFORM_CLASS(gst_h3_mark_parent_class)->sink_event(base, event);
 }

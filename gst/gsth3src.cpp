@@ -53,8 +53,8 @@ static GstStaticPadTemplate video_template =
 static GstStaticPadTemplate audio_template =
     GST_STATIC_PAD_TEMPLATE("audio", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(H3_AUDIO_CAPS));
 // The stream's prompt as timed text (prompt_pad.h): mp4mux's subtitle pad writes it as tx3g.
-static GstStaticPadTemplate prompts_template =
-    GST_STATIC_PAD_TEMPLATE("prompts", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("text/x-raw, format=utf8"));
+static GstStaticPadTemplate prompts_template = GST_STATIC_PAD_TEMPLATE(
+    "prompts", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("text/x-raw, format=utf8"));
 
 // h3src's instance state. Threads: the application's (properties, state changes, events), the
 // generation's worker (engine; fills both queues), the video pad's task and the audio pad's task
@@ -73,7 +73,7 @@ struct H3SrcPrivate {
 
   h3gst::SrcPad video, audio;
   h3gst::PromptPad prompts;  // pushed by the video pad's task
-  guint group_id = 0;  // the pads' streams are one group
+  guint group_id = 0;        // the pads' streams are one group
   // The pads' tasks were started (READY -> PAUSED) and not stopped yet: a flush-stop starts
   // them again. Written by state changes, read by flush-stop.
   std::atomic<bool> started_tasks{false};

@@ -36,8 +36,8 @@ class PromptPad {
   // Frame `frame` of the video went out stamped `pts`; when it is a chunk's first, the chunk's
   // text follows, lasting until frame min(next chunk's first, `clip_frames`) (-1: endless) at
   // fps_n/fps_d. Starts the stream (stream-start in `group_id`, caps, segment, `tags` copied) first.
-  void video_pushed(int64_t frame, GstClockTime pts, const std::string& prompt, int64_t clip_frames, gint fps_n,
-                    gint fps_d, guint group_id, const GstTagList* tags);
+  void video_pushed(int64_t frame, GstClockTime pts, const std::string& prompt, int64_t clip_frames,
+                    gint fps_n, gint fps_d, guint group_id, const GstTagList* tags);
   // The video ended (EOS when `eos`): so does the text.
   void end(bool eos, guint group_id);
   // FLUSH_STOP with the video's stream lock held; `restarted`: the stream starts over.

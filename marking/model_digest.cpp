@@ -47,7 +47,8 @@ std::string file_sha256(const std::string& path) {
   std::unique_ptr<GChecksum, void (*)(GChecksum*)> sum(g_checksum_new(G_CHECKSUM_SHA256), &g_checksum_free);
   std::vector<guchar> block(size_t{1} << 20);
   size_t n;
-  while ((n = std::fread(block.data(), 1, block.size(), f.get())) > 0) g_checksum_update(sum.get(), block.data(), n);
+  while ((n = std::fread(block.data(), 1, block.size(), f.get())) > 0)
+    g_checksum_update(sum.get(), block.data(), n);
   if (std::ferror(f.get())) throw Error(ErrorKind::kFormat, "model hash: error reading " + path);
   return g_checksum_get_string(sum.get());
 }
@@ -78,7 +79,8 @@ std::string model_sha256(const std::string& path) {
   std::vector<WeightFile> files;
   if (g_file_test(path.c_str(), G_FILE_TEST_IS_DIR)) {
     collect(path, "", &files);
-  } else if (g_file_test(path.c_str(), G_FILE_TEST_IS_REGULAR) && g_str_has_suffix(path.c_str(), ".safetensors")) {
+  } else if (g_file_test(path.c_str(), G_FILE_TEST_IS_REGULAR) &&
+             g_str_has_suffix(path.c_str(), ".safetensors")) {
     gchar* base = g_path_get_basename(path.c_str());
     files.push_back({base, path});
     g_free(base);
@@ -87,10 +89,12 @@ std::string model_sha256(const std::string& path) {
   }
   if (files.empty()) throw Error(ErrorKind::kNotFound, "model hash: " + path + " holds no .safetensors file");
   // sha256sum's order under LC_ALL=C sort: the paths' bytes.
-  std::sort(files.begin(), files.end(), [](const WeightFile& a, const WeightFile& b) { return a.relative < b.relative; });
+  std::sort(files.begin(), files.end(),
+            [](const WeightFile& a, const WeightFile& b) { return a.relative < b.relative; });
   for (WeightFile& f : files) {
     GStatBuf st;
-    if (g_stat(f.full.c_str(), &st) != 0) throw Error(ErrorKind::kFormat, "model hash: cannot stat " + f.full);
+    if (g_stat(f.full.c_str(), &st) != 0)
+      throw Error(ErrorKind::kFormat, "model hash: cannot stat " + f.full);
     f.size = static_cast<int64_t>(st.st_size);
     f.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   }

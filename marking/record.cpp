@@ -12,20 +12,35 @@ using nlohmann::json;
 std::string to_json(const Record& r) {
   json changes = json::array();
   for (const PromptChange& c : r.changes) {
-    changes.push_back({{"chunk", c.chunk}, {"first_frame", c.first_frame}, {"seconds", c.seconds}, {"prompt", c.prompt}});
+    changes.push_back(
+        {{"chunk", c.chunk}, {"first_frame", c.first_frame}, {"seconds", c.seconds}, {"prompt", c.prompt}});
   }
   const json j = {
-      {"version", r.version},       {"generator", r.generator},         {"element", r.element},
+      {"version", r.version},
+      {"generator", r.generator},
+      {"element", r.element},
       {"model", {{"name", r.model_name}, {"sha256", r.model_sha256}}},
-      {"prompt", r.prompt},         {"prompt_embeds", r.prompt_embeds}, {"conditioning", r.conditioning},
-      {"seed", r.seed},             {"sampler", r.sampler},             {"width", r.width},
-      {"height", r.height},         {"num_frames", r.num_frames},       {"steps", r.steps},
+      {"prompt", r.prompt},
+      {"prompt_embeds", r.prompt_embeds},
+      {"conditioning", r.conditioning},
+      {"seed", r.seed},
+      {"sampler", r.sampler},
+      {"width", r.width},
+      {"height", r.height},
+      {"num_frames", r.num_frames},
+      {"steps", r.steps},
       {"framerate", {r.fps_n, r.fps_d}},
-      {"sink", r.sink},             {"window", r.window},
+      {"sink", r.sink},
+      {"window", r.window},
       {"lora", {{"name", r.lora_name}, {"sha256", r.lora_sha256}}},
-      {"compute_dtype", r.compute_dtype}, {"device", r.device},
-      {"ranks", r.ranks},           {"tp", r.tp},                       {"sp", r.sp},
-      {"adaln_tables", r.adaln_tables},   {"audio", r.audio},         {"changes", changes},
+      {"compute_dtype", r.compute_dtype},
+      {"device", r.device},
+      {"ranks", r.ranks},
+      {"tp", r.tp},
+      {"sp", r.sp},
+      {"adaln_tables", r.adaln_tables},
+      {"audio", r.audio},
+      {"changes", changes},
   };
   // Invalid UTF-8 (a prompt property holds bytes) is replaced, not thrown: the stream must start.
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -43,8 +58,9 @@ T field(const json& j, const char* key, const std::string& origin, const std::st
   try {
     return j.at(key).get<T>();
   } catch (const json::exception&) {
-    throw Error(ErrorKind::kFormat, origin + ": the h3 record's field '" + name + "' is not of the expected type (" +
-                                        j.at(key).dump().substr(0, 80) + ")");
+    throw Error(ErrorKind::kFormat, origin + ": the h3 record's field '" + name +
+                                        "' is not of the expected type (" + j.at(key).dump().substr(0, 80) +
+                                        ")");
   }
 }
 
@@ -79,7 +95,8 @@ Record record_from_json(const std::string& text, const std::string& origin) {
   r.steps = field<int64_t>(j, "steps", origin);
   const auto rate = field<std::vector<int64_t>>(j, "framerate", origin);
   if (rate.size() != 2 || rate[0] <= 0 || rate[1] <= 0) {
-    throw Error(ErrorKind::kFormat, origin + ": the h3 record's field 'framerate' is not [n, d] with n, d > 0");
+    throw Error(ErrorKind::kFormat,
+                origin + ": the h3 record's field 'framerate' is not [n, d] with n, d > 0");
   }
   r.fps_n = rate[0];
   r.fps_d = rate[1];
@@ -96,7 +113,8 @@ Record record_from_json(const std::string& text, const std::string& origin) {
   r.adaln_tables = field<bool>(j, "adaln_tables", origin);
   r.audio = field<bool>(j, "audio", origin);
   const json changes = field<json>(j, "changes", origin);
-  if (!changes.is_array()) throw Error(ErrorKind::kFormat, origin + ": the h3 record's field 'changes' is not a list");
+  if (!changes.is_array())
+    throw Error(ErrorKind::kFormat, origin + ": the h3 record's field 'changes' is not a list");
   for (size_t i = 0; i < changes.size(); ++i) {
     const std::string at = "changes[" + std::to_string(i) + "]";
     PromptChange c;

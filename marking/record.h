@@ -45,7 +45,7 @@ struct Record {
   std::string device;
   int64_t ranks = 1, tp = 0, sp = 1;
   bool adaln_tables = true;
-  bool audio = false;  // the stream has the soundtrack (h3src)
+  bool audio = false;                 // the stream has the soundtrack (h3src)
   std::vector<PromptChange> changes;  // in the order they took over
 };
 

@@ -133,9 +133,10 @@ marking::Record read_record(const std::string& path) {
                                           "not written through h3mark, or its marking was removed");
   }
   if (ours.size() > 1) {
-    throw Error(ErrorKind::kInvalidArgument, path + " carries " + std::to_string(ours.size()) +
-                                                 " h3 records (several streams into one file): which one to make "
-                                                 "again is not known");
+    throw Error(ErrorKind::kInvalidArgument,
+                path + " carries " + std::to_string(ours.size()) +
+                    " h3 records (several streams into one file): which one to make "
+                    "again is not known");
   }
   return marking::record_from_xmp(ours.front(), path);
 }
@@ -168,9 +169,9 @@ void check_track(const std::string& path, const marking::Record& r, const std::v
                                           " chunks: the track or the record was altered; refusing to replay");
   }
   for (int64_t k = 0; k < chunks; ++k) {
-    const GstClockTime at = gst_util_uint64_scale(static_cast<guint64>(k * dit::kChunkFrames),
-                                                  static_cast<guint64>(r.fps_d) * GST_SECOND,
-                                                  static_cast<guint64>(r.fps_n));
+    const GstClockTime at =
+        gst_util_uint64_scale(static_cast<guint64>(k * dit::kChunkFrames),
+                              static_cast<guint64>(r.fps_d) * GST_SECOND, static_cast<guint64>(r.fps_n));
     const TextSample& s = track[static_cast<size_t>(k)];
     const std::string want = track_text(prompt_at(r, k));
     char when[32];
@@ -178,9 +179,9 @@ void check_track(const std::string& path, const marking::Record& r, const std::v
     if (s.pts != at) {
       char expected[32];
       std::snprintf(expected, sizeof expected, "%.3f s", static_cast<double>(at) / GST_SECOND);
-      throw Error(ErrorKind::kMismatch, path + "'s prompt track sample " + std::to_string(k + 1) +
-                                            " is at " + when + ", chunk " + std::to_string(k) + " starts at " +
-                                            expected + ": the track was altered; refusing to replay");
+      throw Error(ErrorKind::kMismatch, path + "'s prompt track sample " + std::to_string(k + 1) + " is at " +
+                                            when + ", chunk " + std::to_string(k) + " starts at " + expected +
+                                            ": the track was altered; refusing to replay");
     }
     if (s.text != want) {
       throw Error(ErrorKind::kMismatch, path + "'s prompt track sample " + std::to_string(k + 1) +
@@ -232,28 +233,30 @@ int run(Args& a) {
 
   const marking::Record r = read_record(path);
   if (!r.prompt_embeds.empty()) {
-    throw Error(ErrorKind::kInvalidArgument, path + " was made from prompt embeddings (" +
-                                                 r.prompt_embeds + "), which the file does not hold");
+    throw Error(ErrorKind::kInvalidArgument, path + " was made from prompt embeddings (" + r.prompt_embeds +
+                                                 "), which the file does not hold");
   }
   if (!r.conditioning.empty()) {
-    throw Error(ErrorKind::kInvalidArgument, path + " was conditioned on " + r.conditioning.front() +
-                                                 ", which the file does not hold");
+    throw Error(ErrorKind::kInvalidArgument,
+                path + " was conditioned on " + r.conditioning.front() + ", which the file does not hold");
   }
   if (r.num_frames < 0) {
-    throw Error(ErrorKind::kInvalidArgument, path +
-                                                 " is an endless stream (num-frames -1): h3 replay makes clips of a "
-                                                 "planned length again");
+    throw Error(ErrorKind::kInvalidArgument,
+                path +
+                    " is an endless stream (num-frames -1): h3 replay makes clips of a "
+                    "planned length again");
   }
   if (audio_out && !r.audio) {
-    throw Error(ErrorKind::kInvalidArgument, path + " was made by " + r.element +
-                                                 ", without a soundtrack: leave out --audio");
+    throw Error(ErrorKind::kInvalidArgument,
+                path + " was made by " + r.element + ", without a soundtrack: leave out --audio");
   }
   bool have_track = false;
   const std::vector<TextSample> track = read_prompt_track(path, &have_track);
   if (!have_track) {
-    throw Error(ErrorKind::kNotFound, path +
-                                          " has no prompt track (h3src's `prompts` pad into the muxer): which "
-                                          "prompt each chunk had cannot be checked");
+    throw Error(ErrorKind::kNotFound,
+                path +
+                    " has no prompt track (h3src's `prompts` pad into the muxer): which "
+                    "prompt each chunk had cannot be checked");
   }
   check_track(path, r, track);
 
@@ -261,9 +264,10 @@ int run(Args& a) {
   eo.model_dir = model.empty() ? default_model_dir() : model;
   const std::string sha = marking::model_sha256(eo.model_dir);
   if (sha != r.model_sha256) {
-    throw Error(ErrorKind::kMismatch, path + " was made by model '" + r.model_name + "' (sha256 " +
-                                          r.model_sha256 + "); " + eo.model_dir + " hashes to " + sha +
-                                          ": not the same weights. Pass --model with the folder that made it");
+    throw Error(ErrorKind::kMismatch,
+                path + " was made by model '" + r.model_name + "' (sha256 " + r.model_sha256 + "); " +
+                    eo.model_dir + " hashes to " + sha +
+                    ": not the same weights. Pass --model with the folder that made it");
   }
   GenerationRequest req;
   if (!r.lora_name.empty()) {
@@ -273,8 +277,8 @@ int run(Args& a) {
     }
     const std::string lora_sha = marking::model_sha256(*lora);
     if (lora_sha != r.lora_sha256) {
-      throw Error(ErrorKind::kMismatch, path + " was made with the LoRA '" + r.lora_name +
-                                            "' (sha256 " + r.lora_sha256 + "); " + *lora + " hashes to " + lora_sha);
+      throw Error(ErrorKind::kMismatch, path + " was made with the LoRA '" + r.lora_name + "' (sha256 " +
+                                            r.lora_sha256 + "); " + *lora + " hashes to " + lora_sha);
     }
     req.lora = *lora;
   }
@@ -296,7 +300,8 @@ int run(Args& a) {
   req.audio = audio_out.has_value();
   // Each change at the start of the chunk it took over: the engine applies a timeline's entry
   // from the first chunk starting at or after it, the very chunk.
-  for (const auto& c : r.changes) req.prompt_timeline.push_back({dit::chunk_start_seconds(c.chunk), c.prompt});
+  for (const auto& c : r.changes)
+    req.prompt_timeline.push_back({dit::chunk_start_seconds(c.chunk), c.prompt});
 
   std::unique_ptr<FILE, int (*)(FILE*)> video(std::fopen(video_out.c_str(), "wb"), &std::fclose);
   if (!video) throw Error(ErrorKind::kNotFound, "cannot write " + video_out);
@@ -308,13 +313,15 @@ int run(Args& a) {
   const ProgressFn progress = quiet ? ProgressFn() : printer.fn();
   auto engine = Engine::open(eo, progress);
   RawSink sink(video.get(), audio.get());
-  CancelToken cancel;
-  engine->generate(req, sink, progress, cancel);
+  StreamControl control;
+  engine->generate(req, sink, progress, control);
   printer.finish();
   if (!quiet) {
-    std::fprintf(stderr, "h3 replay: %s: %lld frames (%lldx%lld RGB) to %s", path.c_str(), (long long)sink.frames(),
-                 (long long)r.width, (long long)r.height, video_out.c_str());
-    if (audio_out) std::fprintf(stderr, ", %lld stereo F32LE samples to %s", (long long)sink.samples(), audio_out->c_str());
+    std::fprintf(stderr, "h3 replay: %s: %lld frames (%lldx%lld RGB) to %s", path.c_str(),
+                 (long long)sink.frames(), (long long)r.width, (long long)r.height, video_out.c_str());
+    if (audio_out)
+      std::fprintf(stderr, ", %lld stereo F32LE samples to %s", (long long)sink.samples(),
+                   audio_out->c_str());
     std::fprintf(stderr, "; %zu prompt change(s)\n", r.changes.size());
   }
   return 0;

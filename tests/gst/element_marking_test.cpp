@@ -48,7 +48,8 @@ Ran spawn(std::vector<std::string> args) {
   gint status = 0;
   Ran r;
   GError* e = nullptr;
-  if (!g_spawn_sync(nullptr, argv.data(), nullptr, G_SPAWN_SEARCH_PATH, nullptr, nullptr, &out, &err, &status, &e)) {
+  if (!g_spawn_sync(nullptr, argv.data(), nullptr, G_SPAWN_SEARCH_PATH, nullptr, nullptr, &out, &err, &status,
+                    &e)) {
     r.err = e ? e->message : "spawn failed";
     g_clear_error(&e);
     return r;
@@ -88,16 +89,19 @@ constexpr const char* kUnbounded = "queue max-size-buffers=0 max-size-time=0 max
 // h3src at 80x48 with `prompt` into an MP4 (H.264, AAC, the prompts as tx3g, through h3mark unless `mark` is
 // false), its RGB frames and F32LE soundtrack also written as they were pushed. `live_prompt`:
 // sent as an h3-prompt event for `live_at` once the pipeline prerolled.
-Stream make_stream(const std::string& dir, const std::string& props, const std::string& prompt, bool mark = true,
-                   const std::string& live_prompt = "", double live_at = 0) {
+Stream make_stream(const std::string& dir, const std::string& props, const std::string& prompt,
+                   bool mark = true, const std::string& live_prompt = "", double live_at = 0) {
   Stream s{dir + "/clip.mp4", dir + "/video.rgb", dir + "/audio.f32", {}, {}};
-  const std::string desc =
-      std::string("h3src name=s width=80 height=48 ") + props + " s.video ! video/x-raw,format=RGB ! tee name=tv  tv. ! " +
-      kUnbounded + " ! filesink location=" + s.video + "  tv. ! " + kUnbounded +
-      " ! videoconvert ! x264enc tune=zerolatency speed-preset=ultrafast ! mux.  s.audio ! audio/x-raw,format=F32LE ! "
-      "tee name=ta  ta. ! " + kUnbounded + " ! filesink location=" + s.audio + "  ta. ! " + kUnbounded +
-      " ! audioconvert ! avenc_aac ! mux.  s.prompts ! " + kUnbounded + " ! mux.subtitle_0  mp4mux name=mux ! " +
-      (mark ? "h3mark ! " : "") + "filesink location=" + s.mp4;
+  const std::string desc = std::string("h3src name=s width=80 height=48 ") + props +
+                           " s.video ! video/x-raw,format=RGB ! tee name=tv  tv. ! " + kUnbounded +
+                           " ! filesink location=" + s.video + "  tv. ! " + kUnbounded +
+                           " ! videoconvert ! x264enc tune=zerolatency speed-preset=ultrafast ! mux.  "
+                           "s.audio ! audio/x-raw,format=F32LE ! "
+                           "tee name=ta  ta. ! " +
+                           kUnbounded + " ! filesink location=" + s.audio + "  ta. ! " + kUnbounded +
+                           " ! audioconvert ! avenc_aac ! mux.  s.prompts ! " + kUnbounded +
+                           " ! mux.subtitle_0  mp4mux name=mux ! " + (mark ? "h3mark ! " : "") +
+                           "filesink location=" + s.mp4;
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(desc.c_str(), &err);
   EXPECT_EQ(err, nullptr) << (err ? err->message : "");
@@ -110,8 +114,9 @@ Stream make_stream(const std::string& dir, const std::string& props, const std::
   if (!live_prompt.empty()) {
     EXPECT_EQ(gst_element_get_state(pipeline, nullptr, nullptr, 120 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
     GstElement* src = h3test::by_name(pipeline, "s");
-    GstStructure* st = gst_structure_new("h3-prompt", "prompt", G_TYPE_STRING, live_prompt.c_str(), "running-time",
-                                         G_TYPE_UINT64, static_cast<guint64>(live_at * GST_SECOND), nullptr);
+    GstStructure* st =
+        gst_structure_new("h3-prompt", "prompt", G_TYPE_STRING, live_prompt.c_str(), "running-time",
+                          G_TYPE_UINT64, static_cast<guint64>(live_at * GST_SECOND), nullptr);
     EXPECT_TRUE(gst_element_send_event(src, gst_event_new_custom(GST_EVENT_CUSTOM_UPSTREAM, st)));
     gst_object_unref(src);
   }
@@ -172,18 +177,18 @@ TEST(H3Marking, AnMp4ThroughH3markSaysInXmpThatItIsGeneratedAndHowAndExiftoolRea
   while (prompt.size() < 10240) prompt += "moving right on a black background, frame after frame\n";
   const std::string timeline = dir.path + "/timeline.txt";
   std::ofstream(timeline) << "0.75 " << kSecond << "\n";
-  const Stream s = make_stream(dir.path, "sampler=causal num-frames=56 seed=7 steps=2 prompt-timeline=" + timeline,
-                               prompt);
+  const Stream s = make_stream(
+      dir.path, "sampler=causal num-frames=56 seed=7 steps=2 prompt-timeline=" + timeline, prompt);
   ASSERT_TRUE(s.result.eos) << s.result.message << " " << s.result.debug;
   EXPECT_EQ(exif(s.mp4, "XMP-iptcExt:DigitalSourceType"), kSourceType);
-  EXPECT_EQ(exif(s.mp4, "XMP-iptcExt:AIPromptInformation"),
-            prompt + "\nfrom 1.417 s (chunk 2): " + kSecond);
+  EXPECT_EQ(exif(s.mp4, "XMP-iptcExt:AIPromptInformation"), prompt + "\nfrom 1.417 s (chunk 2): " + kSecond);
   EXPECT_EQ(exif(s.mp4, "XMP-h3:Seed"), "7");
   EXPECT_EQ(exif(s.mp4, "XMP-h3:Sampler"), "causal");
   // The model's hash as coreutils computes it (docs/element.md, "Marking").
-  const Ran sha = spawn({"bash", "-c",
-                         "cd \"$H3_MODEL_DIR\" && find . -name '*.safetensors' -printf '%P\\n' | LC_ALL=C sort | "
-                         "xargs -d '\\n' sha256sum | sha256sum | cut -c1-64"});
+  const Ran sha =
+      spawn({"bash", "-c",
+             "cd \"$H3_MODEL_DIR\" && find . -name '*.safetensors' -printf '%P\\n' | LC_ALL=C sort | "
+             "xargs -d '\\n' sha256sum | sha256sum | cut -c1-64"});
   ASSERT_TRUE(sha.ok) << sha.err;
   EXPECT_EQ(exif(s.mp4, "XMP-h3:ModelSHA256") + "\n", sha.out);
   EXPECT_NE(exif(s.mp4, "XMP-iptcExt:AISystemVersionUsed").find(sha.out.substr(0, 64)), std::string::npos);
@@ -201,8 +206,9 @@ TEST(H3Marking, TheReplayOfAStreamWithTwoPromptChangesGivesTheSameFramesAndSound
   // Chunk 2 by the timeline; the live change for 85/24 s (chunk 5) comes once the pipeline
   // prerolled, and lands on chunk 5 or, had the engine begun it already, a later one: the record
   // says where.
-  const Stream s = make_stream(dir.path, "sampler=causal num-frames=124 seed=11 steps=2 prompt-timeline=" + timeline,
-                               kFirst, true, kThird, 85.0 / 24);
+  const Stream s =
+      make_stream(dir.path, "sampler=causal num-frames=124 seed=11 steps=2 prompt-timeline=" + timeline,
+                  kFirst, true, kThird, 85.0 / 24);
   ASSERT_TRUE(s.result.eos) << s.result.message << " " << s.result.debug;
   ASSERT_EQ(s.applied.size(), 2u);
   EXPECT_EQ(s.applied[0].first, 2);
@@ -238,9 +244,10 @@ TEST(H3Marking, ReplayRefusesAFileWithoutTheMarkingATamperedTrackOrRecordAndOthe
     ASSERT_TRUE(s.result.eos) << s.result.message;
     const Ran r = replay(s.mp4, dir.path);
     EXPECT_FALSE(r.ok);
-    EXPECT_EQ(r.err, "h3 replay: not found: " + s.mp4 +
-                         " carries no h3 marking (no XMP packet with an h3:Record): it was not written through "
-                         "h3mark, or its marking was removed\n");
+    EXPECT_EQ(r.err,
+              "h3 replay: not found: " + s.mp4 +
+                  " carries no h3 marking (no XMP packet with an h3:Record): it was not written through "
+                  "h3mark, or its marking was removed\n");
   }
   const Stream s = make_stream(dir.path, props, kFirst);
   ASSERT_TRUE(s.result.eos) << s.result.message;
@@ -261,10 +268,11 @@ TEST(H3Marking, ReplayRefusesAFileWithoutTheMarkingATamperedTrackOrRecordAndOthe
     const std::string path = write("tampered-track.mp4", bytes);
     const Ran r = replay(path, dir.path);
     EXPECT_FALSE(r.ok);
-    EXPECT_EQ(r.err, "h3 replay: mismatch: " + path +
-                         "'s prompt track sample 2 (chunk 1, 0.708 s) reads 'a RED circle moving right on a black "
-                         "background' where the h3 record has 'a red circle moving right on a black background': "
-                         "the track or the record was altered; refusing to replay\n");
+    EXPECT_EQ(r.err,
+              "h3 replay: mismatch: " + path +
+                  "'s prompt track sample 2 (chunk 1, 0.708 s) reads 'a RED circle moving right on a black "
+                  "background' where the h3 record has 'a red circle moving right on a black background': "
+                  "the track or the record was altered; refusing to replay\n");
   }
   {
     // The record's seed field renamed (the JSON is escaped in the XMP): a field is missing.
@@ -282,15 +290,18 @@ TEST(H3Marking, ReplayRefusesAFileWithoutTheMarkingATamperedTrackOrRecordAndOthe
     // The same model with one weight file changed: other weights.
     const std::string copy = dir.path + "/model";
     ASSERT_TRUE(spawn({"cp", "-r", model_dir(), copy}).ok);
-    ASSERT_TRUE(spawn({"bash", "-c", "f=$(find '" + copy + "' -name '*.safetensors' | sort | head -1); "
-                                    "printf 'x' | dd of=\"$f\" bs=1 seek=$(($(stat -c %s \"$f\") - 1)) conv=notrunc "
-                                    "status=none"})
+    ASSERT_TRUE(spawn({"bash", "-c",
+                       "f=$(find '" + copy +
+                           "' -name '*.safetensors' | sort | head -1); "
+                           "printf 'x' | dd of=\"$f\" bs=1 seek=$(($(stat -c %s \"$f\") - 1)) conv=notrunc "
+                           "status=none"})
                     .ok);
     const Ran r = replay(s.mp4, dir.path, copy);
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.err.rfind("h3 replay: mismatch: " + s.mp4 + " was made by model '", 0), 0u) << r.err;
     EXPECT_NE(r.err.find(copy + " hashes to "), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find(": not the same weights. Pass --model with the folder that made it"), std::string::npos)
+    EXPECT_NE(r.err.find(": not the same weights. Pass --model with the folder that made it"),
+              std::string::npos)
         << r.err;
   }
 }
@@ -298,8 +309,8 @@ TEST(H3Marking, ReplayRefusesAFileWithoutTheMarkingATamperedTrackOrRecordAndOthe
 TEST(H3Marking, H3markWithoutAnH3StreamWarnsAndLeavesTheFileAsTheMuxerWroteIt) {
   TempDir dir;
   const std::string out = dir.path + "/test.mp4";
-  GstElement* p = gst_parse_launch(("videotestsrc num-buffers=5 ! x264enc ! mp4mux ! h3mark ! filesink location=" + out).c_str(),
-                                   nullptr);
+  GstElement* p = gst_parse_launch(
+      ("videotestsrc num-buffers=5 ! x264enc ! mp4mux ! h3mark ! filesink location=" + out).c_str(), nullptr);
   const h3test::RunResult r = h3test::run_to_end(p, 60);
   gst_object_unref(p);
   EXPECT_TRUE(r.eos);

@@ -231,7 +231,7 @@ TEST(H3VideoSrcStream, LatencyIsLiveOnlyWhenLiveAndCoversTheMeasuredChunkTime) {
   }
 }
 
-TEST(H3VideoSrcStream, SendsGlobalTagsWithThePromptEncoderAndSeed) {
+TEST(H3VideoSrcStream, SendsGlobalTagsThatMarkTheStreamAsGeneratedAndAnswersTheRecordQuery) {
   GstHarness* h = gst_harness_new_parse(launch("prompt=\"a red kite\" seed=1234").c_str());
   gst_harness_play(h);
   GstBuffer* b = gst_harness_pull(h);
@@ -261,6 +261,29 @@ TEST(H3VideoSrcStream, SendsGlobalTagsWithThePromptEncoderAndSeed) {
   guint64 seed = 0;
   ASSERT_TRUE(gst_tag_list_get_uint64(tags, "h3-seed", &seed));
   EXPECT_EQ(seed, 1234u);
+  // The marking (docs/element.md, "Marking").
+  const auto tag = [&](const char* name) {
+    gchar* v = nullptr;
+    std::string out = gst_tag_list_get_string(tags, name, &v) ? v : "(missing)";
+    g_free(v);
+    return out;
+  };
+  EXPECT_EQ(tag("h3-digital-source-type"),
+            "http://cv.iptc.org/newscodes/digitalsourcetype/trainedAlgorithmicMedia");
+  EXPECT_EQ(tag("h3-sampler"), "euler");
+  EXPECT_EQ(tag("h3-model-sha256").size(), 64u);
+  EXPECT_EQ(tag(GST_TAG_APPLICATION_NAME).rfind("gst-h3 ", 0), 0u);
+  EXPECT_NE(tag(GST_TAG_APPLICATION_NAME).find(" h3videosrc"), std::string::npos);
+  const std::string record = tag("h3-record");
+  EXPECT_NE(record.find("\"element\":\"h3videosrc\""), std::string::npos) << record;
+  EXPECT_NE(record.find("\"seed\":1234"), std::string::npos) << record;
+  EXPECT_NE(record.find("\"sha256\":\"" + tag("h3-model-sha256") + "\""), std::string::npos) << record;
+  // h3mark's query: answered with the same record.
+  GstQuery* q = gst_query_new_custom(GST_QUERY_CUSTOM, gst_structure_new_empty("h3-record"));
+  ASSERT_TRUE(gst_pad_peer_query(h->sinkpad, q));
+  const gchar* answered = gst_structure_get_string(gst_query_get_structure(q), "record");
+  EXPECT_EQ(std::string(answered ? answered : ""), record);
+  gst_query_unref(q);
   gst_tag_list_unref(tags);
   gst_harness_teardown(h);
 }

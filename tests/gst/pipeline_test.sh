@@ -146,15 +146,19 @@ case "$what" in
     done
     n=$(grep -c 'changeable only in NULL or READY state' "$out/inspect.txt")
     [ "$n" -ge 15 ] || { echo "only $n properties say when they may change" >&2; exit 1; }
-    # h3src: the same properties (the same code), and its two always pads.
+    # h3src: the same properties (the same code), and its three always pads (the prompt track's too).
     gst-inspect-1.0 h3src > "$out/inspect-av.txt"
     for p in model prompt prompt-embeds seed steps width height num-frames framerate ranks tp-size device \
              queue-chunks is-live timeout compute-dtype; do
       grep -q "^  $p " "$out/inspect-av.txt" || { echo "gst-inspect h3src does not show $p" >&2; exit 1; }
     done
-    for pad in video audio; do
+    for pad in video audio prompts; do
       grep -q "^  SRC: '$pad'" "$out/inspect-av.txt" || { echo "h3src has no '$pad' source pad" >&2; exit 1; }
     done
+    # h3mark, the marking after mp4mux / qtmux: an MP4 byte stream in and out.
+    gst-inspect-1.0 h3mark > "$out/inspect-mark.txt"
+    [ "$(grep -c '^      video/quicktime$' "$out/inspect-mark.txt")" = 2 ] ||
+      { echo "h3mark does not take and give video/quicktime" >&2; exit 1; }
     grep -q 'format: { (string)F32LE, (string)S16LE }' "$out/inspect-av.txt" ||
       { echo "h3src's audio pad does not offer F32LE and S16LE" >&2; exit 1; }
     # Each property's line (its name in 24 columns, then its blurb) fits two lines of an 80-column

@@ -81,7 +81,9 @@ TEST(MarkingRecord, AMissingOrMistypedFieldIsNamed) {
             "clip.mp4: the h3 record's field 'model.sha256' is not of the expected type (1)");
   EXPECT_EQ(error_of([&] { h3::marking::record_from_json("{\"version\": 2}", "clip.mp4"); }),
             "clip.mp4: h3 record version 2 (this build reads version 1)");
-  EXPECT_EQ(error_of([&] { h3::marking::record_from_json("{", "clip.mp4"); }).rfind("clip.mp4: the h3 record is not JSON", 0),
+  EXPECT_EQ(error_of([&] {
+              h3::marking::record_from_json("{", "clip.mp4");
+            }).rfind("clip.mp4: the h3 record is not JSON", 0),
             0u);
 }
 
@@ -115,8 +117,9 @@ TEST(MarkingXmp, ThePacketCarriesIptcFieldsAndTheRecordBackExactly) {
   // JSON replaced the invalid byte (U+FFFD): what the packet holds is valid UTF-8.
   EXPECT_EQ(back.changes[0].prompt, "bad utf-8 \xEF\xBF\xBD here");
   EXPECT_FALSE(h3::marking::has_record("<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"></x:xmpmeta>"));
-  EXPECT_EQ(error_of([&] { h3::marking::record_from_xmp("<a><b></a>", "f.mp4"); })
-                .rfind("f.mp4: the XMP packet is not XML: ", 0),
+  EXPECT_EQ(error_of([&] {
+              h3::marking::record_from_xmp("<a><b></a>", "f.mp4");
+            }).rfind("f.mp4: the XMP packet is not XML: ", 0),
             0u);
 }
 
@@ -132,10 +135,20 @@ TEST(MarkingXmp, TheUuidBoxIsFoundAmongTopLevelBoxesAndACutFileIsRefused) {
                 static_cast<unsigned char>(box[2]) << 8 | static_cast<unsigned char>(box[3]),
             static_cast<int>(box.size()));
   // ftyp (16 bytes), a free box, then the XMP box, then another uuid box that is not XMP's.
-  std::string file("\0\0\0\x10" "ftypisom\0\0\0\0", 16);
-  file += std::string("\0\0\0\x08" "free", 8);
+  std::string file(
+      "\0\0\0\x10"
+      "ftypisom\0\0\0\0",
+      16);
+  file += std::string(
+      "\0\0\0\x08"
+      "free",
+      8);
   file += box;
-  file += std::string("\0\0\0\x18" "uuid", 8) + std::string(16, '\x11');
+  file += std::string(
+              "\0\0\0\x18"
+              "uuid",
+              8) +
+          std::string(16, '\x11');
   const std::string path = temp_path("boxes.mp4");
   std::ofstream(path, std::ios::binary) << file;
   const auto packets = h3::marking::mp4_xmp_packets(path);

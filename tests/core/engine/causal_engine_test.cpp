@@ -462,8 +462,8 @@ TEST(EngineLive, AnEndlessStreamHoldsAtChunk40WhatItHeldAtChunk8) {
 // A 73-frame causal clip (chunks 0-3 of 5 latents, chunk 4 the 2-latent tail; chunk c starts at
 // c * 17 / 24 s: 0, 0.708, 1.417, 2.125, 2.833) and the chunks its prompt changes applied at.
 struct Switched {
-  at::Tensor video;              // final latents [1, C, 22, h, w]
-  std::vector<int64_t> prompts;  // Phase::kPrompt's chunks
+  at::Tensor video;                       // final latents [1, C, 22, h, w]
+  std::vector<int64_t> prompts;           // Phase::kPrompt's chunks
   std::vector<std::string> prompt_texts;  // and the prompts it reported taken (the marking records them)
   at::Tensor chunk(int64_t c) const {
     return video.narrow(2, 5 * c, std::min<int64_t>(5, video.size(2) - 5 * c));
