@@ -176,7 +176,10 @@ void check_track(const std::string& path, const marking::Record& r, const std::v
     const std::string want = track_text(prompt_at(r, k));
     char when[32];
     std::snprintf(when, sizeof when, "%.3f s", static_cast<double>(s.pts) / GST_SECOND);
-    if (s.pts != at) {
+    // mp4mux keeps a text track's times in milliseconds (its trak timescale 1000): 0.5 ms off at most.
+    const GstClockTimeDiff off = GST_CLOCK_DIFF(at, s.pts);
+    if (off > static_cast<GstClockTimeDiff>(GST_MSECOND) ||
+        off < -static_cast<GstClockTimeDiff>(GST_MSECOND)) {
       char expected[32];
       std::snprintf(expected, sizeof expected, "%.3f s", static_cast<double>(at) / GST_SECOND);
       throw Error(ErrorKind::kMismatch, path + "'s prompt track sample " + std::to_string(k + 1) + " is at " +
