@@ -22,7 +22,7 @@ struct Progress {
   int64_t chunk = 0, total_chunks = 0;   // decoding: chunks delivered so far
   int64_t frames = 0, total_frames = 0;  // frames delivered so far
   double elapsed_s = 0;                  // since generate() (or open()) began
-  std::string prompt;                    // kPrompt: the prompt taken (the stream's marking records it)
+  std::string prompt{};                  // kPrompt: the prompt taken (the stream's marking records it)
 };
 
 // Called on the thread that called Engine::open / Engine::generate (the engine hands rank 0's
