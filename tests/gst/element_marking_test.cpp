@@ -9,7 +9,6 @@
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -17,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "../temp_dir.h"
 #include "gst_test_util.h"
 
 namespace {
@@ -66,17 +66,6 @@ Ran spawn(std::vector<std::string> args) {
 std::string exif(const std::string& file, const std::string& tag) {
   return spawn({"exiftool", "-b", "-" + tag, file}).out;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    gchar* d = g_dir_make_tmp("h3-marking-XXXXXX", nullptr);
-    path = d;
-    g_free(d);
-  }
-  ~TempDir() { spawn({"rm", "-rf", path}); }
-  std::string path;
-};
 
 struct Stream {
   std::string mp4, video, audio;
@@ -171,14 +160,14 @@ constexpr const char* kSecond = "a green square moving down on a white backgroun
 constexpr const char* kThird = "a yellow triangle moving up on a gray background";
 
 TEST(H3Marking, AnMp4ThroughH3markSaysInXmpThatItIsGeneratedAndHowAndExiftoolReadsIt) {
-  TempDir dir;
+  h3::test::TempDir dir("marking");
   // 10 kB over several lines, with XML's special characters: every byte reaches the XMP.
   std::string prompt = "a red <circle> & a \"square\"\n";
   while (prompt.size() < 10240) prompt += "moving right on a black background, frame after frame\n";
-  const std::string timeline = dir.path + "/timeline.txt";
+  const std::string timeline = dir.str() + "/timeline.txt";
   std::ofstream(timeline) << "0.75 " << kSecond << "\n";
   const Stream s = make_stream(
-      dir.path, "sampler=causal num-frames=56 seed=7 steps=2 prompt-timeline=" + timeline, prompt);
+      dir.str(), "sampler=causal num-frames=56 seed=7 steps=2 prompt-timeline=" + timeline, prompt);
   ASSERT_TRUE(s.result.eos) << s.result.message << " " << s.result.debug;
   EXPECT_EQ(exif(s.mp4, "XMP-iptcExt:DigitalSourceType"), kSourceType);
   EXPECT_EQ(exif(s.mp4, "XMP-iptcExt:AIPromptInformation"), prompt + "\nfrom 1.417 s (chunk 2): " + kSecond);
@@ -200,14 +189,14 @@ TEST(H3Marking, AnMp4ThroughH3markSaysInXmpThatItIsGeneratedAndHowAndExiftoolRea
 }
 
 TEST(H3Marking, TheReplayOfAStreamWithTwoPromptChangesGivesTheSameFramesAndSoundtrack) {
-  TempDir dir;
-  const std::string timeline = dir.path + "/timeline.txt";
+  h3::test::TempDir dir("marking");
+  const std::string timeline = dir.str() + "/timeline.txt";
   std::ofstream(timeline) << "0.75 " << kSecond << "\n";
   // Chunk 2 by the timeline; the live change for 85/24 s (chunk 5) comes once the pipeline
   // prerolled, and lands on chunk 5 or, had the engine begun it already, a later one: the record
   // says where.
   const Stream s =
-      make_stream(dir.path, "sampler=causal num-frames=124 seed=11 steps=2 prompt-timeline=" + timeline,
+      make_stream(dir.str(), "sampler=causal num-frames=124 seed=11 steps=2 prompt-timeline=" + timeline,
                   kFirst, true, kThird, 85.0 / 24);
   ASSERT_TRUE(s.result.eos) << s.result.message << " " << s.result.debug;
   ASSERT_EQ(s.applied.size(), 2u);
@@ -228,36 +217,36 @@ TEST(H3Marking, TheReplayOfAStreamWithTwoPromptChangesGivesTheSameFramesAndSound
   EXPECT_NEAR(static_cast<double>(track[static_cast<size_t>(s.applied[1].first)].first),
               static_cast<double>(s.applied[1].second), 0.5e6);
 
-  const Ran r = replay(s.mp4, dir.path);
+  const Ran r = replay(s.mp4, dir.str());
   ASSERT_TRUE(r.ok) << r.err;
   const std::string video = slurp(s.video), audio = slurp(s.audio);
   EXPECT_EQ(video.size(), 124u * 80 * 48 * 3);
   EXPECT_GT(audio.size(), 0u);
-  EXPECT_TRUE(slurp(dir.path + "/replay.rgb") == video) << "the replayed frames differ";
-  EXPECT_TRUE(slurp(dir.path + "/replay.f32") == audio) << "the replayed soundtrack differs";
+  EXPECT_TRUE(slurp(dir.str() + "/replay.rgb") == video) << "the replayed frames differ";
+  EXPECT_TRUE(slurp(dir.str() + "/replay.f32") == audio) << "the replayed soundtrack differs";
 }
 
 TEST(H3Marking, ReplayRefusesAFileWithoutTheMarkingATamperedTrackOrRecordAndOtherWeights) {
-  TempDir dir;
-  const std::string timeline = dir.path + "/timeline.txt";
+  h3::test::TempDir dir("marking");
+  const std::string timeline = dir.str() + "/timeline.txt";
   std::ofstream(timeline) << "0.75 " << kSecond << "\n";
   const std::string props = "sampler=causal num-frames=56 seed=5 steps=2 prompt-timeline=" + timeline;
   {
     // Straight from mp4mux: its own XMP packet holds no h3 record.
-    const Stream s = make_stream(dir.path, props, kFirst, /*mark=*/false);
+    const Stream s = make_stream(dir.str(), props, kFirst, /*mark=*/false);
     ASSERT_TRUE(s.result.eos) << s.result.message;
-    const Ran r = replay(s.mp4, dir.path);
+    const Ran r = replay(s.mp4, dir.str());
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.err,
               "h3 replay: not found: " + s.mp4 +
                   " carries no h3 marking (no XMP packet with an h3:Record): it was not written through "
                   "h3mark, or its marking was removed\n");
   }
-  const Stream s = make_stream(dir.path, props, kFirst);
+  const Stream s = make_stream(dir.str(), props, kFirst);
   ASSERT_TRUE(s.result.eos) << s.result.message;
   const std::string file = slurp(s.mp4);
   const auto write = [&](const std::string& name, std::string bytes) {
-    const std::string path = dir.path + "/" + name;
+    const std::string path = dir.str() + "/" + name;
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
   };
@@ -270,7 +259,7 @@ TEST(H3Marking, ReplayRefusesAFileWithoutTheMarkingATamperedTrackOrRecordAndOthe
     ASSERT_NE(at, std::string::npos);
     bytes.replace(at, from.size(), to);
     const std::string path = write("tampered-track.mp4", bytes);
-    const Ran r = replay(path, dir.path);
+    const Ran r = replay(path, dir.str());
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.err,
               "h3 replay: mismatch: " + path +
@@ -286,13 +275,13 @@ TEST(H3Marking, ReplayRefusesAFileWithoutTheMarkingATamperedTrackOrRecordAndOthe
     ASSERT_NE(at, std::string::npos);
     bytes.replace(at, from.size(), to);
     const std::string path = write("no-seed.mp4", bytes);
-    const Ran r = replay(path, dir.path);
+    const Ran r = replay(path, dir.str());
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.err, "h3 replay: format error: " + path + ": the h3 record has no field 'seed'\n");
   }
   {
     // The same model with one weight file changed: other weights.
-    const std::string copy = dir.path + "/model";
+    const std::string copy = dir.str() + "/model";
     ASSERT_TRUE(spawn({"cp", "-r", model_dir(), copy}).ok);
     ASSERT_TRUE(spawn({"bash", "-c",
                        "f=$(find '" + copy +
@@ -300,7 +289,7 @@ TEST(H3Marking, ReplayRefusesAFileWithoutTheMarkingATamperedTrackOrRecordAndOthe
                            "printf 'x' | dd of=\"$f\" bs=1 seek=$(($(stat -c %s \"$f\") - 1)) conv=notrunc "
                            "status=none"})
                     .ok);
-    const Ran r = replay(s.mp4, dir.path, copy);
+    const Ran r = replay(s.mp4, dir.str(), copy);
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.err.rfind("h3 replay: mismatch: " + s.mp4 + " was made by model '", 0), 0u) << r.err;
     EXPECT_NE(r.err.find(copy + " hashes to "), std::string::npos) << r.err;
@@ -311,8 +300,8 @@ TEST(H3Marking, ReplayRefusesAFileWithoutTheMarkingATamperedTrackOrRecordAndOthe
 }
 
 TEST(H3Marking, H3markWithoutAnH3StreamWarnsAndLeavesTheFileAsTheMuxerWroteIt) {
-  TempDir dir;
-  const std::string out = dir.path + "/test.mp4";
+  h3::test::TempDir dir("marking");
+  const std::string out = dir.str() + "/test.mp4";
   GstElement* p = gst_parse_launch(
       ("videotestsrc num-buffers=5 ! x264enc ! mp4mux ! h3mark ! filesink location=" + out).c_str(), nullptr);
   const h3test::RunResult r = h3test::run_to_end(p, 60);

@@ -3,13 +3,13 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "../temp_dir.h"
 #include "h3/error.h"
 #include "marking/model_digest.h"
 #include "marking/record.h"
@@ -123,10 +123,6 @@ TEST(MarkingXmp, ThePacketCarriesIptcFieldsAndTheRecordBackExactly) {
             0u);
 }
 
-std::string temp_path(const char* name) {
-  return std::string(g_get_tmp_dir()) + "/h3-marking-" + std::to_string(::getpid()) + "-" + name;
-}
-
 TEST(MarkingXmp, TheUuidBoxIsFoundAmongTopLevelBoxesAndACutFileIsRefused) {
   const std::string packet = h3::marking::to_xmp(sample_record());
   const std::string box = h3::marking::xmp_uuid_box(packet);
@@ -149,7 +145,8 @@ TEST(MarkingXmp, TheUuidBoxIsFoundAmongTopLevelBoxesAndACutFileIsRefused) {
               "uuid",
               8) +
           std::string(16, '\x11');
-  const std::string path = temp_path("boxes.mp4");
+  const h3::test::TempDir dir("marking");
+  const std::string path = dir / "boxes.mp4";
   std::ofstream(path, std::ios::binary) << file;
   const auto packets = h3::marking::mp4_xmp_packets(path);
   ASSERT_EQ(packets.size(), 1u);
@@ -173,7 +170,8 @@ std::string run(const std::string& command) {
 }
 
 TEST(MarkingDigest, TheModelHashIsCoreutilsSha256sumOfTheSortedWeightFiles) {
-  const std::string dir = temp_path("model");
+  const h3::test::TempDir tmp("marking");
+  const std::string dir = tmp / "model";
   g_mkdir_with_parents((dir + "/vae").c_str(), 0755);
   g_mkdir_with_parents((dir + "/transformer").c_str(), 0755);
   std::ofstream(dir + "/vae/diffusion_pytorch_model.safetensors") << "vae weights";
@@ -194,7 +192,6 @@ TEST(MarkingDigest, TheModelHashIsCoreutilsSha256sumOfTheSortedWeightFiles) {
   EXPECT_NE(h3::marking::model_sha256(dir), digest);
   EXPECT_EQ(error_of([&] { h3::marking::model_sha256(dir + "/nowhere"); }),
             "model hash: " + dir + "/nowhere is neither a folder nor a .safetensors file");
-  run("rm -rf '" + dir + "'");
 }
 
 }  // namespace
