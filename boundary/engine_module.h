@@ -29,8 +29,9 @@
 namespace h3gst {
 
 // 12: check_task gives the model's default frames; 13: one engine, many streams
-// (EngineHandle::open_stream, EngineStream, engines_opened)
-constexpr int kEngineModuleAbi = 13;
+// (EngineHandle::open_stream, EngineStream, engines_opened); 14: Progress::prompt (the prompt a
+// kPrompt report took, for the stream's marking)
+constexpr int kEngineModuleAbi = 14;
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 
