@@ -12,6 +12,8 @@ frames=22 width=80 height=48
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 fail() { echo "install test: $*" >&2; exit 1; }
+# meson test points LD_LIBRARY_PATH into the build tree: nothing of it may be found.
+unset LD_LIBRARY_PATH
 root="$out/root"
 
 meson install -C "$build" --destdir "$root" --no-rebuild --quiet
@@ -71,11 +73,13 @@ size=$(stat -c %s "$out/frames.rgb")
 
 # --- The installed h3 command: a clip of the installed default model -----------------------------
 H3_MODEL_DIR= "$root$bindir/h3" generate --model "$root$model_dir" --width $width --height $height \
-  --frames $frames --out "$out/clip.y4m" --quiet
-n=$(grep -c -a '^FRAME' "$out/clip.y4m" || true)
-[ "$n" -eq $frames ] || fail "h3 generate wrote $n frames, expected $frames"
-head -c 200 "$out/clip.y4m" | head -1 | grep -q "^YUV4MPEG2 W$width H$height " ||
-  fail "h3 generate's clip is not ${width}x$height: $(head -1 "$out/clip.y4m")"
+  --frames $frames --prompt "a red circle moving right on a black background" --out "$out/clip.y4m" --quiet
+header=$(head -1 "$out/clip.y4m")
+[ "$header" = "YUV4MPEG2 W$width H$height F24:1 Ip A1:1 C444" ] || fail "h3 generate's clip has the header '$header'"
+# 4:4:4: each frame is "FRAME\n" and three full planes.
+size=$(stat -c %s "$out/clip.y4m")
+[ "$size" -eq $((${#header} + 1 + frames * (6 + width * height * 3))) ] ||
+  fail "h3 generate wrote $size bytes, not $frames frames of ${width}x$height"
 
 # --- The public API: docs/engine.md's example against the installed headers and library -----------
 export PKG_CONFIG_PATH="$root$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$root"
@@ -140,12 +144,26 @@ GST_PLUGIN_PATH_1_0="$out/no-such-folder" GST_PLUGIN_SYSTEM_PATH_1_0= GST_REGIST
   gst-inspect-1.0 h3src >"$out/none.txt" 2>&1 || rc=$?
 [ "$rc" -ne 0 ] && grep -q "No such element or plugin 'h3src'" "$out/none.txt" ||
   { cat "$out/none.txt" >&2; fail "gst-inspect-1.0 without the plugin folder gave rc $rc"; }
-# The engine module's folder gone: the element fails with an error naming where it looked.
+# The engine module's folder gone: the element fails at start with an error naming where it looked.
+# (Through a small PyGObject program, not gst-launch-1.0: gst-launch-1.0 sometimes stays in its
+# preroll loop after an error posted this early, in 1 of about 3 runs here.)
 mv "$root$libdir/gst-h3" "$root$libdir/gst-h3.away"
-rc=0
-env "${gst_env[@]}" timeout 120 gst-launch-1.0 h3videosrc model="$root$model_dir" num-frames=$frames \
-  width=$width height=$height ! fakesink >"$out/nomodule.txt" 2>&1 || rc=$?
-[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat "$out/nomodule.txt" >&2; fail "a missing engine module gave rc $rc"; }
-grep -qF "gst-h3/libgsth3-engine.so: no such file" "$out/nomodule.txt" ||
+cat >"$out/start.py" <<'PY'
+import sys
+import gi
+gi.require_version("Gst", "1.0")
+from gi.repository import Gst
+Gst.init(None)
+pipeline = Gst.parse_launch(sys.argv[1])
+pipeline.set_state(Gst.State.PLAYING)
+msg = pipeline.get_bus().timed_pop_filtered(120 * Gst.SECOND, Gst.MessageType.ERROR | Gst.MessageType.EOS)
+pipeline.set_state(Gst.State.NULL)
+if msg is None or msg.type != Gst.MessageType.ERROR:
+    sys.exit("no error from the pipeline")
+print(msg.parse_error()[0].message)
+PY
+env "${gst_env[@]}" /usr/bin/python3 "$out/start.py" "h3videosrc model=$root$model_dir num-frames=$frames ! fakesink" \
+  >"$out/nomodule.txt" 2>&1 || { cat "$out/nomodule.txt" >&2; fail "a missing engine module gave no error"; }
+grep -qF "$(dirname "$plugin")/../gst-h3/libgsth3-engine.so: no such file" "$out/nomodule.txt" ||
   { cat "$out/nomodule.txt" >&2; fail "the error does not name the missing engine module"; }
 echo "install test: ok"
