@@ -38,7 +38,7 @@ constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 // Receives each decoded chunk (with its audio when the request asked for it) on the thread that called
 // generate(); may block (back-pressure). Returning false stops the request: the consumer has gone away, and
 // generate() reports kCancelled.
-using ChunkCallback = std::function<bool(FrameChunk&&)>;
+using ChunkCallback = std::function<bool(h3::FrameChunk&&)>;
 
 // One stream's hold on an engine it shares with others (docs/element.md, "One engine, many
 // elements"): its requests, and its own cancel, finish and prompt changes, which touch no other

@@ -3,17 +3,15 @@
 // the plugin never sees LibTorch.
 #include "boundary/engine_module.h"
 
-#include <ATen/core/Tensor.h>
-
 #include <atomic>
 #include <exception>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "api/callback_sink.h"
 #include "engine/engine.h"
 #include "h3/error.h"
-#include "vae/chunk_sink.h"
 
 namespace {
 
@@ -30,66 +28,6 @@ h3gst::EngineFailure current_failure() {
   }
 }
 
-// The chunk's soundtrack stretch ([n, 2] f32, interleaved), kept alive by its samples' owner.
-h3gst::AudioChunk audio_chunk(const h3::Chunk& c, int64_t rate) {
-  at::Tensor a = c.audio.to(at::kCPU).contiguous();
-  if (a.scalar_type() != at::kFloat || a.dim() != 2 || a.size(1) != 2) {
-    throw h3::Error(h3::ErrorKind::kInternal,
-                    "chunk " + std::to_string(c.index) + "'s audio is not f32 [n, 2] interleaved samples");
-  }
-  h3gst::AudioChunk ac;
-  ac.first_sample = c.first_sample;
-  ac.count = a.size(0);
-  ac.channels = 2;
-  ac.rate = static_cast<int>(rate);
-  const float* data = a.data_ptr<float>();
-  ac.samples =
-      std::shared_ptr<const float>(data, [keep = std::move(a)](const float*) mutable { keep.reset(); });
-  return ac;
-}
-
-// Hands each chunk to the element's queue without copying: the decoder gives
-// every chunk fresh tensors and drops its own references when on_chunk returns
-// (core/vae/chunk_sink.h), so the queue keeps the tensor alive instead.
-class QueueSink : public h3::ChunkSink {
- public:
-  QueueSink(const h3gst::ChunkCallback& cb, int64_t audio_rate) : cb_(cb), audio_rate_(audio_rate) {}
-  void on_chunk(const h3::Chunk& c) override {
-    h3gst::FrameChunk fc;
-    fc.index = c.index;
-    fc.first_frame = c.first_frame;
-    if (c.frames.defined()) add_frames(c, fc);
-    if (c.audio.defined()) fc.audio = audio_chunk(c, audio_rate_);
-    if (!cb_(std::move(fc))) {
-      stopped_ = true;
-      throw h3::Error(h3::ErrorKind::kCancelled, "the GStreamer element stopped taking frames");
-    }
-  }
-  // The consumer went away: whatever error the engine reports for the sink's
-  // exception, the request was cancelled.
-  bool stopped() const { return stopped_; }
-
- private:
-  static void add_frames(const h3::Chunk& c, h3gst::FrameChunk& fc) {
-    at::Tensor t = c.frames.to(at::kCPU).contiguous();
-    if (t.scalar_type() != at::kByte || t.dim() != 4 || t.size(3) != 3) {
-      throw h3::Error(h3::ErrorKind::kInternal,
-                      "chunk " + std::to_string(c.index) + " is not uint8 [n, H, W, 3] RGB frames");
-    }
-    fc.count = t.size(0);
-    fc.height = t.size(1);
-    fc.width = t.size(2);
-    const uint8_t* data = t.data_ptr<uint8_t>();
-    fc.pixels =
-        std::shared_ptr<const uint8_t>(data, [keep = std::move(t)](const uint8_t*) mutable { keep.reset(); });
-    fc.decode_ns = c.decode_ns;
-  }
-
-  const h3gst::ChunkCallback& cb_;
-  const int64_t audio_rate_;
-  bool stopped_ = false;
-};
-
 // Engines opened in this process (each a load of the model), for the elements' tests and logs.
 std::atomic<int64_t> g_engines_opened{0};
 
@@ -102,7 +40,8 @@ class Stream : public h3gst::EngineStream {
   bool generate(const h3::GenerationRequest& req, const h3::ClipPlan& plan,
                 const h3gst::ChunkCallback& on_chunk, const h3::ProgressFn& on_progress,
                 h3gst::EngineFailure* failure) override {
-    QueueSink sink(on_chunk, plan.audio_rate);
+    // Each chunk to the element's queues without a copy (core/api/callback_sink.h).
+    h3::CallbackSink sink(on_chunk, plan.audio_rate, "the GStreamer element");
     try {
       engine_.generate(req, plan, sink, on_progress, cancel_);
       return true;

@@ -16,7 +16,7 @@
 
 namespace h3gst {
 
-using h3gst::AudioChunk;
+using h3::AudioChunk;
 
 // Consecutive sample frames handed to the consumer; `keep` holds the samples alive.
 struct AudioSlice {

@@ -25,7 +25,7 @@
 
 namespace h3gst {
 
-using h3gst::FrameChunk;
+using h3::FrameChunk;
 
 // One frame handed to the consumer; `keep` holds the chunk's pixels alive.
 struct Frame {

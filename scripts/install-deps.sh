@@ -15,6 +15,7 @@ PKGS=(
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
   gstreamer1.0-plugins-base-apps ffmpeg
+  python3-gi gir1.2-gstreamer-1.0
   ccache
   chromium chromium-driver python3-selenium
   libsoup-3.0-dev libgstreamer-plugins-bad1.0-dev gstreamer1.0-nice
@@ -24,6 +25,8 @@ PKGS=(
 # python3-pip only downloads the wheels (nothing is installed into any Python).
 # libssl-dev: libcrypto (HMAC-SHA256, AES-GCM) for the token of a process world (core/admission/door.h).
 # libicu-dev (NFC) and libpcre2-dev (\p{L}/\p{N} in the pre-tokenizer): the H3 tokenizer.
+# python3-gi, gir1.2-gstreamer-1.0: the PyGObject application pipelines/app/h3_prompt_app.py (and its
+# test, gst_prompt_app), on Debian's /usr/bin/python3.
 # chromium, chromium-driver, python3-selenium: the live page's test drives a headless browser
 # (tests/web/live_page_test.py; pipelines/live-web.sh).
 # libsoup-3.0-dev, libgstreamer-plugins-bad1.0-dev (webrtcbin's library, the SDP and RTP helpers

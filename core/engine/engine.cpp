@@ -282,19 +282,11 @@ void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const Progr
 
 void Engine::generate(const GenerationRequest& req, ChunkSink& sink, const ProgressFn& progress,
                       StreamControl& cancel, const GenerateExtras& extras) {
-  Job j;
-  j.kind = Job::Kind::kGenerate;
-  j.request = req;
-  j.plan = plan(req);
-  j.want_latents = static_cast<bool>(extras.on_latents);
-  j.free_text_encoder = impl_->opts.free_text_encoder;
-  j.adaln_tables = impl_->opts.adaln_tables;
-  const StreamBudget::Reservation share = impl_->admit(j.plan);
-  impl_->run(j, cancel, at::Tensor(), progress, sink, &extras);
+  generate(req, plan(req), sink, progress, cancel, extras);
 }
 
 void Engine::generate(const GenerationRequest& req, const ClipPlan& planned, ChunkSink& sink,
-                      const ProgressFn& progress, StreamControl& cancel) {
+                      const ProgressFn& progress, StreamControl& cancel, const GenerateExtras& extras) {
   const auto contradicts = [](int64_t asked, int64_t planned_value) {
     return asked != 0 && asked != planned_value;
   };
@@ -307,10 +299,11 @@ void Engine::generate(const GenerationRequest& req, const ClipPlan& planned, Chu
   j.kind = Job::Kind::kGenerate;
   j.request = req;
   j.plan = planned;
+  j.want_latents = static_cast<bool>(extras.on_latents);
   j.free_text_encoder = impl_->opts.free_text_encoder;
   j.adaln_tables = impl_->opts.adaln_tables;
   const StreamBudget::Reservation share = impl_->admit(j.plan);
-  impl_->run(j, cancel, at::Tensor(), progress, sink, nullptr);
+  impl_->run(j, cancel, at::Tensor(), progress, sink, &extras);
 }
 
 void Engine::decode(const at::Tensor& video_latents, const ClipPlan& given, ChunkSink& sink,

@@ -14,7 +14,7 @@
 
 #include "engine/model/model.h"
 #include "engine/planning/plan.h"
-#include "engine/stages/causal_held.h"
+#include "h3/causal_held.h"
 #include "h3/options.h"
 #include "h3/progress.h"
 #include "h3/request.h"
@@ -57,7 +57,7 @@ struct GenerateExtras {
   // The final latents, before decoding: video [1, 24, T, h, w], audio [2A, 32], fp32 CPU.
   // Called on the calling thread; a throw fails the request on every rank.
   std::function<void(const at::Tensor& video, const at::Tensor& audio)> on_latents;
-  // A causal request: what rank 0 holds after each chunk it synthesised (engine/stages/causal_held.h),
+  // A causal request: what rank 0 holds after each chunk it synthesised (h3/causal_held.h),
   // called on the calling thread in chunk order; what it throws is ignored (an observer).
   std::function<void(const CausalHeld&)> on_causal_chunk;
 };
@@ -122,9 +122,11 @@ class Engine {
                 StreamControl& cancel, const GenerateExtras& extras);
   // The same with the plan plan(req) returned for this request, so that it is not planned (and
   // its memory estimated) again: the GStreamer elements plan at start and generate after each
-  // flush. A plan whose size, length or steps contradict `req` is h3::Error(kInternal).
+  // flush. A plan whose size, length or steps contradict `req` is h3::Error(kInternal). The one
+  // that runs: the two above plan and come here, and so does h3::Generator::generate (the public
+  // API's single entry, include/h3/generator.h), with its plan and observers together.
   void generate(const GenerationRequest& req, const ClipPlan& planned, ChunkSink& sink,
-                const ProgressFn& progress, StreamControl& cancel);
+                const ProgressFn& progress, StreamControl& cancel, const GenerateExtras& extras = {});
 
   // The decode half of generate() on given final latents (video [1, C, plan.latent_frames,
   // canvas_h / 16, canvas_w / 16]): the same ranks, sink hand-over, trim and crop. Only the plan's

@@ -1,13 +1,13 @@
 // The soundtrack's stretch that goes with one decoded video chunk (FrameChunk::audio), as the
-// engine module hands it to the plugin: interleaved stereo f32 samples that stay alive as long
-// as anyone holds `samples` (the module keeps the engine's tensor behind it, no copy).
+// engine hands it to a torch-free consumer: interleaved stereo f32 samples that stay alive as long
+// as anyone holds `samples` (the engine's tensor stays behind it, no copy).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
-namespace h3gst {
+namespace h3 {
 
 struct AudioChunk {
   int64_t first_sample = 0;              // index of its first sample frame in the clip's soundtrack
@@ -19,4 +19,4 @@ struct AudioChunk {
   size_t bytes() const { return static_cast<size_t>(count * channels) * sizeof(float); }
 };
 
-}  // namespace h3gst
+}  // namespace h3

@@ -1,6 +1,7 @@
-// One decoded chunk as the engine module hands it to the plugin: packed RGB frames whose
-// pixels stay alive as long as anyone holds `pixels` (the module keeps the decoder's tensor
-// behind it, so no frame is copied on the way).
+// One decoded chunk as the engine hands it to a torch-free consumer (the GStreamer plugin through
+// the engine module, an application through h3::Generator): packed RGB frames whose
+// pixels stay alive as long as anyone holds `pixels` (the engine's tensor stays behind it, so no
+// frame is copied on the way: core/api/callback_sink.h).
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,7 @@
 
 #include "h3/audio_chunk.h"
 
-namespace h3gst {
+namespace h3 {
 
 // `count` RGB frames of width x height, packed (stride width*3).
 struct FrameChunk {
@@ -27,4 +28,4 @@ struct FrameChunk {
   size_t frame_bytes() const { return static_cast<size_t>(width * height * 3); }
 };
 
-}  // namespace h3gst
+}  // namespace h3

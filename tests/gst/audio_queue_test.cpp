@@ -9,7 +9,7 @@
 
 namespace {
 
-using h3gst::AudioChunk;
+using h3::AudioChunk;
 using h3gst::AudioQueue;
 using h3gst::AudioSlice;
 using PopResult = AudioQueue::PopResult;

@@ -12,7 +12,7 @@
 namespace {
 
 using h3gst::Frame;
-using h3gst::FrameChunk;
+using h3::FrameChunk;
 using h3gst::FrameQueue;
 using PopResult = FrameQueue::PopResult;
 

@@ -22,7 +22,7 @@
 #include <functional>
 #include <mutex>
 
-#include "engine/stages/causal_held.h"
+#include "h3/causal_held.h"
 #include "h3/progress.h"
 #include "vae/chunk_sink.h"
 

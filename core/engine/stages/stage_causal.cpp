@@ -146,7 +146,7 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     if (c_.root()) report_held(chunk.span.index);
   }
 
-  // Rank 0: what this chunk left held (engine/stages/causal_held.h), to the caller's observer.
+  // Rank 0: what this chunk left held (h3/causal_held.h), to the caller's observer.
   void report_held(int64_t index) const {
     const dit::KvCache& kv = sampler_.cache();
     Event e{Event::Kind::kCausalHeld};

@@ -2,7 +2,7 @@
 // cache and the latents kept for the decode and the soundtrack. An endless stream's must not grow
 // with its length: the cache holds at most sink + window records, and the latents leave once the
 // decode and the audio decoder are past them. Rank 0's figures, handed to the caller's observer
-// (GenerateExtras::on_causal_chunk). Torch-free.
+// (GenerateExtras::on_causal_chunk; an application's GenerateCall::on_causal_chunk). Torch-free.
 #pragma once
 
 #include <cstdint>
