@@ -63,7 +63,6 @@ static GstStaticPadTemplate prompts_template = GST_STATIC_PAD_TEMPLATE(
 // queue's push() (generation.h says why that cannot deadlock a muxer).
 struct H3SrcPrivate {
   explicit H3SrcPrivate(GstH3Src* self);
-  void video_pushed(GstBuffer* buf);
 
   h3gst::Lifecycle lifecycle;
   // is-live=true (docs/causal.md "Live"): the pads push in PLAYING only, paced to this clock
@@ -91,16 +90,38 @@ struct _GstH3Src {
 G_DEFINE_TYPE(GstH3Src, gst_h3_src, GST_TYPE_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE(h3src, "h3src", GST_RANK_NONE, GST_TYPE_H3_SRC);
 
-static void gst_h3_src_finalize(GObject* object);
-static void gst_h3_src_set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec);
-static void gst_h3_src_get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec);
 static GstStateChangeReturn gst_h3_src_change_state(GstElement* element, GstStateChange transition);
 static gboolean gst_h3_src_send_event(GstElement* element, GstEvent* event);
 static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* query);
-static void gst_h3_src_set_context(GstElement* element, GstContext* context);
 static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* event);
 static void gst_h3_src_video_loop(gpointer data);
 static void gst_h3_src_audio_loop(gpointer data);
+
+static void gst_h3_src_finalize(GObject* object) {
+  GstH3Src* self = GST_H3_SRC(object);
+  delete self->priv;  // the generation joins its worker (stop did already) and releases the engine
+  self->priv = nullptr;
+  G_OBJECT_CLASS(parent_class)->finalize(object);
+}
+
+// ---- Properties (settings.h, under the object lock in the lifecycle) ----
+
+static void gst_h3_src_set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
+  if (!GST_H3_SRC(object)->priv->lifecycle.set_property(prop_id, value, pspec))
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+}
+
+static void gst_h3_src_get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
+  if (!GST_H3_SRC(object)->priv->lifecycle.get_property(prop_id, value))
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+}
+
+// An "h3.engine" context: the engine this element uses at its next start when its options agree
+// (shared_engine.h).
+static void gst_h3_src_set_context(GstElement* element, GstContext* context) {
+  GST_H3_SRC(element)->priv->lifecycle.set_context(context);
+  GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
+}
 
 static void gst_h3_src_class_init(GstH3SrcClass* klass) {
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
@@ -146,45 +167,17 @@ H3SrcPrivate::H3SrcPrivate(GstH3Src* self)
                   if (plan) lifecycle.publish_plan(*plan);
                 }),
       video(GST_ELEMENT(self), make_pad(self, &video_template), gst_h3_src_debug, live_clock, 0,
-            [this](GstBuffer* buf) { video_pushed(buf); }),
+            [this](GstBuffer* buf) {
+              // A chunk's first frame is followed by the chunk's prompt on the `prompts` pad.
+              lifecycle.frame_pushed(static_cast<int64_t>(GST_BUFFER_OFFSET(buf)), GST_BUFFER_PTS(buf));
+              prompts.follow_video(buf, lifecycle, group_id);
+            }),
       audio(GST_ELEMENT(self), make_pad(self, &audio_template), gst_h3_src_debug, live_clock, 1),
       prompts(GST_ELEMENT(self), make_pad(self, &prompts_template), gst_h3_src_debug) {}
-
-// The video pad's task, frame `buf` went out: the lifecycle reports a prompt change taken at its
-// chunk, and a chunk's first frame is followed by the chunk's prompt on the `prompts` pad.
-void H3SrcPrivate::video_pushed(GstBuffer* buf) {
-  const auto n = static_cast<int64_t>(GST_BUFFER_OFFSET(buf));
-  lifecycle.frame_pushed(n, GST_BUFFER_PTS(buf));
-  if (n % h3::dit::kChunkFrames != 0) return;
-  const h3gst::Published pub = lifecycle.published();
-  GstTagList* tags = prompts.begun() ? nullptr : h3gst::stream_tags(lifecycle.record().get());
-  prompts.video_pushed(n, GST_BUFFER_PTS(buf), lifecycle.record().prompt_at(n / h3::dit::kChunkFrames),
-                       pub.plan.endless ? -1 : pub.plan.num_frames, pub.fps_n, pub.fps_d, group_id, tags);
-  if (tags) gst_tag_list_unref(tags);
-}
 
 static void gst_h3_src_init(GstH3Src* self) {
   self->priv = new H3SrcPrivate(self);
   GST_OBJECT_FLAG_SET(self, GST_ELEMENT_FLAG_SOURCE);
-}
-
-static void gst_h3_src_finalize(GObject* object) {
-  GstH3Src* self = GST_H3_SRC(object);
-  delete self->priv;  // the generation joins its worker (stop did already) and releases the engine
-  self->priv = nullptr;
-  G_OBJECT_CLASS(parent_class)->finalize(object);
-}
-
-// ---- Properties (settings.h, under the object lock in the lifecycle) ----
-
-static void gst_h3_src_set_property(GObject* object, guint prop_id, const GValue* value, GParamSpec* pspec) {
-  if (!GST_H3_SRC(object)->priv->lifecycle.set_property(prop_id, value, pspec))
-    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-}
-
-static void gst_h3_src_get_property(GObject* object, guint prop_id, GValue* value, GParamSpec* pspec) {
-  if (!GST_H3_SRC(object)->priv->lifecycle.get_property(prop_id, value))
-    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
 }
 
 // ---- States ----
@@ -328,26 +321,13 @@ static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* e
   return TRUE;
 }
 
-// An "h3.engine" context: the engine this element uses at its next start when its options agree
-// (shared_engine.h).
-static void gst_h3_src_set_context(GstElement* element, GstContext* context) {
-  GST_H3_SRC(element)->priv->lifecycle.set_context(context);
-  GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
-}
-
 static gboolean gst_h3_src_pad_query(GstPad* pad, GstObject* parent, GstQuery* query) {
   GstH3Src* self = GST_H3_SRC(parent);
   H3SrcPrivate* p = self->priv;
   // The prompts pad's text runs beside the video: its duration, seeking and latency are the video's.
   const bool video = pad != p->audio.pad();
-  if (pad == p->prompts.pad() && GST_QUERY_TYPE(query) == GST_QUERY_CAPS) {
-    GstCaps* filter = nullptr;
-    gst_query_parse_caps(query, &filter);
-    GstCaps* caps = h3gst::filter_caps(gst_pad_get_pad_template_caps(pad), filter);
-    gst_query_set_caps_result(query, caps);
-    gst_caps_unref(caps);
-    return TRUE;
-  }
+  if (pad == p->prompts.pad() && GST_QUERY_TYPE(query) == GST_QUERY_CAPS)
+    return p->prompts.answer_caps(query);
   switch (GST_QUERY_TYPE(query)) {
     case GST_QUERY_CONTEXT:
       if (p->lifecycle.answer_context_query(query)) return TRUE;
@@ -426,12 +406,9 @@ static void gst_h3_src_video_loop(gpointer data) {
   h3gst::Published pub;
   h3gst::Frame f;
   const h3gst::Lifecycle::Pop got = p->lifecycle.pop_frame(&f, pad.next, &pub);
-  if (got != h3gst::Lifecycle::Pop::kData) {
-    // The prompt track ends with the video.
-    const bool eos = no_data(self, pad, got, pub, pub.plan.num_frames, "frames", configure_video);
-    p->prompts.end(eos, p->group_id);
-    return;
-  }
+  if (got != h3gst::Lifecycle::Pop::kData)  // the prompt track ends with the video
+    return p->prompts.end(no_data(self, pad, got, pub, pub.plan.num_frames, "frames", configure_video),
+                          p->group_id);
   if (!pad.configured() && !configure_video(self, pub)) return pad.end(false);
   GstBuffer* buf = pad.acquire();
   if (!buf) return;

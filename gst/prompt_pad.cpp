@@ -1,6 +1,8 @@
 #include "prompt_pad.h"
 
+#include "caps.h"
 #include "h3/model_clock.h"
+#include "tags.h"
 
 namespace h3gst {
 
@@ -36,6 +38,25 @@ void PromptPad::begin(guint group_id, const GstTagList* tags) {
   if (tags) gst_pad_push_event(pad_, gst_event_new_tag(gst_tag_list_copy(tags)));
   begun_ = true;
   need_segment_ = false;
+}
+
+void PromptPad::follow_video(GstBuffer* buf, Lifecycle& lifecycle, guint group_id) {
+  const auto n = static_cast<int64_t>(GST_BUFFER_OFFSET(buf));
+  if (n % h3::dit::kChunkFrames != 0 || done_) return;
+  const Published pub = lifecycle.published();
+  GstTagList* tags = begun_ ? nullptr : stream_tags(lifecycle.record().get());
+  video_pushed(n, GST_BUFFER_PTS(buf), lifecycle.record().prompt_at(n / h3::dit::kChunkFrames),
+               pub.plan.endless ? -1 : pub.plan.num_frames, pub.fps_n, pub.fps_d, group_id, tags);
+  if (tags) gst_tag_list_unref(tags);
+}
+
+bool PromptPad::answer_caps(GstQuery* query) const {
+  GstCaps* filter = nullptr;
+  gst_query_parse_caps(query, &filter);
+  GstCaps* caps = filter_caps(gst_pad_get_pad_template_caps(pad_), filter);
+  gst_query_set_caps_result(query, caps);
+  gst_caps_unref(caps);
+  return true;
 }
 
 void PromptPad::video_pushed(int64_t frame, GstClockTime pts, const std::string& prompt, int64_t clip_frames,

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "lifecycle.h"
+
 namespace h3gst {
 
 // tx3g holds a sample's text length in 16 bits: a longer prompt goes into the track cut on a
@@ -38,6 +40,11 @@ class PromptPad {
   // fps_n/fps_d. Starts the stream (stream-start in `group_id`, caps, segment, `tags` copied) first.
   void video_pushed(int64_t frame, GstClockTime pts, const std::string& prompt, int64_t clip_frames,
                     gint fps_n, gint fps_d, guint group_id, const GstTagList* tags);
+  // The same for video frame `buf` (its OFFSET the frame number) from what `lifecycle` holds: the
+  // record's prompt at the frame's chunk, the plan's length and rate, the stream's tags.
+  void follow_video(GstBuffer* buf, Lifecycle& lifecycle, guint group_id);
+  // A CAPS query on the pad: its template's caps, filtered.
+  bool answer_caps(GstQuery* query) const;  // true: answered
   // The video ended (EOS when `eos`): so does the text.
   void end(bool eos, guint group_id);
   // FLUSH_STOP with the video's stream lock held; `restarted`: the stream starts over.

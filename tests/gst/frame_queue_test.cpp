@@ -11,8 +11,8 @@
 
 namespace {
 
-using h3gst::Frame;
 using h3::FrameChunk;
+using h3gst::Frame;
 using h3gst::FrameQueue;
 using PopResult = FrameQueue::PopResult;
 
