@@ -124,8 +124,8 @@ void admit_members(c10d::Store& store, int rank, int size, std::chrono::millisec
 class GlooGroup final : public StoreBoardGroup {
  public:
   GlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-            std::chrono::milliseconds timeout, const std::string& hostname)
-      : StoreBoardGroup(store, rank, size, timeout, c10::Device(c10::kCPU)) {
+            std::chrono::milliseconds timeout, const std::string& hostname, bool processes)
+      : StoreBoardGroup(store, rank, size, timeout, c10::Device(c10::kCPU), /*pulse=*/processes) {
     // Gloo's own timeout is a backstop behind ours (which names the
     // operation): it bounds an abandoned collective still on the worker.
     auto options = c10d::ProcessGroupGloo::Options::create(timeout + std::max(timeout / 2, kGlooGrace));
@@ -262,10 +262,17 @@ class GlooGroup final : public StoreBoardGroup {
         } catch (const std::exception& e) {
           why = first_line(e.what());
         }
-        if (why.find("Timed out") != std::string::npos) {
-          fail_and_post(here(what) + " timed out in the Gloo transport: " + why);
+        // A peer that died says nothing, and Gloo names only an address: the peers' signs of
+        // life tell which rank it was (a process world's; empty for thread ranks).
+        const std::string gone = gone_peers();
+        if (gone.empty()) {
+          if (auto f = peer_failure(); f && f->rank != rank()) peer_failed(*f);  // posted meanwhile
         }
-        fail_and_post(here(what) + " failed: " + why);
+        const std::string cause = gone.empty() ? why : gone + " (Gloo: " + why + ")";
+        if (why.find("Timed out") != std::string::npos) {
+          fail_and_post(here(what) + " timed out in the Gloo transport: " + cause);
+        }
+        fail_and_post(here(what) + " failed: " + cause);
       }
       if (auto f = peer_failure(); f && never_joins(*f)) {
         abandoned_ = work;
@@ -273,8 +280,10 @@ class GlooGroup final : public StoreBoardGroup {
       }
       if (std::chrono::steady_clock::now() >= deadline) {
         abandoned_ = work;
-        fail_and_post(here(what) + " timed out after " + std::to_string(timeout().count()) +
-                      " ms: a peer rank did not join it (group of " + std::to_string(size()) + ")");
+        const std::string gone = gone_peers();
+        fail_and_post(here(what) + " timed out after " + std::to_string(timeout().count()) + " ms: " +
+                      (gone.empty() ? "a peer rank did not join it (group of " + std::to_string(size()) + ")"
+                                    : gone));
       }
     }
   }
@@ -286,8 +295,9 @@ class GlooGroup final : public StoreBoardGroup {
 }  // namespace
 
 std::unique_ptr<Group> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                       std::chrono::milliseconds timeout, const std::string& hostname) {
-  return std::make_unique<GlooGroup>(store, rank, size, timeout, hostname);
+                                       std::chrono::milliseconds timeout, const std::string& hostname,
+                                       bool processes) {
+  return std::make_unique<GlooGroup>(store, rank, size, timeout, hostname, processes);
 }
 
 }  // namespace h3::dist

@@ -16,8 +16,11 @@ namespace h3::dist {
 // `timeout`). `hostname` is the address this rank's Gloo device binds to;
 // empty means the machine's own hostname. Before pairing, the ranks exchange
 // their addresses through `store` and each listener admits those only
-// (admission/listener_filter.h).
+// (admission/listener_filter.h). `processes`: the ranks are processes of their own, so each shows
+// its signs of life on the store while the group lives, and a rank whose connection to a peer
+// failed names the peer that is gone (dist/store_board.h).
 std::unique_ptr<Group> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                       std::chrono::milliseconds timeout, const std::string& hostname);
+                                       std::chrono::milliseconds timeout, const std::string& hostname,
+                                       bool processes);
 
 }  // namespace h3::dist

@@ -48,9 +48,9 @@ ncclDataType_t nccl_type(at::ScalarType t) {
 class NcclGroup final : public StoreBoardGroup {
  public:
   NcclGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-            std::chrono::milliseconds timeout, int cuda_device)
+            std::chrono::milliseconds timeout, int cuda_device, bool processes)
       : StoreBoardGroup(store, rank, size, timeout,
-                        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(cuda_device))) {
+                        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(cuda_device)), processes) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || cuda_device < 0 || cuda_device >= count) {
       throw Error(ErrorKind::kInvalidArgument, "rank " + std::to_string(rank) + ": CUDA device " +
@@ -264,8 +264,8 @@ class NcclGroup final : public StoreBoardGroup {
 }  // namespace
 
 std::unique_ptr<Group> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                       std::chrono::milliseconds timeout, int cuda_device) {
-  return std::make_unique<NcclGroup>(store, rank, size, timeout, cuda_device);
+                                       std::chrono::milliseconds timeout, int cuda_device, bool processes) {
+  return std::make_unique<NcclGroup>(store, rank, size, timeout, cuda_device, processes);
 }
 
 }  // namespace h3::dist

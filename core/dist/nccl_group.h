@@ -17,9 +17,10 @@ namespace h3::dist {
 
 // Every rank calls it; rank 0 creates the NCCL unique id and shares it
 // through `store`. Returns once the communicator is up, or throws
-// h3::Error(kDistributed) after `timeout`.
+// h3::Error(kDistributed) after `timeout`. `processes`: as make_gloo_group's (the ranks show
+// their signs of life on the store).
 std::unique_ptr<Group> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                       std::chrono::milliseconds timeout, int cuda_device);
+                                       std::chrono::milliseconds timeout, int cuda_device, bool processes);
 
 }  // namespace h3::dist
 

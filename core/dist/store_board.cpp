@@ -2,6 +2,7 @@
 // that every rank of a group already shares (HashStore or TCPStore).
 #include "dist/store_board.h"
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,9 @@ std::string failure_key(int rank) {
 }
 std::string departed_key(int rank) {
   return "h3/departed/" + std::to_string(rank);
+}
+std::string alive_key(int rank) {
+  return "h3/alive/" + std::to_string(rank);
 }
 
 std::vector<uint8_t> bytes_of(const std::string& s) {
@@ -145,6 +149,94 @@ bool store_owner_wait_done(c10d::Store& store, int64_t seq, std::chrono::millise
   } catch (const std::exception&) {
     return store.check({key});  // the slice ended first
   }
+}
+
+void store_rank_alive(c10d::Store& store, int rank, int64_t beat) {
+  store.set(alive_key(rank), bytes_of(std::to_string(beat)));
+}
+
+int64_t store_rank_alive_count(c10d::Store& store, int rank) {
+  const std::string key = alive_key(rank);
+  if (!store.check({key})) return 0;
+  const std::vector<uint8_t> raw = store.get(key);
+  const std::string v(raw.begin(), raw.end());
+  return count_problem(v).empty() ? std::stoll(v) : 0;
+}
+
+std::vector<int> store_gone_ranks(c10d::Store& store, int rank, int size, std::chrono::milliseconds window,
+                                  std::chrono::milliseconds slice) {
+  try {
+    // A peer is settled once it showed a new sign of life, departed or posted a failure.
+    std::vector<int64_t> first(static_cast<size_t>(size), 0);
+    std::vector<bool> settled(static_cast<size_t>(size), false);
+    settled[static_cast<size_t>(rank)] = true;
+    for (int r = 0; r < size; ++r) first[static_cast<size_t>(r)] = store_rank_alive_count(store, r);
+    const auto deadline = std::chrono::steady_clock::now() + window;
+    for (;;) {
+      for (int r = 0; r < size; ++r) {
+        if (settled[static_cast<size_t>(r)]) continue;
+        settled[static_cast<size_t>(r)] = store.check({departed_key(r)}) || store.check({failure_key(r)}) ||
+                                          store_rank_alive_count(store, r) != first[static_cast<size_t>(r)];
+      }
+      if (std::all_of(settled.begin(), settled.end(), [](bool b) { return b; })) return {};
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(slice);
+    }
+    std::vector<int> gone;
+    for (int r = 0; r < size; ++r)
+      if (!settled[static_cast<size_t>(r)]) gone.push_back(r);
+    return gone;
+  } catch (...) {
+    return {};  // the store is unreachable: its server (rank 0) is gone, and nothing can be told
+  }
+}
+
+RankPulse::RankPulse(c10::intrusive_ptr<c10d::Store> store, int rank, std::chrono::milliseconds beat)
+    : store_(std::move(store)) {
+  thread_ = std::thread([this, rank, beat] {
+    int64_t n = 0;
+    std::unique_lock<std::mutex> lk(m_);
+    do {
+      try {
+        store_rank_alive(*store_, rank, ++n);
+      } catch (...) {
+        // The store is unreachable: the peers will find out through their connections.
+      }
+    } while (!cv_.wait_for(lk, beat, [&] { return finished_; }));
+  });
+}
+
+RankPulse::~RankPulse() {
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    finished_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::chrono::milliseconds rank_pulse_beat(std::chrono::milliseconds timeout) {
+  return std::clamp<std::chrono::milliseconds>(timeout / 8, std::chrono::milliseconds(10),
+                                               std::chrono::milliseconds(250));
+}
+
+std::string StoreBoardGroup::gone_peers() {
+  if (!pulse_) return "";
+  const std::chrono::milliseconds window = kRankGoneWindow;
+  const std::vector<int> gone = store_gone_ranks(*store_, rank(), size(), window, std::chrono::milliseconds(50));
+  if (gone.empty()) return "";
+  std::string names;
+  for (size_t i = 0; i < gone.size(); ++i) {
+    names += (i == 0 ? "" : i + 1 == gone.size() ? " and " : ", ") + std::to_string(gone[i]);
+  }
+  if (gone.size() == 1) {
+    return "rank " + names + " is gone: it showed no sign of life for " + std::to_string(window.count()) +
+           " ms and neither failed nor left on its own (its process was killed or crashed, or its host or "
+           "the network to it went down); start it again";
+  }
+  return "ranks " + names + " are gone: they showed no sign of life for " + std::to_string(window.count()) +
+         " ms and neither failed nor left on their own (their processes were killed or crashed, or their "
+         "hosts or the network to them went down); start them again";
 }
 
 }  // namespace h3::dist

@@ -1,7 +1,9 @@
 // Cross-rank bookkeeping in the rendezvous store, shared by the backends:
 // the failure board (each rank's first failure, read by its peers while they
-// wait), the departures (ranks leave a group together) and the owner-wait
-// marks (peers wait for a rank that runs the caller's code). Every record is
+// wait), the departures (ranks leave a group together), the owner-wait
+// marks (peers wait for a rank that runs the caller's code) and, in a world of
+// processes, each rank's signs of life (a rank whose connection failed tells a
+// peer that is gone from one that is alive). Every record is
 // one rank's own key, written with set (never a shared counter): in a process
 // world's sealed store each is authenticated, and a bad value is refused, not
 // a reason for the store to drop the connection (admission/sealed_store.h).
@@ -9,10 +11,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <utility>
+#include <vector>
 
 #include "dist/group.h"
 
@@ -40,13 +47,59 @@ void store_owner_done(c10d::Store& store, int64_t seq);
 // Waits at most `slice` for the owner's `seq`-th piece of work; true once it is done.
 bool store_owner_wait_done(c10d::Store& store, int64_t seq, std::chrono::milliseconds slice);
 
+// A rank's signs of life in a world of processes: its own count (only that rank writes it),
+// raised every beat from a thread of its own while its group lives (RankPulse). A rank that was
+// SIGKILLed, or whose host or network went down, writes nothing more, neither a failure nor a
+// departure: that is how its peers tell it from one that is alive or left on purpose.
+void store_rank_alive(c10d::Store& store, int rank, int64_t beat);
+// The rank's count; 0 before its first sign, and for a record that is not a count.
+int64_t store_rank_alive_count(c10d::Store& store, int rank);
+// The peers of `rank` (in a world of `size`) that are gone: none of them gave a new sign of life
+// within `window` (looked at every `slice`), departed or posted a failure. Returns as soon as
+// every peer did one of these (then empty); empty too when the store cannot be read (rank 0,
+// which serves it, is gone: nothing can be told).
+std::vector<int> store_gone_ranks(c10d::Store& store, int rank, int size, std::chrono::milliseconds window,
+                                  std::chrono::milliseconds slice);
+
+// Raises this rank's count every `beat` from a thread of its own while it lives (the first at once).
+class RankPulse {
+ public:
+  RankPulse(c10::intrusive_ptr<c10d::Store> store, int rank, std::chrono::milliseconds beat);
+  ~RankPulse();
+  RankPulse(const RankPulse&) = delete;
+  RankPulse& operator=(const RankPulse&) = delete;
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+  std::thread thread_;
+};
+
+// How often a rank of a world of processes shows that it lives: timeout/8, 10 ms to 250 ms.
+std::chrono::milliseconds rank_pulse_beat(std::chrono::milliseconds timeout);
+// How long a rank whose connection failed waits for a peer's sign of life before calling it
+// gone: 8 of the longest beat, whatever the peers' timeouts (a loaded host's thread may stall
+// for a moment; a killed process never beats again). Only a gone peer makes anyone wait it out.
+constexpr std::chrono::milliseconds kRankGoneWindow{2000};
+
 // The board half of a Group whose ranks share a rendezvous store (Gloo, NCCL):
-// failures and the owner-wait marks of run_on_owner live in `store_`.
+// failures and the owner-wait marks of run_on_owner live in `store_`. With
+// `pulse` (the ranks are processes of their own) this rank shows its signs
+// of life there while the group lives, and gone_peers() can name a peer that died.
 class StoreBoardGroup : public Group {
  protected:
   StoreBoardGroup(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                  std::chrono::milliseconds timeout, c10::Device device)
-      : Group(rank, size, timeout, device), store_(std::move(store)) {}
+                  std::chrono::milliseconds timeout, c10::Device device, bool pulse)
+      : Group(rank, size, timeout, device), store_(std::move(store)) {
+    if (pulse && size > 1) pulse_ = std::make_unique<RankPulse>(store_, rank, rank_pulse_beat(timeout));
+  }
+
+  // After this rank's transport failed or timed out: "rank R is gone: ..." naming the peers that
+  // showed no sign of life within kRankGoneWindow and did not leave or fail on their own, and
+  // what to do; "" when there are none, or the ranks show no signs of life (threads of one process).
+  std::string gone_peers();
 
   void post_failure(const PeerFailure& f) override { store_post_failure(*store_, f); }
   std::optional<PeerFailure> read_failure() override { return store_read_failure(*store_, size()); }
@@ -59,6 +112,11 @@ class StoreBoardGroup : public Group {
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::atomic<int64_t> beats_{0};  // the owner's signs of life (its heartbeat thread and itself)
+
+ private:
+  // After store_: it stops before the store goes, and after a derived group's destructor has
+  // marked this rank departed (a peer then never takes its quiet for death).
+  std::unique_ptr<RankPulse> pulse_;
 };
 
 }  // namespace h3::dist

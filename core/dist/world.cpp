@@ -68,14 +68,18 @@ void check_world(int size, int rank, const WorldOptions& opts) {
   }
 }
 
-// The backend's group for one rank.
+// The backend's group for one rank; `processes`: the ranks are processes of their own (they show
+// their signs of life, and a lost one is named: dist/store_board.h).
 std::unique_ptr<Group> make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                  const WorldOptions& opts, const std::string& gloo_host, int cuda_device) {
-  if (opts.backend == Backend::kGloo) return make_gloo_group(store, rank, size, opts.timeout, gloo_host);
+                                  const WorldOptions& opts, const std::string& gloo_host, int cuda_device,
+                                  bool processes) {
+  if (opts.backend == Backend::kGloo)
+    return make_gloo_group(store, rank, size, opts.timeout, gloo_host, processes);
 #if H3_HAVE_CUDA && H3_TORCH_HAS_CUDA
-  return make_nccl_group(store, rank, size, opts.timeout, cuda_device);
+  return make_nccl_group(store, rank, size, opts.timeout, cuda_device, processes);
 #else
   (void)cuda_device;
+  (void)processes;
   throw Error(
       ErrorKind::kInvalidArgument,
       "rank " + std::to_string(rank) +
@@ -155,7 +159,8 @@ std::vector<RankResult> run_threads(int size, const std::function<void(Group&)>&
       std::unique_ptr<Group> group;
       try {
         group =
-            make_group(store, rank, size, opts, "127.0.0.1", opts.cuda_device >= 0 ? opts.cuda_device : rank);
+            make_group(store, rank, size, opts, "127.0.0.1", opts.cuda_device >= 0 ? opts.cuda_device : rank,
+                       /*processes=*/false);
       } catch (...) {
         // A peer that failed while this rank was still connecting is the cause.
         std::optional<PeerFailure> cause;
@@ -215,13 +220,14 @@ std::unique_ptr<Group> join_tcp(const std::string& host, int port, int size, int
                                              std::to_string(port) + ": " + what.substr(0, what.find('\n')));
   }
   if (size == 1) return make_single_group();
-  return make_group(store, rank, size, opts, gloo_hostname(host), std::max(opts.cuda_device, 0));
+  return make_group(store, rank, size, opts, gloo_hostname(host), std::max(opts.cuda_device, 0),
+                    /*processes=*/true);
 }
 
 std::unique_ptr<Group> make_store_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                         const WorldOptions& opts, const std::string& gloo_host) {
   check_world(size, rank, opts);
-  return make_group(store, rank, size, opts, gloo_host, std::max(opts.cuda_device, 0));
+  return make_group(store, rank, size, opts, gloo_host, std::max(opts.cuda_device, 0), /*processes=*/true);
 }
 
 TcpServer::TcpServer(const std::string& host, int port, int size, const WorldOptions& opts)
@@ -251,7 +257,8 @@ std::unique_ptr<Group> TcpServer::join() {
   if (!store_) throw Error(ErrorKind::kInternal, "TcpServer::join called twice");
   auto store = std::move(store_);
   if (size_ == 1) return make_single_group();
-  return make_group(store, 0, size_, opts_, gloo_hostname(host_), std::max(opts_.cuda_device, 0));
+  return make_group(store, 0, size_, opts_, gloo_hostname(host_), std::max(opts_.cuda_device, 0),
+                    /*processes=*/true);
 }
 
 }  // namespace h3::dist

@@ -152,5 +152,19 @@ TEST(StoreBoard, AnOwnerWaitMeetingAMalformedSignOfLifeFailsAtOnceWithTheReason)
   EXPECT_THAT(f->message, HasSubstr("the owner's sign of life on the store board is malformed"));
 }
 
+// Signs of life (a world of processes): among rank 0's peers, the one that beats is alive, the one
+// that departed and the one that posted its failure left on their own, and only the one that did
+// none of these (a killed process) is gone; once every peer showed a sign, nobody is.
+TEST(StoreBoard, OnlyAPeerThatNeitherBeatsNorLeftNorFailedIsGone) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const RankPulse beating(store, 1, std::chrono::milliseconds(10));
+  store_depart(*store, 3, 5, std::chrono::milliseconds(0));
+  store_post_failure(*store, PeerFailure{4, "rank 4 could not load its shard", 0});
+  EXPECT_EQ(store_gone_ranks(*store, 0, 5, kRankGoneWindow, std::chrono::milliseconds(10)), std::vector<int>{2});
+  // Rank 2 beats too, from now on: no peer is gone.
+  const RankPulse late(store, 2, std::chrono::milliseconds(10));
+  EXPECT_EQ(store_gone_ranks(*store, 0, 5, kRankGoneWindow, std::chrono::milliseconds(10)), std::vector<int>{});
+}
+
 }  // namespace
 }  // namespace h3::dist

@@ -2,6 +2,7 @@
 // store server, on a port the system chooses) and dist_tcp_peer, built next
 // to this binary, is rank 1.
 #include <ATen/ATen.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -28,10 +29,10 @@ std::string peer_path() {
 
 class Peer {
  public:
-  Peer(int port, const std::string& mode) {
+  Peer(int port, const std::string& mode, int size = 2, int rank = 1) {
     std::string path = peer_path();
     std::string port_s = std::to_string(port);
-    std::vector<std::string> args{path, "127.0.0.1", port_s, "2", "1", mode};
+    std::vector<std::string> args{path, "127.0.0.1", port_s, std::to_string(size), std::to_string(rank), mode};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -106,6 +107,36 @@ TEST(TcpWorld, PeerProcessFailureReachesRank0) {
   }
   g.reset();
   EXPECT_EQ(peer.wait(), 0);
+}
+
+// A peer process killed while the others wait for it in a collective posts no failure, and Gloo
+// names only an address: the ranks' signs of life on the store say which rank is gone, on every
+// rank that met the loss, and the rank that merely failed too (rank 1) is not blamed.
+TEST(TcpWorld, APeerProcessKilledMidCollectiveIsNamedAsGoneByEveryOtherRank) {
+  TcpServer server("127.0.0.1", 0, 3, opts30());
+  Peer survivor(server.port(), "outlive", 3, 1);
+  Peer victim(server.port(), "die", 3, 2);
+  ASSERT_TRUE(survivor.started() && victim.started());
+  auto g = server.join();
+  at::Tensor t = at::full({1000}, 1.0f);
+  g->all_reduce(t);
+  EXPECT_TRUE(at::equal(t, at::full({1000}, 6.0f)));
+  try {
+    g->all_gather(at::arange(0, at::kLong));
+    ADD_FAILURE() << "all_gather returned although rank 2 was killed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kDistributed);
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("rank 2 is gone: it showed no sign of life for 2000 ms and "
+                                               "neither failed nor left on its own (its process was killed or "
+                                               "crashed, or its host or the network to it went down); start it "
+                                               "again"))
+        << e.what();
+    EXPECT_THAT(e.what(), ::testing::Not(::testing::HasSubstr("rank 1 is gone"))) << e.what();
+    std::printf("rank 0's error: %s\n", e.what());
+  }
+  g.reset();
+  EXPECT_EQ(victim.wait(), 128 + SIGKILL);
+  EXPECT_EQ(survivor.wait(), 3) << "rank 1's all_gather did not fail naming rank 2 (its stderr says why)";
 }
 
 TEST(TcpWorld, RejectsBadArguments) {

@@ -59,11 +59,16 @@ TEST(ProcessWorldStreams,
   const std::vector<StreamResult> together = run_together(*e, specs);
   ASSERT_TRUE(killed);
   // Every stream ends with the group's one failure, as a lone request does
-  // (ProcessWorld.AWorkerKilledMidDenoise...): the rank that met the loss and the transport's reason (a
-  // killed worker posts nothing that would name it), each stream's text prefixed with where it was.
+  // (ProcessWorld.AWorkerKilledMidDenoise...): the rank that met the loss, and the rank that is gone
+  // by its signs of life (a killed worker posts nothing, and the transport names an address) with
+  // what to do, each stream's text prefixed with where it was.
   ASSERT_TRUE(together[0].error) << specs[0].name << " survived its worker's death";
   const std::string group_failure = together[0].error_text();
   EXPECT_THAT(group_failure, HasSubstr("rank 0: ")) << group_failure;
+  EXPECT_THAT(group_failure, HasSubstr("rank 1 is gone: it showed no sign of life for 2000 ms and neither "
+                                       "failed nor left on its own (its process was killed or crashed, or "
+                                       "its host or the network to it went down); start it again"))
+      << group_failure;
   for (size_t i = 0; i < specs.size(); ++i) {
     ASSERT_TRUE(together[i].error) << specs[i].name << " survived its worker's death";
     EXPECT_EQ(together[i].error_kind(), ErrorKind::kDistributed) << together[i].error_text();
