@@ -6,6 +6,7 @@
 // nothing asserts a time.
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -14,17 +15,21 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "dit/causal.h"
+#include "dit/frames.h"
+#include "dit/lora.h"
 #include "dit/random_model.h"
+#include "dit/transformer.h"
 #include "engine/engine.h"
 #include "engine/model/model.h"
-#include "engine/planning/memory_guard.h"
-#include "engine/planning/plan.h"
 #include "tools/bench_fixture.h"
 #include "tools/command.h"
 #include "tools/process_memory.h"
@@ -117,57 +122,141 @@ double run_streams(const char* model, Engine& e, const GenerationRequest& base, 
   return slowest;
 }
 
-// ---- Batching: would two streams' same-shape forwards be faster as one batch? ----
+// ---- Batching: are N streams' same-shape chunk forwards faster as one batch? ----
 
-// One DiT block's GEMMs on `rows` rows ([rows, in] x [in, out], fp32): q, k, v, the output
-// projection and the SwiGLU FFN's gate, up and down. What batching two streams' chunk forwards
-// would merge (their attention reads different KV caches and stays apart).
-struct Gemm {
-  int64_t in, out;
+// One stream's state for the batching measure: its KV cache in a stream's steady state (sink 2,
+// window 2: the text and three committed chunks) and its next chunk's noise forward.
+struct BatchStream {
+  std::unique_ptr<dit::KvCache> cache;
+  dit::ChunkInputs next;
 };
-std::vector<Gemm> block_gemms(const dit::DitConfig& c) {
-  const int64_t h = c.hidden_size, i = c.inner_dim(), f = c.ffn_dim;
-  return {{h, i}, {h, i}, {h, i}, {i, h}, {h, f}, {h, f}, {f, h}};
+
+BatchStream batch_stream(const dit::Transformer& m, int64_t text_rows, int64_t lh, int64_t lw, uint64_t seed) {
+  const dit::DitConfig& c = m.config();
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto randn = [&](at::IntArrayRef shape) { return at::randn(shape, gen, at::kFloat); };
+  BatchStream s;
+  s.cache = std::make_unique<dit::KvCache>(c.num_layers, 2, 2);
+  dit::prefill_text(m, randn({text_rows, c.text_dim}), at::Tensor(), *s.cache);
+  const auto chunk = [&](int64_t k, float t) {
+    dit::ChunkInputs in;
+    in.span = dit::full_chunk(k);
+    in.text_rows = text_rows;
+    in.video = randn({1, c.in_channels, in.span.video_latents(), lh, lw});
+    in.audio = randn({2 * in.span.audio_latents(), c.audio_in_channels});
+    in.t_video = in.t_audio = t;
+    return in;
+  };
+  for (int64_t k = 0; k < 3; ++k) dit::forward_chunk(m, chunk(k, dit::kCleanTimestep), *s.cache, dit::ChunkPass::kCommit);
+  s.next = chunk(3, 0.5f);
+  return s;
 }
 
-// The best of `reps` timings of the block's GEMMs done as `calls` separate products of `rows`
-// rows each (two streams) or one product of calls * rows rows (one batch).
-double gemm_seconds(const std::vector<Gemm>& gemms, int64_t rows, int calls, bool batched, int reps) {
-  std::vector<at::Tensor> w, x;
-  for (const Gemm& g : gemms) {
-    w.push_back(at::randn({g.out, g.in}) * 0.02);
-    x.push_back(at::randn({batched ? calls * rows : rows, g.in}));
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// N streams' next noise forwards one after another against one forward_chunks, at `threads`
+// intra-op threads, alternating the two `reps` times (the median of each); and whether the
+// batch gave each stream the velocities it gives alone, byte for byte (else the largest gap).
+void batching_row(const char* name, const dit::Transformer& m, int64_t width, int64_t height, int n,
+                  int threads, int reps) {
+  at::set_num_threads(threads);
+  const int64_t lh = height / dit::kVaeSpatialRatio, lw = width / dit::kVaeSpatialRatio;
+  constexpr int64_t kTextRows = 64;
+  std::vector<BatchStream> streams;
+  std::vector<dit::ChunkInputs> ins;
+  std::vector<dit::KvCache*> caches;
+  for (int i = 0; i < n; ++i) {
+    streams.push_back(batch_stream(m, kTextRows, lh, lw, 100 + static_cast<uint64_t>(i)));
+    ins.push_back(streams.back().next);
+    caches.push_back(streams.back().cache.get());
   }
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = BenchClock::now();
-    for (size_t k = 0; k < gemms.size(); ++k) {
-      for (int c = 0; c < (batched ? 1 : calls); ++c) at::linear(x[k], w[k]);
+  const auto apart = [&] {
+    std::vector<dit::Velocity> v;
+    for (int i = 0; i < n; ++i) v.push_back(dit::forward_chunk(m, ins[i], *caches[i], dit::ChunkPass::kNoise));
+    return v;
+  };
+  const auto batch = [&] { return dit::forward_chunks(m, ins, caches, dit::ChunkPass::kNoise); };
+  const std::vector<dit::Velocity> alone = apart(), together = batch();  // also the warm-up
+  bool equal = true;
+  double gap = 0;
+  for (int i = 0; i < n; ++i) {
+    for (const auto& [x, y] : {std::pair{alone[i].video, together[i].video}, std::pair{alone[i].audio, together[i].audio}}) {
+      equal = equal && at::equal(x, y);
+      gap = std::max(gap, (x - y).abs().max().item<double>());
     }
-    best = std::min(best, seconds_since(t0));
   }
-  return best;
+  std::vector<double> t_apart, t_batch;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = BenchClock::now();
+    apart();
+    t_apart.push_back(seconds_since(t0));
+    t0 = BenchClock::now();
+    batch();
+    t_batch.push_back(seconds_since(t0));
+  }
+  const double a = median(t_apart), b = median(t_batch);
+  const int64_t rows = ins[0].span.rows(lh / m.config().patch[1], lw / m.config().patch[2]);
+  std::printf("%-7s %9s %5lld %3d %7d %11.1f %11.1f %+8.1f%% %s\n", name,
+              (std::to_string(width) + "x" + std::to_string(height)).c_str(), (long long)rows, n, threads,
+              1e3 * a, 1e3 * b, 100.0 * (a - b) / a,
+              equal ? "yes" : ("no (max |dv| " + std::to_string(gap) + ")").c_str());
+  std::fflush(stdout);
 }
 
-void batching_row(const char* name, const dit::DitConfig& c, int64_t rows) {
-  for (int threads : {1, 2}) {
-    at::set_num_threads(threads);
-    const std::vector<Gemm> g = block_gemms(c);
-    gemm_seconds(g, rows, 2, false, 3);  // warm-up
-    const double apart = gemm_seconds(g, rows, 2, false, 30);
-    const double batch = gemm_seconds(g, rows, 2, true, 30);
-    std::printf("%-7s %6lld %7lld %7d %11.3f %11.3f %+9.1f%%\n", name, (long long)c.hidden_size,
-                (long long)rows, threads, 1e3 * apart, 1e3 * batch, 100.0 * (apart - batch) / apart);
+std::string first_line_of(const std::string& path, const std::string& prefix) {
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind(prefix, 0) == 0) return line;
   }
+  return "";
 }
 
-int64_t chunk_rows(const ModelInfo& m, int64_t width, int64_t height) {
-  GenerationRequest r;
-  r.sampler = Sampler::kCausal;
-  r.num_frames = kEndless;
-  r.width = width;
-  r.height = height;
-  return widest_causal_chunk_rows(m.dit, make_plan(m, r));
+// The CPU's model name and its AVX-512 / bf16 / AMX flags, and the load average now.
+void print_machine() {
+  const std::string model = first_line_of("/proc/cpuinfo", "model name");
+  const std::string flags = " " + first_line_of("/proc/cpuinfo", "flags") + " ";
+  std::string has;
+  for (const char* f : {"avx512f", "avx512_bf16", "amx_bf16"}) {
+    if (flags.find(std::string(" ") + f + " ") != std::string::npos) has += std::string(has.empty() ? "" : ", ") + f;
+  }
+  std::printf("cpu: %s (%s; %u CPUs); load average: %s\n",
+              model.empty() ? "unknown" : model.substr(model.find(':') + 2).c_str(),
+              has.empty() ? "no avx512f, avx512_bf16 or amx_bf16" : has.c_str(), std::thread::hardware_concurrency(),
+              first_line_of("/proc/loadavg", "").c_str());
+}
+
+void run_batching(const std::string& scratch) {
+  print_machine();
+  std::printf(
+      "h3 bench streams --batching: N streams' next causal chunk forwards (noise, t = 0.5; each stream's\n"
+      "KV cache holds the text, 64 rows, and 3 chunks: sink 2, window 2; fp32, a random LoRA) one after\n"
+      "another (forward_chunk) against one batch (forward_chunks), median of the reps, alternated\n");
+  std::printf("%-7s %9s %5s %3s %7s %11s %11s %9s %s\n", "model", "size", "rows", "N", "threads", "apart_ms",
+              "batch_ms", "saved", "same bytes");
+  for (BenchModel which : {BenchModel::kTiny, BenchModel::kMedium}) {
+    std::string name, model_dir, lora;
+    int64_t width = 0, height = 0;
+    {
+      // The streams' model, size and LoRA; the engine itself is not needed here.
+      const BenchSetup b = open_bench_model(which, scratch);
+      name = b.name;
+      model_dir = b.model_dir;
+      lora = b.lora;
+      width = b.width;
+      height = b.height;
+    }
+    dit::Transformer m = dit::Transformer::load(read_model(model_dir).transformer_dir);
+    m.attach_lora(lora);
+    for (int n : {2, 4}) {
+      for (int threads : {1, 2}) {
+        batching_row(name.c_str(), m, width, height, n, threads, which == BenchModel::kTiny ? 20 : 5);
+      }
+    }
+  }
+  print_machine();
 }
 
 std::vector<int> parse_counts(const std::string& text) {
@@ -205,17 +294,7 @@ int run(Args& a) {
   a.finish();
   const ScratchDir scratch(tmp_base, "h3-bench-streams-");
   if (batching) {
-    const std::string medium = scratch.path() + "/medium";
-    write_random_model(medium, medium_spec(), 11);
-    const ModelInfo tiny = read_model(default_model_dir()), med = read_model(medium);
-    std::printf(
-        "h3 bench streams --batching: one DiT block's GEMMs (q, k, v, out, FFN gate, up, down; fp32) for "
-        "two\n"
-        "streams' causal chunks, as two products of M rows against one batch of 2M rows (best of 30)\n");
-    std::printf("%-7s %6s %7s %7s %11s %11s %10s\n", "model", "hidden", "M_rows", "threads", "2xM_ms",
-                "1x2M_ms", "saved");
-    batching_row("tiny", tiny.dit, chunk_rows(tiny, 256, 160));
-    batching_row("medium", med.dit, chunk_rows(med, 320, 192));
+    run_batching(scratch.path());
     return 0;
   }
   std::printf(
@@ -254,8 +333,10 @@ H3_REGISTER_COMMAND(
     "under DIR, deleted after) at 320x192; each stream is finished after --chunks chunks (default\n"
     "12). Prints each N's chunk periods against real time, fairness, the first frames of a stream\n"
     "admitted while the others play, the peak resident set and what each added stream adds to it.\n"
-    "--batching instead times one DiT block's GEMMs for two streams' chunks as two products against\n"
-    "one batch, on both models' chunk shapes, at 1 and 2 threads.\n",
+    "--batching instead times N = 2 and 4 streams' next causal chunk forwards through the real DiT\n"
+    "one after another against one batch (each stream attending its own KV cache), on both models\n"
+    "at 1 and 2 threads, says whether the batch gives each stream the bytes it gives alone, and\n"
+    "prints the CPU model and the load average beside the figures.\n",
     run);
 
 }  // namespace h3::tools

@@ -74,7 +74,18 @@ void prefill_text(const Transformer& model, const at::Tensor& text, const at::Te
              /*attend_cache=*/false);
 }
 
-Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache& cache, ChunkPass pass) {
+namespace {
+
+// One chunk's rows before the blocks: checked, embedded, tagged and placed.
+struct ChunkRows {
+  at::Tensor h;          // [na + nv, H] audio rows, then video rows, in the residual stream's dtype
+  at::Tensor tags;       // [na + nv] kTagAudio / kTagVideo
+  at::Tensor timesteps;  // [na + nv] fp32
+  at::Tensor positions;  // [na + nv, 3] fp64
+  int64_t na = 0, nv = 0, t = 0, lh = 0, lw = 0;
+};
+
+ChunkRows chunk_rows(const Transformer& model, const ChunkInputs& in, const KvCache& cache) {
   const auto& c = model.config();
   const auto& w = model.weights();
   const ChunkSpan& s = in.span;
@@ -94,28 +105,104 @@ Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache&
   if (cache.committed() == 0) throw Error(ErrorKind::kInternal, "chunk forward before the text prefill");
   const auto dev = w.proj_in.weight.device();
   const auto stream = w.context_embedder.weight.scalar_type();
-  const int64_t t = in.video.size(2), lh = in.video.size(3), lw = in.video.size(4);
-  const int64_t gh = lh / ph, gw = lw / pw;
-  const int64_t na = in.audio.size(0), nv = t * gh * gw;
-
-  auto tags = at::cat({at::full({na}, kTagAudio, at::kLong), at::full({nv}, kTagVideo, at::kLong)});
-  auto timesteps = at::cat({at::full({na}, in.t_audio, at::kFloat), at::full({nv}, in.t_video, at::kFloat)});
-  const auto mod = modulation(w, c, timesteps, model.tp(), model.adaln_tables());
+  ChunkRows r;
+  r.t = in.video.size(2);
+  r.lh = in.video.size(3);
+  r.lw = in.video.size(4);
+  const int64_t gh = r.lh / ph, gw = r.lw / pw;
+  r.na = in.audio.size(0);
+  r.nv = r.t * gh * gw;
+  r.tags = at::cat({at::full({r.na}, kTagAudio, at::kLong), at::full({r.nv}, kTagVideo, at::kLong)});
+  r.timesteps = at::cat({at::full({r.na}, in.t_audio, at::kFloat), at::full({r.nv}, in.t_video, at::kFloat)});
   // Both embeddings in fp32, then the residual stream's dtype.
   auto audio_h = linear_fp32(w.audio_proj_in, in.audio.to(dev));
   auto video_h = linear_fp32(w.proj_in, patchify_video(in.video.to(dev, at::kFloat), ph, pw));
-  auto h = at::cat({audio_h.to(stream), video_h.to(stream)});
-  const auto rope =
-      rope_table(chunk_positions(in.text_rows, s, gh, gw).to(dev), c.rope_freq_dim, c.rope_theta);
-  run_blocks(model, h, mod, tags, rope, cache, pass == ChunkPass::kCommit ? Keep::kCommit : Keep::kNothing,
+  r.h = at::cat({audio_h.to(stream), video_h.to(stream)});
+  r.positions = chunk_positions(in.text_rows, s, gh, gw);
+  return r;
+}
+
+// The chunk's velocities from the final rows `y` [na + nv, H] (fp32 after the final modulation).
+Velocity velocities(const Transformer& model, const ChunkRows& r, const at::Tensor& y) {
+  const auto& c = model.config();
+  const auto& w = model.weights();
+  Velocity v;
+  v.audio = linear_fp32(w.audio_proj_out, y.narrow(0, 0, r.na));
+  v.video = unpatchify_video(linear_fp32(w.proj_out, y.narrow(0, r.na, r.nv)), c.in_channels, r.t, r.lh, r.lw,
+                             c.patch[1], c.patch[2]);
+  return v;
+}
+
+}  // namespace
+
+Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache& cache, ChunkPass pass) {
+  const auto& c = model.config();
+  const auto& w = model.weights();
+  const auto dev = w.proj_in.weight.device();
+  ChunkRows r = chunk_rows(model, in, cache);
+  const auto mod = modulation(w, c, r.timesteps, model.tp(), model.adaln_tables());
+  const auto rope = rope_table(r.positions.to(dev), c.rope_freq_dim, c.rope_theta);
+  run_blocks(model, r.h, mod, r.tags, rope, cache, pass == ChunkPass::kCommit ? Keep::kCommit : Keep::kNothing,
              /*attend_cache=*/true);
   if (pass == ChunkPass::kCommit) return {};
+  auto y = final_modulation(r.h, w.norm_out, c.final_norm_eps, mod.final_table, segments_of(mod.index));
+  return velocities(model, r, y);
+}
 
-  auto y = final_modulation(h, w.norm_out, c.final_norm_eps, mod.final_table, segments_of(mod.index));
-  Velocity v;
-  v.audio = linear_fp32(w.audio_proj_out, y.narrow(0, 0, na));
-  v.video = unpatchify_video(linear_fp32(w.proj_out, y.narrow(0, na, nv)), c.in_channels, t, lh, lw, ph, pw);
-  return v;
+std::vector<Velocity> forward_chunks(const Transformer& model, const std::vector<ChunkInputs>& in,
+                                     const std::vector<KvCache*>& caches, ChunkPass pass) {
+  const auto& c = model.config();
+  const auto& w = model.weights();
+  if (in.empty() || in.size() != caches.size()) {
+    throw Error(ErrorKind::kInternal, "forward_chunks: " + std::to_string(in.size()) + " chunks and " +
+                                          std::to_string(caches.size()) + " caches");
+  }
+  const auto dev = w.proj_in.weight.device();
+  std::vector<ChunkRows> rows;
+  std::vector<at::Tensor> h, tags, timesteps, positions;
+  StreamsKv streams;
+  for (size_t i = 0; i < in.size(); ++i) {
+    rows.push_back(chunk_rows(model, in[i], *caches[i]));
+    h.push_back(rows.back().h);
+    tags.push_back(rows.back().tags);
+    timesteps.push_back(rows.back().timesteps);
+    positions.push_back(rows.back().positions);
+    streams.rows.push_back(rows.back().na + rows.back().nv);
+  }
+  at::Tensor all = at::cat(h);
+  const at::Tensor all_tags = at::cat(tags);
+  const auto mod = modulation(w, c, at::cat(timesteps), model.tp(), model.adaln_tables());
+  const auto rope = rope_table(at::cat(positions).to(dev), c.rope_freq_dim, c.rope_theta);
+  OwnRows own = own_rows(all, rope, mod.index * 3 + all_tags.clamp_min(0), model.tp());
+  const bool commit = pass == ChunkPass::kCommit;
+  std::vector<std::vector<at::Tensor>> keys(in.size(), std::vector<at::Tensor>(w.blocks.size()));
+  std::vector<std::vector<at::Tensor>> values(keys);
+  for (size_t b = 0; b < w.blocks.size(); ++b) {
+    streams.kv.assign(in.size(), KvContext{});
+    for (size_t i = 0; i < in.size(); ++i) {
+      streams.kv[i].past_k = caches[i]->keys(static_cast<int64_t>(b));
+      streams.kv[i].past_v = caches[i]->values(static_cast<int64_t>(b));
+      if (commit) {
+        streams.kv[i].own_k = &keys[i][b];
+        streams.kv[i].own_v = &values[i][b];
+      }
+    }
+    auto table = modality_table(mod.block_rows.select(1, static_cast<int64_t>(b)), c.hidden_size);
+    transformer_block_(own.h, w.blocks[b], c, table, own.segs, own.rope, model.tp(), nullptr, &streams);
+  }
+  all = model.tp().gather_rows(own.h);
+  std::vector<Velocity> out(in.size());
+  if (commit) {
+    for (size_t i = 0; i < in.size(); ++i) caches[i]->commit(std::move(keys[i]), std::move(values[i]));
+    return out;
+  }
+  auto y = final_modulation(all, w.norm_out, c.final_norm_eps, mod.final_table, segments_of(mod.index));
+  int64_t begin = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    out[i] = velocities(model, rows[i], y.narrow(0, begin, streams.rows[i]));
+    begin += streams.rows[i];
+  }
+  return out;
 }
 
 }  // namespace h3::dit

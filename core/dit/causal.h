@@ -9,6 +9,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 #include "dit/chunk_layout.h"
 #include "dit/kv_cache.h"
 #include "dit/transformer.h"
@@ -43,5 +45,14 @@ enum class ChunkPass {
 // One chunk forward. kNoise returns the fp32 velocities of the chunk's rows: video [1, C, t_c,
 // h, w], audio rows [2 a_c, 32]; kCommit returns empty tensors.
 Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache& cache, ChunkPass pass);
+
+// Several streams' chunk forwards as one batch: the chunks' rows back to back through every
+// projection, norm and FFN at once, each stream's rows attending only its own cache (caches[i]
+// for in[i]) and themselves. What batching streams would run (`h3 bench streams --batching`
+// measures it against one forward_chunk after another; the engine does not batch, see
+// docs/engine.md "Many streams"). The same velocities and cache records as forward_chunk per
+// stream up to rounding: the GEMMs see more rows, which may change their blocking. sp 1 only.
+std::vector<Velocity> forward_chunks(const Transformer& model, const std::vector<ChunkInputs>& in,
+                                     const std::vector<KvCache*>& caches, ChunkPass pass);
 
 }  // namespace h3::dit

@@ -230,7 +230,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const DitConfig& c,
                               const RopeTable* rope, const TensorParallel& tp, const KvContext* kv,
-                              bool rows_split) {
+                              bool rows_split, const StreamsKv* streams) {
   const int64_t s = a.size(0), d = c.head_dim, heads = w.local_heads(d);
   auto x = as_dtype(a, w.to_q);
   auto q = rms_norm(adapted(h3::linear(x, w.to_q, {}), w.to_q_lora, x).view({s, heads, d}), w.norm_q,
@@ -257,7 +257,32 @@ at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const 
     if (kv->own_k) *kv->own_k = k;
     if (kv->own_v) *kv->own_v = v;
   }
-  if (kv && kv->past_k.defined()) {
+  if (streams) {
+    if (ulysses) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "several streams' rows in one forward need the whole rows on each rank (sp 1), not sp " +
+                      std::to_string(tp.sp_size()));
+    }
+    // Each stream's rows attend its own cache and themselves, never another stream's rows.
+    std::vector<at::Tensor> parts;
+    int64_t begin = 0;
+    for (size_t i = 0; i < streams->rows.size(); ++i) {
+      const int64_t n = streams->rows[i];
+      const KvContext& own = streams->kv[i];
+      const at::Tensor qi = q.narrow(0, begin, n), ki = k.narrow(0, begin, n), vi = v.narrow(0, begin, n);
+      if (own.own_k) *own.own_k = ki;
+      if (own.own_v) *own.own_v = vi;
+      parts.push_back(own.past_k.defined()
+                          ? attention(as_dtype(qi, vi), at::cat({own.past_k, ki}), at::cat({own.past_v, vi}))
+                          : attention(as_dtype(qi, vi), ki, vi));
+      begin += n;
+    }
+    if (begin != s) {
+      throw Error(ErrorKind::kInternal, "several streams' rows in one forward: the streams hold " +
+                                            std::to_string(begin) + " rows of " + std::to_string(s));
+    }
+    o = at::cat(parts);
+  } else if (kv && kv->past_k.defined()) {
     o = attention(as_dtype(q, v), at::cat({kv->past_k, k}), at::cat({kv->past_v, v}));
   } else {
     o = attention(as_dtype(q, v), k, v);
@@ -288,10 +313,10 @@ at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const Tensor
 
 void transformer_block_(at::Tensor& h, const BlockWeights& w, const DitConfig& c, const at::Tensor& table,
                         const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp,
-                        const KvContext* kv) {
+                        const KvContext* kv, const StreamsKv* streams) {
   auto a = rms_norm(h, w.norm1, c.norm_eps);
   modulate_(a, table, 0, 1, segs);
-  auto o = attention_sublayer(a, w, c, &rope, tp, kv, /*rows_split=*/true);
+  auto o = attention_sublayer(a, w, c, &rope, tp, kv, /*rows_split=*/true, streams);
   gated_residual_(h, o, table, 2, segs);
   auto b = rms_norm(h, w.norm2, c.norm_eps);
   modulate_(b, table, 3, 4, segs);

@@ -85,15 +85,24 @@ struct KvContext {
   at::Tensor* own_v = nullptr;
 };
 
+// Several streams' chunk rows in one forward (dit/causal.h, forward_chunks): the rows are the
+// streams' back to back, rows[i] of stream i, and stream i's rows attend only its own cache kv[i]
+// and themselves, while every projection runs once over all the rows. Without sequence
+// parallelism only.
+struct StreamsKv {
+  std::vector<int64_t> rows;
+  std::vector<KvContext> kv;
+};
+
 // Self-attention sublayer on normalised input a [S, H]: q/k/v projections of this rank's heads,
 // per-head q/k RMSNorm, RoPE when `rope` is non-null, attention (over the past keys and values
-// of `kv` first, when given), out projection, all_reduce. With `rows_split` (sequence
-// parallelism: a holds this SP rank's rows, rope their angles) q, k and v go all-to-all from
-// rows to heads before attention, which then sees every row for heads / sp heads (the cache
-// likewise), and the output back from heads to rows.
+// of `kv` first, when given; per stream with `streams` instead), out projection, all_reduce.
+// With `rows_split` (sequence parallelism: a holds this SP rank's rows, rope their angles) q, k
+// and v go all-to-all from rows to heads before attention, which then sees every row for heads /
+// sp heads (the cache likewise), and the output back from heads to rows.
 at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const DitConfig& c,
                               const RopeTable* rope, const TensorParallel& tp, const KvContext* kv = nullptr,
-                              bool rows_split = false);
+                              bool rows_split = false, const StreamsKv* streams = nullptr);
 // SwiGLU sublayer: silu(gate) * up with ff.net.0.proj rows [up; gate], ff.net.2, all_reduce.
 // The block's LoRA adapters, when attached, add to each projection's output (dit/adapter.h).
 at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const TensorParallel& tp);
@@ -102,7 +111,7 @@ at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const Tensor
 // Under sequence parallelism h, segs and rope are this SP rank's rows (OwnRows).
 void transformer_block_(at::Tensor& h, const BlockWeights& w, const DitConfig& c, const at::Tensor& table,
                         const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp,
-                        const KvContext* kv = nullptr);
+                        const KvContext* kv = nullptr, const StreamsKv* streams = nullptr);
 // This rank's share of a forward's rows under sequence parallelism (all rows without): the
 // blocks run on these, and gather_rows() puts the residual stream back together after them.
 struct OwnRows {
