@@ -257,5 +257,52 @@ TEST(EngineStreams, EightStreamsAskedAtOnceAreAdmittedUpToWhatFitsAndTheRestRefu
   }
 }
 
+// The count: 64 streams asked at once on the tiny default model, max-memory holding 3.5
+// streams. Exactly 3 are admitted, each held at its first step until all 64 asks were answered;
+// each of the 61 others is refused at its start with the numbers (what it needs, what the 3 hold,
+// the limit, what is left) and no frame; the 3 go on to their third chunk, each the bytes it
+// gives alone; and the engine admits a stream again once they ended.
+TEST(EngineStreams, SixtyFourStreamsAskedAtOnceAreAdmittedUpToWhatFitsAndTheRestRefusedWithTheNumbers) {
+  int64_t need = 0;
+  auto e = open_for_streams(3.5, &need);
+  Asks asks;
+  const std::vector<StreamResult> out = ask_at_once(*e, 64, asks);
+  EXPECT_EQ(asks.admitted, 3);
+  EXPECT_EQ(asks.refused, 61);
+  const int64_t limit = static_cast<int64_t>(3.5 * static_cast<double>(need));
+  const std::string msg = "the request (64x48, endless) needs about " + format_bytes(need) +
+                          " beside the loaded weights, but the 3 requests this engine runs hold " +
+                          format_bytes(3 * need) + " of the max-memory limit of " + format_bytes(limit) +
+                          " for all requests together, leaving " + format_bytes(limit - 3 * need) +
+                          ": it is refused and they go on.";
+  int refused = 0, served = 0;
+  for (int i = 0; i < 64; ++i) {
+    const StreamSpec spec = small_endless(100 + i, 3);
+    if (out[i].error) {
+      ++refused;
+      EXPECT_EQ(out[i].error_kind(), ErrorKind::kOutOfMemory) << out[i].error_text();
+      EXPECT_EQ(out[i].error_text().rfind(msg, 0), 0u) << out[i].error_text();
+      EXPECT_TRUE(out[i].frames.empty()) << spec.name << " was refused after giving frames";
+      continue;
+    }
+    ++served;
+    ASSERT_EQ(out[i].frames.size(), 3u) << spec.name;
+    expect_same_stream(out[i], run_stream(*e, spec), spec.name);
+  }
+  EXPECT_EQ(refused, 61);
+  EXPECT_EQ(served, 3);
+  if (refused > 0) {
+    for (const StreamResult& r : out) {
+      if (r.error) {
+        std::printf("a refusal: %s\n", r.error_text().c_str());
+        break;
+      }
+    }
+  }
+  const StreamResult again = run_stream(*e, small_endless(7, 2));
+  EXPECT_FALSE(again.error) << again.error_text();
+  EXPECT_EQ(again.frames.size(), 2u);
+}
+
 }  // namespace
 }  // namespace h3
