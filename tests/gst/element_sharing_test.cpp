@@ -4,6 +4,7 @@
 // options or engine-groups that differ give engines of their own (a debug line names the option);
 // a stream's error, flush or NULL touches that stream only, each stream's frames are what it gives
 // alone, and a shared engine's options cannot change while another element plays on it.
+#include <dlfcn.h>
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
@@ -14,12 +15,32 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "boundary/engine_module.h"
 #include "gst_test_util.h"
 
 namespace {
+
+// The engine module the plugin opens (gst/engine_loader.cpp), opened here first from the same file,
+// so that both hold the one copy: its count of the engines it opened is the count of model loads
+// in this process.
+const h3gst::EngineModule& engine_module() {
+  static const h3gst::EngineModule* module = [] {
+    void* so = dlopen(H3_ENGINE_MODULE_FILE, RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(so, nullptr) << H3_ENGINE_MODULE_FILE << ": " << dlerror();
+    auto* entry = reinterpret_cast<const h3gst::EngineModule* (*)()>(
+        so ? dlsym(so, h3gst::kEngineModuleSymbol) : nullptr);
+    EXPECT_NE(entry, nullptr) << "no " << h3gst::kEngineModuleSymbol << " in " << H3_ENGINE_MODULE_FILE;
+    const h3gst::EngineModule* m = entry ? entry() : nullptr;
+    EXPECT_TRUE(m && m->abi == h3gst::kEngineModuleAbi);
+    return m;
+  }();
+  if (!module) throw std::runtime_error("the engine module could not be opened");
+  return *module;
+}
 
 // The engine object an "h3.engine" context carries (a new reference), or nullptr.
 GObject* engine_of(const GstContext* c) {
@@ -210,6 +231,7 @@ class Capture {
 TEST(H3EngineSharing, TwoElementsOfOnePipelineOpenOneEngineAndEachGivesItsFramesAlone) {
   const std::vector<uint8_t>& a_alone = alone(kClipA);
   const std::vector<uint8_t>& b_alone = alone(kClipB);
+  const int64_t opened_before = engine_module().engines_opened();
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(
       (std::string("h3videosrc name=a ") + kClipA +
@@ -258,6 +280,8 @@ TEST(H3EngineSharing, TwoElementsOfOnePipelineOpenOneEngineAndEachGivesItsFrames
     gst_message_unref(m);
   }
   EXPECT_EQ(loads, 1) << "two elements of the same options loaded the model twice";
+  EXPECT_EQ(engine_module().engines_opened() - opened_before, 1)
+      << "the engine module opened another count of engines than the one both elements share";
   GstElement* a = h3test::by_name(pipeline, "a");
   GstElement* b = h3test::by_name(pipeline, "b");
   GstContext* ca = gst_element_get_context(a, "h3.engine");
@@ -289,12 +313,14 @@ TEST(H3EngineSharing, TwoElementsOfOnePipelineOpenOneEngineAndEachGivesItsFrames
 
 TEST(H3EngineSharing, AnOptionOrAnEngineGroupThatDiffersGivesAnEngineOfItsOwnAndADebugLineNamesIt) {
   Capture debug;
+  const int64_t opened_before = engine_module().engines_opened();
   Pipe a(std::string(kClipA) + " timeout=100");
   Pipe b(std::string(kClipB) + " timeout=101");
   a.play();
   b.play();
   ASSERT_TRUE(a.wait_end() && b.wait_end());
   EXPECT_EQ(a.loads + b.loads, 2);
+  EXPECT_EQ(engine_module().engines_opened() - opened_before, 2);
   EXPECT_TRUE(debug.saw("its option 'timeout' differs")) << "no debug line names the option";
   gst_element_set_state(a.pipeline, GST_STATE_NULL);
   gst_element_set_state(b.pipeline, GST_STATE_NULL);
