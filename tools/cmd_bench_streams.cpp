@@ -131,7 +131,8 @@ struct BatchStream {
   dit::ChunkInputs next;
 };
 
-BatchStream batch_stream(const dit::Transformer& m, int64_t text_rows, int64_t lh, int64_t lw, uint64_t seed) {
+BatchStream batch_stream(const dit::Transformer& m, int64_t text_rows, int64_t lh, int64_t lw,
+                         uint64_t seed) {
   const dit::DitConfig& c = m.config();
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const auto randn = [&](at::IntArrayRef shape) { return at::randn(shape, gen, at::kFloat); };
@@ -147,7 +148,8 @@ BatchStream batch_stream(const dit::Transformer& m, int64_t text_rows, int64_t l
     in.t_video = in.t_audio = t;
     return in;
   };
-  for (int64_t k = 0; k < 3; ++k) dit::forward_chunk(m, chunk(k, dit::kCleanTimestep), *s.cache, dit::ChunkPass::kCommit);
+  for (int64_t k = 0; k < 3; ++k)
+    dit::forward_chunk(m, chunk(k, dit::kCleanTimestep), *s.cache, dit::ChunkPass::kCommit);
   s.next = chunk(3, 0.5f);
   return s;
 }
@@ -175,7 +177,8 @@ void batching_row(const char* name, const dit::Transformer& m, int64_t width, in
   }
   const auto apart = [&] {
     std::vector<dit::Velocity> v;
-    for (int i = 0; i < n; ++i) v.push_back(dit::forward_chunk(m, ins[i], *caches[i], dit::ChunkPass::kNoise));
+    for (int i = 0; i < n; ++i)
+      v.push_back(dit::forward_chunk(m, ins[i], *caches[i], dit::ChunkPass::kNoise));
     return v;
   };
   const auto batch = [&] { return dit::forward_chunks(m, ins, caches, dit::ChunkPass::kNoise); };
@@ -183,7 +186,8 @@ void batching_row(const char* name, const dit::Transformer& m, int64_t width, in
   bool equal = true;
   double gap = 0;
   for (int i = 0; i < n; ++i) {
-    for (const auto& [x, y] : {std::pair{alone[i].video, together[i].video}, std::pair{alone[i].audio, together[i].audio}}) {
+    for (const auto& [x, y] :
+         {std::pair{alone[i].video, together[i].video}, std::pair{alone[i].audio, together[i].audio}}) {
       equal = equal && at::equal(x, y);
       gap = std::max(gap, (x - y).abs().max().item<double>());
     }
@@ -220,12 +224,13 @@ void print_machine() {
   const std::string flags = " " + first_line_of("/proc/cpuinfo", "flags") + " ";
   std::string has;
   for (const char* f : {"avx512f", "avx512_bf16", "amx_bf16"}) {
-    if (flags.find(std::string(" ") + f + " ") != std::string::npos) has += std::string(has.empty() ? "" : ", ") + f;
+    if (flags.find(std::string(" ") + f + " ") != std::string::npos)
+      has += std::string(has.empty() ? "" : ", ") + f;
   }
   std::printf("cpu: %s (%s; %u CPUs); load average: %s\n",
               model.empty() ? "unknown" : model.substr(model.find(':') + 2).c_str(),
-              has.empty() ? "no avx512f, avx512_bf16 or amx_bf16" : has.c_str(), std::thread::hardware_concurrency(),
-              first_line_of("/proc/loadavg", "").c_str());
+              has.empty() ? "no avx512f, avx512_bf16 or amx_bf16" : has.c_str(),
+              std::thread::hardware_concurrency(), first_line_of("/proc/loadavg", "").c_str());
 }
 
 void run_batching(const std::string& scratch) {

@@ -281,9 +281,9 @@ class GlooGroup final : public StoreBoardGroup {
       if (std::chrono::steady_clock::now() >= deadline) {
         abandoned_ = work;
         const std::string gone = gone_peers();
-        fail_and_post(here(what) + " timed out after " + std::to_string(timeout().count()) + " ms: " +
-                      (gone.empty() ? "a peer rank did not join it (group of " + std::to_string(size()) + ")"
-                                    : gone));
+        fail_and_post(
+            here(what) + " timed out after " + std::to_string(timeout().count()) + " ms: " +
+            (gone.empty() ? "a peer rank did not join it (group of " + std::to_string(size()) + ")" : gone));
       }
     }
   }

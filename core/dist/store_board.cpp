@@ -223,7 +223,8 @@ std::chrono::milliseconds rank_pulse_beat(std::chrono::milliseconds timeout) {
 std::string StoreBoardGroup::gone_peers() {
   if (!pulse_) return "";
   const std::chrono::milliseconds window = kRankGoneWindow;
-  const std::vector<int> gone = store_gone_ranks(*store_, rank(), size(), window, std::chrono::milliseconds(50));
+  const std::vector<int> gone =
+      store_gone_ranks(*store_, rank(), size(), window, std::chrono::milliseconds(50));
   if (gone.empty()) return "";
   std::string names;
   for (size_t i = 0; i < gone.size(); ++i) {

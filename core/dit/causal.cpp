@@ -142,7 +142,8 @@ Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache&
   ChunkRows r = chunk_rows(model, in, cache);
   const auto mod = modulation(w, c, r.timesteps, model.tp(), model.adaln_tables());
   const auto rope = rope_table(r.positions.to(dev), c.rope_freq_dim, c.rope_theta);
-  run_blocks(model, r.h, mod, r.tags, rope, cache, pass == ChunkPass::kCommit ? Keep::kCommit : Keep::kNothing,
+  run_blocks(model, r.h, mod, r.tags, rope, cache,
+             pass == ChunkPass::kCommit ? Keep::kCommit : Keep::kNothing,
              /*attend_cache=*/true);
   if (pass == ChunkPass::kCommit) return {};
   auto y = final_modulation(r.h, w.norm_out, c.final_norm_eps, mod.final_table, segments_of(mod.index));

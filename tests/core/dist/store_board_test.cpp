@@ -160,10 +160,12 @@ TEST(StoreBoard, OnlyAPeerThatNeitherBeatsNorLeftNorFailedIsGone) {
   const RankPulse beating(store, 1, std::chrono::milliseconds(10));
   store_depart(*store, 3, 5, std::chrono::milliseconds(0));
   store_post_failure(*store, PeerFailure{4, "rank 4 could not load its shard", 0});
-  EXPECT_EQ(store_gone_ranks(*store, 0, 5, kRankGoneWindow, std::chrono::milliseconds(10)), std::vector<int>{2});
+  EXPECT_EQ(store_gone_ranks(*store, 0, 5, kRankGoneWindow, std::chrono::milliseconds(10)),
+            std::vector<int>{2});
   // Rank 2 beats too, from now on: no peer is gone.
   const RankPulse late(store, 2, std::chrono::milliseconds(10));
-  EXPECT_EQ(store_gone_ranks(*store, 0, 5, kRankGoneWindow, std::chrono::milliseconds(10)), std::vector<int>{});
+  EXPECT_EQ(store_gone_ranks(*store, 0, 5, kRankGoneWindow, std::chrono::milliseconds(10)),
+            std::vector<int>{});
 }
 
 }  // namespace

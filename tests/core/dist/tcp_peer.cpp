@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
         g->all_gather(at::arange(rank * 5, at::kLong));
       } catch (const std::exception& e) {
         std::fprintf(stderr, "dist_tcp_peer rank %d: %s\n", rank, e.what());
-        return std::string(e.what()).find("rank " + std::to_string(size - 1) + " is gone") != std::string::npos
+        return std::string(e.what()).find("rank " + std::to_string(size - 1) + " is gone") !=
+                       std::string::npos
                    ? 3
                    : 1;
       }

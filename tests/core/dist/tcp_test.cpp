@@ -32,7 +32,8 @@ class Peer {
   Peer(int port, const std::string& mode, int size = 2, int rank = 1) {
     std::string path = peer_path();
     std::string port_s = std::to_string(port);
-    std::vector<std::string> args{path, "127.0.0.1", port_s, std::to_string(size), std::to_string(rank), mode};
+    std::vector<std::string> args{path, "127.0.0.1", port_s, std::to_string(size), std::to_string(rank),
+                                  mode};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -126,10 +127,11 @@ TEST(TcpWorld, APeerProcessKilledMidCollectiveIsNamedAsGoneByEveryOtherRank) {
     ADD_FAILURE() << "all_gather returned although rank 2 was killed";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kDistributed);
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("rank 2 is gone: it showed no sign of life for 2000 ms and "
-                                               "neither failed nor left on its own (its process was killed or "
-                                               "crashed, or its host or the network to it went down); start it "
-                                               "again"))
+    EXPECT_THAT(e.what(),
+                ::testing::HasSubstr("rank 2 is gone: it showed no sign of life for 2000 ms and "
+                                     "neither failed nor left on its own (its process was killed or "
+                                     "crashed, or its host or the network to it went down); start it "
+                                     "again"))
         << e.what();
     EXPECT_THAT(e.what(), ::testing::Not(::testing::HasSubstr("rank 1 is gone"))) << e.what();
     std::printf("rank 0's error: %s\n", e.what());

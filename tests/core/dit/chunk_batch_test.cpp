@@ -28,8 +28,8 @@ struct Stream {
 
 // A stream of its own text (`text_rows` rows) with `committed` chunks in its cache (sink 1,
 // window 1) and its next chunk's inputs at `t`, all drawn from `seed`.
-Stream stream(const Transformer& m, uint64_t seed, int64_t text_rows, int64_t committed, int64_t lh, int64_t lw,
-              float t) {
+Stream stream(const Transformer& m, uint64_t seed, int64_t text_rows, int64_t committed, int64_t lh,
+              int64_t lw, float t) {
   const DitConfig& c = m.config();
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const auto randn = [&](at::IntArrayRef shape) { return at::randn(shape, gen, at::kFloat); };
@@ -45,7 +45,8 @@ Stream stream(const Transformer& m, uint64_t seed, int64_t text_rows, int64_t co
     in.t_video = in.t_audio = at_t;
     return in;
   };
-  for (int64_t k = 0; k < committed; ++k) forward_chunk(m, chunk(k, kCleanTimestep), *s.cache, ChunkPass::kCommit);
+  for (int64_t k = 0; k < committed; ++k)
+    forward_chunk(m, chunk(k, kCleanTimestep), *s.cache, ChunkPass::kCommit);
   s.next = chunk(committed, t);
   return s;
 }
