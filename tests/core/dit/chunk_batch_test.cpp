@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/error.h"
+#include "h3/error.h"
 #include "dit/causal.h"
 #include "dit_test_util.h"
 
