@@ -113,7 +113,8 @@ DtypeRates gemm_rates(const Shapes& s, at::ScalarType dtype, int repeat) {
     r.linear_s += static_cast<double>(l.count) * best_seconds([&] { (void)h3::linear(x, w, {}); }, repeat);
     r.mm_s += static_cast<double>(l.count) * best_seconds([&] { (void)at::mm(x, wt); }, repeat);
   }
-  const at::Tensor q = at::randn({rows, c.num_heads, c.head_dim}, o), k = at::randn({rows, c.num_heads, c.head_dim}, o),
+  const at::Tensor q = at::randn({rows, c.num_heads, c.head_dim}, o),
+                   k = at::randn({rows, c.num_heads, c.head_dim}, o),
                    v = at::randn({rows, c.num_heads, c.head_dim}, o);
   r.attention_flops = 4.0 * static_cast<double>(rows * rows) * static_cast<double>(inner);
   r.attention_s = best_seconds([&] { (void)dit::attention(q, k, v); }, repeat);
@@ -152,26 +153,29 @@ int run(Args& a) {
   at::set_num_threads(threads);
 
   const CpuFeatures& f = cpu_features();
-  std::printf("h3 bench cpu: %s, %d logical cores, %d intra-op threads used\n", f.model.c_str(), f.logical_cores,
-              threads);
-  std::printf("features: %s; ATen's kernels: %s; linears: %s\n", describe_features(f).c_str(), aten_capability(),
-              fused_linear_backend());
+  std::printf("h3 bench cpu: %s, %d logical cores, %d intra-op threads used\n", f.model.c_str(),
+              f.logical_cores, threads);
+  std::printf("features: %s; ATen's kernels: %s; linears: %s\n", describe_features(f).c_str(),
+              aten_capability(), fused_linear_backend());
   std::printf("kernels: %s\n", describe_cpu_kernels().c_str());
   const PeakPerCycle pc = peak_per_cycle(f);
   const double ghz = f.nominal_ghz;
   const double peak[2] = {pc.fp32 * ghz * threads, pc.bf16 * ghz * threads};  // GFLOP/s
   if (ghz > 0) {
-    std::printf("peak estimate at %.2f GHz nominal x %d threads: fp32 %.0f GFLOP/s (%s), bf16 %.0f GFLOP/s (%s)\n",
-                ghz, threads, peak[0], pc.fp32_why.c_str(), peak[1], pc.bf16_why.c_str());
+    std::printf(
+        "peak estimate at %.2f GHz nominal x %d threads: fp32 %.0f GFLOP/s (%s), bf16 %.0f GFLOP/s (%s)\n",
+        ghz, threads, peak[0], pc.fp32_why.c_str(), peak[1], pc.bf16_why.c_str());
   } else {
-    std::printf("peak estimate: no clock rate in /proc/cpuinfo; %.0f fp32 and %.0f bf16 FLOPs a cycle a core\n",
-                pc.fp32, pc.bf16);
+    std::printf(
+        "peak estimate: no clock rate in /proc/cpuinfo; %.0f fp32 and %.0f bf16 FLOPs a cycle a core\n",
+        pc.fp32, pc.bf16);
   }
-  std::printf("DiT shapes: hidden %lld, %lld blocks + 2 refiners, %lld heads x 128, ffn %lld, %lld rows (%lld text, "
-              "%lld audio, %lld latent frames of %lldx%lld)\n",
-              (long long)s.c.hidden_size, (long long)s.c.num_layers, (long long)s.c.num_heads, (long long)s.c.ffn_dim,
-              (long long)s.rows(), (long long)s.text_rows, (long long)s.audio_rows, (long long)s.latent_frames,
-              (long long)s.lat_h, (long long)s.lat_w);
+  std::printf(
+      "DiT shapes: hidden %lld, %lld blocks + 2 refiners, %lld heads x 128, ffn %lld, %lld rows (%lld text, "
+      "%lld audio, %lld latent frames of %lldx%lld)\n",
+      (long long)s.c.hidden_size, (long long)s.c.num_layers, (long long)s.c.num_heads, (long long)s.c.ffn_dim,
+      (long long)s.rows(), (long long)s.text_rows, (long long)s.audio_rows, (long long)s.latent_frames,
+      (long long)s.lat_h, (long long)s.lat_w);
 
   const tools::ScratchDir scratch(std::filesystem::temp_directory_path().string(), "h3-bench-cpu-");
   if (!no_forward) dit::write_random_transformer(scratch.path(), s.c, 1);
@@ -190,7 +194,8 @@ int run(Args& a) {
     r[i] = gemm_rates(s, dtypes[i], repeat);
     auto row = [&](const char* what, double flops, double secs) {
       const double gf = flops / secs / 1e9;
-      std::printf("%-5s %-26s %9.4f %9.1f %7.1f%%\n", names[i], what, secs, gf, ghz > 0 ? 100 * gf / peak[i] : 0.0);
+      std::printf("%-5s %-26s %9.4f %9.1f %7.1f%%\n", names[i], what, secs, gf,
+                  ghz > 0 ? 100 * gf / peak[i] : 0.0);
     };
     row("linears, at::mm", r[i].linear_flops, r[i].mm_s);
     row("linears, engine", r[i].linear_flops, r[i].linear_s);
@@ -204,16 +209,19 @@ int run(Args& a) {
       row("DiT forward", r[i].forward_flops, r[i].forward_s);
       const double gemm_s = r[i].linear_s * static_cast<double>(s.c.num_layers) +
                             r[i].attention_s * static_cast<double>(s.c.num_layers);
-      std::printf("%-5s DiT forward: its blocks' GEMMs alone would take %.3f s: %.0f %% of the forward is GEMM time\n",
-                  names[i], gemm_s, 100 * gemm_s / r[i].forward_s);
+      std::printf(
+          "%-5s DiT forward: its blocks' GEMMs alone would take %.3f s: %.0f %% of the forward is GEMM "
+          "time\n",
+          names[i], gemm_s, 100 * gemm_s / r[i].forward_s);
     }
   }
   std::printf("bf16 / fp32 rate: linears %.2fx, attention %.2fx", r[0].linear_s / r[1].linear_s,
               r[0].attention_s / r[1].attention_s);
   if (!no_forward) std::printf(", DiT forward %.2fx", r[0].forward_s / r[1].forward_s);
-  std::printf("\n\nlinears: one block's q, k, v, output and FFN projections at all rows; attention: one block's\n"
-              "heads; GFLOP/s counts 2 FLOPs a multiply-add. The peak is an estimate from the nominal clock\n"
-              "(turbo ignored) and the units the features imply; at::mm is LibTorch's own GEMM.\n");
+  std::printf(
+      "\n\nlinears: one block's q, k, v, output and FFN projections at all rows; attention: one block's\n"
+      "heads; GFLOP/s counts 2 FLOPs a multiply-add. The peak is an estimate from the nominal clock\n"
+      "(turbo ignored) and the units the features imply; at::mm is LibTorch's own GEMM.\n");
   return 0;
 }
 

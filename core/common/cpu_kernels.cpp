@@ -3,6 +3,7 @@
 #include <ATen/cpu/Utils.h>
 #include <c10/util/Logging.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -89,6 +90,29 @@ void check_aten_capability(const CpuFeatures& f, const std::string& value) {
   }
 }
 
+// oneDNN's instruction-set levels as ONEDNN_MAX_CPU_ISA names them, ranked; unset, ALL, DEFAULT
+// or a name oneDNN does not know (it ignores those) caps nothing.
+constexpr int kIsaAvx512Core = 6, kIsaAvx512Bf16 = 8, kIsaAmx = 10, kIsaUncapped = 100;
+int onednn_isa_rank(std::string v) {
+  for (char& ch : v) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  static const std::map<std::string, int> ranks{{"SSE41", 1},
+                                                {"AVX", 2},
+                                                {"AVX2", 3},
+                                                {"AVX2_VNNI", 4},
+                                                {"AVX2_VNNI_2", 5},
+                                                {"AVX512_CORE", kIsaAvx512Core},
+                                                {"AVX512_CORE_VNNI", 7},
+                                                {"AVX512_CORE_BF16", kIsaAvx512Bf16},
+                                                {"AVX512_CORE_FP16", 9},
+                                                {"AVX10_1_512", 9},
+                                                {"AVX512_CORE_AMX", kIsaAmx},
+                                                {"AVX10_1_512_AMX", kIsaAmx},
+                                                {"AVX512_CORE_AMX_FP16", 11},
+                                                {"AVX10_1_512_AMX_FP16", 11}};
+  const auto it = ranks.find(v);
+  return it == ranks.end() ? kIsaUncapped : it->second;
+}
+
 }  // namespace
 
 const CpuFeatures& cpu_features() {
@@ -122,7 +146,7 @@ const char* to_string(AttentionPath p) {
 }
 
 KernelOverrides kernel_overrides_from_env() {
-  return {env("H3_CPU_GEMM"), env("H3_CPU_ATTENTION"), env("ATEN_CPU_CAPABILITY")};
+  return {env("H3_CPU_GEMM"), env("H3_CPU_ATTENTION"), env("ATEN_CPU_CAPABILITY"), env("ONEDNN_MAX_CPU_ISA")};
 }
 
 CpuKernels choose_cpu_kernels(const CpuFeatures& f, at::ScalarType dtype, bool have_onednn,
@@ -132,13 +156,17 @@ CpuKernels choose_cpu_kernels(const CpuFeatures& f, at::ScalarType dtype, bool h
   const std::string cpu = "this CPU (" + f.model + ") ";
   CpuKernels k;
   k.bf16_native = f.native_bf16();
+  // What oneDNN may use: the CPU's features under ONEDNN_MAX_CPU_ISA's cap.
+  const int isa = onednn_isa_rank(o.onednn_max_isa);
+  const bool dnn_avx512 = f.avx512 && isa >= kIsaAvx512Core;
+  const bool dnn_bf16 = (f.avx512_bf16 && isa >= kIsaAvx512Bf16) || (f.amx_bf16 && isa >= kIsaAmx);
+  const std::string capped = isa < kIsaUncapped ? " (under ONEDNN_MAX_CPU_ISA=" + o.onednn_max_isa + ")" : "";
   // oneDNN's bf16 linear: LibTorch runs it only on AVX-512 (F, BW, VL, DQ) or AMX-BF16.
-  const bool onednn_runs = have_onednn && (!bf16 || f.avx512 || f.amx_bf16);
+  const bool onednn_runs = have_onednn && (!bf16 || dnn_avx512 || (f.amx_bf16 && isa >= kIsaAmx));
   const std::string no_onednn =
-      !have_onednn
-          ? std::string("this LibTorch has no oneDNN fused linears (mkldnn::_linear_pointwise)")
-          : cpu +
-                "has no AVX-512 (F, BW, VL and DQ) nor AMX-BF16, where LibTorch refuses oneDNN's bf16 linear";
+      !have_onednn ? std::string("this LibTorch has no oneDNN fused linears (mkldnn::_linear_pointwise)")
+                   : cpu + "has no AVX-512 (F, BW, VL and DQ) nor AMX-BF16" + capped +
+                         ", where LibTorch refuses oneDNN's bf16 linear";
 
   if (o.gemm.empty()) {
     if (!have_onednn) {
@@ -147,13 +175,13 @@ CpuKernels choose_cpu_kernels(const CpuFeatures& f, at::ScalarType dtype, bool h
     } else if (!bf16) {
       k.gemm = GemmPath::kOnednnTiles;
       k.why = "GEMM: oneDNN tiles (fp32 on any x86 CPU)";
-    } else if (f.native_bf16() && onednn_runs) {
+    } else if (dnn_bf16 && onednn_runs) {
       k.gemm = GemmPath::kOnednnTiles;
-      k.why =
-          std::string("GEMM: oneDNN tiles (native bf16: ") + (f.amx_bf16 ? "AMX-BF16" : "AVX512_BF16") + ")";
+      k.why = std::string("GEMM: oneDNN tiles (native bf16: ") +
+              (f.amx_bf16 && isa >= kIsaAmx ? "AMX-BF16" : "AVX512_BF16") + ")";
     } else {
       k.gemm = GemmPath::kAten;
-      k.why = "GEMM: ATen (no native bf16: emulated)";
+      k.why = "GEMM: ATen (no native bf16 for oneDNN" + capped + ")";
     }
   } else if (o.gemm == "onednn") {
     if (!onednn_runs) {

@@ -12,7 +12,8 @@
 //    its scores in fp32 (the GEMM blocks would round the scores to bf16 before the softmax).
 // The environment may force a path (H3_CPU_GEMM, H3_CPU_ATTENTION); a forced path this CPU or
 // LibTorch cannot run is refused with the reason (an h3::Error), as is an ATEN_CPU_CAPABILITY
-// above what the CPU has (ATen would take it on trust and die of an illegal instruction).
+// above what the CPU has (ATen would take it on trust and die of an illegal instruction). A cap on
+// oneDNN's instructions (ONEDNN_MAX_CPU_ISA) counts as the CPU lacking what it withholds.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -28,8 +29,8 @@ struct CpuFeatures {
   bool avx2 = false, fma = false;
   bool avx512 = false;  // AVX-512 F, BW, VL and DQ: what LibTorch's and oneDNN's AVX-512 kernels need
   bool avx512_vnni = false, avx512_bf16 = false, avx512_fp16 = false;
-  bool amx_bf16 = false;       // AMX tiles with bf16 multiplies
-  double nominal_ghz = 0;      // /proc/cpuinfo's "cpu MHz" / 1000; 0 when absent
+  bool amx_bf16 = false;   // AMX tiles with bf16 multiplies
+  double nominal_ghz = 0;  // /proc/cpuinfo's "cpu MHz" / 1000; 0 when absent
   int logical_cores = 0;
   bool native_bf16() const { return avx512_bf16 || amx_bf16; }
 };
@@ -48,9 +49,10 @@ const char* to_string(AttentionPath);
 
 // The environment's forced choices, as given (empty: not forced).
 struct KernelOverrides {
-  std::string gemm;                // H3_CPU_GEMM: "onednn" or "aten"
-  std::string attention;           // H3_CPU_ATTENTION: "gemm" or "sdpa"
-  std::string aten_capability;     // ATEN_CPU_CAPABILITY: "default", "avx2" or "avx512"
+  std::string gemm;             // H3_CPU_GEMM: "onednn" or "aten"
+  std::string attention;        // H3_CPU_ATTENTION: "gemm" or "sdpa"
+  std::string aten_capability;  // ATEN_CPU_CAPABILITY: "default", "avx2" or "avx512"
+  std::string onednn_max_isa;   // ONEDNN_MAX_CPU_ISA: oneDNN's cap ("AVX2", "AVX512_CORE_BF16", ...)
 };
 KernelOverrides kernel_overrides_from_env();
 

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "common/cpu_attention.h"
-#include "common/op_profile.h"
 #include "common/fused_linear.h"
+#include "common/op_profile.h"
 #include "dit/adaln_tables.h"
 #include "h3/error.h"
 

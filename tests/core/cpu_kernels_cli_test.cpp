@@ -15,7 +15,8 @@ using test::CliRun;
 using test::run_h3;
 
 TEST(CpuKernelsCli, BenchCpuPrintsTheCpuItsFeaturesAndTheKernels) {
-  const CliRun r = run_h3("bench cpu --no-forward --repeat 1 --threads 1 --frames 7 --latent-height 4 --latent-width 4");
+  const CliRun r =
+      run_h3("bench cpu --no-forward --repeat 1 --threads 1 --frames 7 --latent-height 4 --latent-width 4");
   ASSERT_EQ(r.code, 0) << r.output;
   const CpuFeatures& f = cpu_features();
   EXPECT_NE(r.output.find("h3 bench cpu: " + f.model + ", "), std::string::npos) << r.output;
@@ -28,12 +29,13 @@ TEST(CpuKernelsCli, BenchCpuPrintsTheCpuItsFeaturesAndTheKernels) {
 }
 
 TEST(CpuKernelsCli, AnUnknownForcedPathStopsGenerateWithTheReason) {
-  const CliRun r = run_h3("generate --prompt x --frames 5 --steps 2 --out /dev/null --quiet",
-                          "H3_CPU_ATTENTION=flash");
+  const CliRun r =
+      run_h3("generate --prompt x --frames 5 --steps 2 --out /dev/null --quiet", "H3_CPU_ATTENTION=flash");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.code, -1) << "killed by a signal: " << r.output;
-  EXPECT_NE(r.output.find("H3_CPU_ATTENTION=flash: not an attention path; set it to gemm or sdpa, or unset it"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("H3_CPU_ATTENTION=flash: not an attention path; set it to gemm or sdpa, or unset it"),
+      std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("wrote"), std::string::npos) << r.output;
 }
@@ -43,11 +45,13 @@ TEST(CpuKernelsCli, AForcedPathTheCpuCannotRunStopsBenchCpuWithTheReason) {
   // in for the refusal (the refusal texts per CPU are CpuKernelChoice's).
   const CpuFeatures& f = cpu_features();
   const bool can = f.avx512 || f.amx_bf16;
-  const CliRun r = run_h3("bench cpu --no-forward --repeat 1", can ? "H3_CPU_GEMM=mkl" : "H3_CPU_GEMM=onednn");
+  const CliRun r =
+      run_h3("bench cpu --no-forward --repeat 1", can ? "H3_CPU_GEMM=mkl" : "H3_CPU_GEMM=onednn");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.code, -1) << "killed by a signal: " << r.output;
-  EXPECT_NE(r.output.find(can ? "H3_CPU_GEMM=mkl: not a GEMM path" : "H3_CPU_GEMM=onednn: with compute-dtype bf16"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find(can ? "H3_CPU_GEMM=mkl: not a GEMM path" : "H3_CPU_GEMM=onednn: with compute-dtype bf16"),
+      std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("linears, engine"), std::string::npos) << r.output;
 }

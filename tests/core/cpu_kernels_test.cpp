@@ -85,6 +85,28 @@ TEST(CpuKernelChoice, Bf16TakesOnednnWhereTheCpuMultipliesItNatively) {
   }
 }
 
+TEST(CpuKernelChoice, OnednnsInstructionCapCountsAsTheCpuLackingThem) {
+  KernelOverrides o;
+  o.onednn_max_isa = "AVX512_CORE_BF16";  // an AMX CPU held to AVX512_BF16 (as a Zen 4 has it)
+  CpuKernels k = choose_cpu_kernels(amx_cpu(), at::kBFloat16, true, o);
+  EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles);
+  EXPECT_NE(k.why.find("native bf16: AVX512_BF16"), std::string::npos) << k.why;
+  o.onednn_max_isa = "avx512_core";  // oneDNN takes its names in any case
+  k = choose_cpu_kernels(amx_cpu(), at::kBFloat16, true, o);
+  EXPECT_EQ(k.gemm, GemmPath::kAten);
+  EXPECT_NE(k.why.find("no native bf16 for oneDNN (under ONEDNN_MAX_CPU_ISA=avx512_core)"), std::string::npos)
+      << k.why;
+  o.onednn_max_isa = "AVX2";
+  o.gemm = "onednn";
+  EXPECT_EQ(
+      refusal(amx_cpu(), at::kBFloat16, o),
+      "H3_CPU_GEMM=onednn: with compute-dtype bf16, this CPU (Intel(R) Xeon(R) Processor) has no AVX-512 "
+      "(F, BW, VL and DQ) nor AMX-BF16 (under ONEDNN_MAX_CPU_ISA=AVX2), where LibTorch refuses oneDNN's "
+      "bf16 linear; unset it or set it to aten (docs/performance.md, \"The CPU at hand\")");
+  // fp32 runs on oneDNN under any cap.
+  EXPECT_EQ(choose_cpu_kernels(amx_cpu(), at::kFloat, true, o).gemm, GemmPath::kOnednnTiles);
+}
+
 TEST(CpuKernelChoice, AForcedPathIsTakenWhereTheCpuRunsIt) {
   KernelOverrides o;
   o.gemm = "aten";
