@@ -293,6 +293,7 @@ int run(Args& a) {
   race.num_frames = a.int_or("frames", 124, 1, 1024);
   race.steps = a.int_or("steps", 21, 2, 1000);
   race.seed = static_cast<uint64_t>(a.int_or("seed", 7, 0, INT64_MAX));
+  race.audio = true;  // as h3src's audio pad asks in the race
   const std::string dtype = a.string_or("dtype", "fp32");
   a.finish();
   if (!profile_dir.empty()) return profile(profile_dir, race, dtype);

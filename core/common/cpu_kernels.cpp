@@ -198,10 +198,19 @@ CpuKernels choose_cpu_kernels(const CpuFeatures& f, at::ScalarType dtype, bool h
            "set it to onednn or aten, or unset it (chosen by the CPU)");
   }
 
+  // ATen's own kernels (the flash attention's softmax and its packing) at AVX-512: unless the CPU
+  // lacks it or ATEN_CPU_CAPABILITY holds ATen below it.
+  const bool aten_avx512 = f.avx512 && o.aten_capability != "avx2" && o.aten_capability != "default";
   if (o.attention.empty()) {
-    if (!bf16 && have_onednn) {
+    if (!bf16 && have_onednn && !aten_avx512) {
+      // Measured on an AVX2 EPYC: 0.55x the flash kernel's time at the DiT's shapes.
       k.attention = AttentionPath::kGemmBlocks;
-      k.why += "; attention: oneDNN GEMM blocks (fp32)";
+      k.why += "; attention: oneDNN GEMM blocks (fp32 without AVX-512)";
+    } else if (!bf16 && have_onednn) {
+      // Measured on an AVX-512 Xeon: the flash kernel takes 0.77x the GEMM blocks' CPU time over the
+      // race's 20 steps (docs/performance.md, "The CPU at hand").
+      k.attention = AttentionPath::kFusedSdpa;
+      k.why += "; attention: fused SDPA (fp32 on AVX-512)";
     } else {
       k.attention = AttentionPath::kFusedSdpa;
       k.why += bf16 ? "; attention: fused SDPA (bf16 scores summed in fp32)"

@@ -7,9 +7,10 @@
 //  - bf16 linears: the same oneDNN tiles where the CPU multiplies bf16 natively (AVX512_BF16 or
 //    AMX-BF16: oneDNN's JIT uses either, on any vendor); ATen's emulation elsewhere (LibTorch
 //    refuses oneDNN's bf16 linear without AVX-512).
-//  - attention: fp32 as two oneDNN GEMMs per head and block of query rows (common/cpu_attention.h)
-//    where the fp32 linears run on oneDNN; bf16 through LibTorch's fused flash kernel, which sums
-//    its scores in fp32 (the GEMM blocks would round the scores to bf16 before the softmax).
+//  - attention: fp32 on an AVX2 CPU as two oneDNN GEMMs per head and block of query rows
+//    (common/cpu_attention.h: 0.55x the flash kernel's time there); fp32 on AVX-512 and bf16
+//    through LibTorch's fused flash kernel (0.77x the GEMM blocks' CPU time on an AVX-512 Xeon;
+//    in bf16 it sums the scores in fp32, where the GEMM blocks would round them to bf16).
 // The environment may force a path (H3_CPU_GEMM, H3_CPU_ATTENTION); a forced path this CPU or
 // LibTorch cannot run is refused with the reason (an h3::Error), as is an ATEN_CPU_CAPABILITY
 // above what the CPU has (ATen would take it on trust and die of an illegal instruction). A cap on

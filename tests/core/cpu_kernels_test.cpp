@@ -49,14 +49,23 @@ std::string refusal(const CpuFeatures& f, at::ScalarType dtype, const KernelOver
   return "(not refused)";
 }
 
-TEST(CpuKernelChoice, Fp32TakesOnednnTilesAndGemmBlocksOnEveryX86Cpu) {
-  for (const CpuFeatures& f : {avx2_cpu(), avx512_bf16_cpu(), amx_cpu()}) {
-    const CpuKernels k = choose_cpu_kernels(f, at::kFloat, true, {});
+TEST(CpuKernelChoice, Fp32TakesOnednnTilesAndTheAttentionOfTheCpusVectorWidth) {
+  // AVX2: the oneDNN GEMM blocks; AVX-512: the fused flash kernel.
+  CpuKernels k = choose_cpu_kernels(avx2_cpu(), at::kFloat, true, {});
+  EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles);
+  EXPECT_EQ(k.attention, AttentionPath::kGemmBlocks);
+  EXPECT_NE(k.why.find("attention: oneDNN GEMM blocks (fp32 without AVX-512)"), std::string::npos) << k.why;
+  for (const CpuFeatures& f : {avx512_bf16_cpu(), amx_cpu()}) {
+    k = choose_cpu_kernels(f, at::kFloat, true, {});
     EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles) << f.model;
-    EXPECT_EQ(k.attention, AttentionPath::kGemmBlocks) << f.model;
+    EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa) << f.model;
   }
+  // ATen held to AVX2 on an AVX-512 CPU: the AVX2 machine's choice.
+  KernelOverrides o;
+  o.aten_capability = "avx2";
+  EXPECT_EQ(choose_cpu_kernels(amx_cpu(), at::kFloat, true, o).attention, AttentionPath::kGemmBlocks);
   // Without oneDNN's fused linears in LibTorch: ATen and its fused attention.
-  const CpuKernels k = choose_cpu_kernels(amx_cpu(), at::kFloat, false, {});
+  k = choose_cpu_kernels(amx_cpu(), at::kFloat, false, {});
   EXPECT_EQ(k.gemm, GemmPath::kAten);
   EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa);
 }
