@@ -294,6 +294,7 @@ void check_cpu_kernels() {
   const std::string line = describe_cpu_kernels();  // throws for a refused choice
   static std::once_flag once;
   std::call_once(once, [&] {
+    c10::initLogging();  // reads TORCH_CPP_LOG_LEVEL (a C++ program's LibTorch does not by itself)
     LOG(INFO) << "h3: CPU " << cpu_features().model << " [" << describe_features(cpu_features())
               << "]; kernels " << line;
   });
