@@ -1,7 +1,7 @@
 #!/bin/bash
 # The engine against diffusers' MiniMax-H3 on the same random weights, inputs, LibTorch version and
 # thread count: VAE decode (tiled as released) and DiT forward. Prints, per comparison,
-#   ratio <what> threads=<n> reference=<s> ours=<s> <reference/ours>
+#   ratio <what> threads=<n> reference=<s> ours=<s> <reference/ours> cpu="<model>" features=<list>
 # after checking that the outputs agree (1e-4). A benchmark, not a test (docs/performance.md).
 #
 #   scripts/bench-reference.sh [vae-decode] [dit-forward] [e2e]    (default: the first two)
@@ -13,8 +13,8 @@
 # diffusers' modular pipeline and its encode_video (bench/reference/e2e_reference.py). Both load the
 # medium random model bench/reference/make_e2e_model.py writes once to $H3_CACHE/reference-bench-e2e.
 # Prints, with the reference's runs shared by both samplers of ours,
-#   ratio e2e-first-frame[-causal] threads=<n> reference=<s> ours=<s> <reference/ours>
-#   ratio e2e-complete[-causal] threads=<n> reference=<s> ours=<s> <reference/ours>
+#   ratio e2e-first-frame[-causal] threads=<n> reference=<s> ours=<s> <reference/ours> cpu="<model>" features=<list>
+#   ratio e2e-complete[-causal] threads=<n> reference=<s> ours=<s> <reference/ours> cpu="<model>" features=<list>
 # first frame: ours, when the first encoded video buffer reaches the muxer; the reference, its whole
 # file (it has none before). complete: the process's wall time (the file closed). Both sides then go
 # through ffprobe (H.264 and AAC present, the frame count, the durations). The request (environment):
@@ -66,8 +66,20 @@ trap 'rm -rf "$out"' EXIT
 # fastest "seconds S" line of a run's output
 fastest() { awk '/^seconds /{ if (best == "" || $2 < best) best = $2 } END { print best }' "$1"; }
 smallest() { printf '%s\n' "$@" | sort -g | head -1; }
+# The CPU beside every ratio, so that figures from different machines are never compared blindly:
+# its model and the features that decide the engine's kernels (docs/performance.md, "The CPU at
+# hand"; `h3 bench cpu` prints its peak and the GEMM rates on it).
+cpu_features() {
+  local flags x out=""
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  for x in avx2 fma avx512f avx512bw avx512_vnni avx512_bf16 avx512_fp16 amx_bf16; do
+    [[ $flags == *" $x "* ]] && out+="${out:+,}$x"
+  done
+  echo "${out:-none}"
+}
+CPU_TAG="cpu=\"$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)\" features=$(cpu_features)"
 ratio_line() {  # NAME THREADS REFERENCE OURS
-  echo "ratio $1 threads=$2 reference=$3 ours=$4 $(awk -v r="$3" -v o="$4" 'BEGIN { printf "%.2f", r / o }')"
+  echo "ratio $1 threads=$2 reference=$3 ours=$4 $(awk -v r="$3" -v o="$4" 'BEGIN { printf "%.2f", r / o }') $CPU_TAG"
 }
 
 E2E_PROMPT=${E2E_PROMPT:-a red circle moving right on a black background}
@@ -165,6 +177,7 @@ run_e2e() {
   ratio_line e2e-complete-causal "$threads" "$best_ref" "$(smallest "${ca_all[@]}")"
 }
 
+echo "bench-reference: $CPU_TAG"
 echo "bench-reference: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%S) UTC"
 status=0
 for threads in $THREADS; do
@@ -194,7 +207,7 @@ for threads in $THREADS; do
       { echo "  $what threads=$threads: OUTPUTS DISAGREE" >&2; status=1; }
     best_ref=$(printf '%s\n' "${ref[@]}" | sort -g | head -1)
     best_ours=$(printf '%s\n' "${ours[@]}" | sort -g | head -1)
-    echo "ratio $what threads=$threads reference=$best_ref ours=$best_ours $(awk -v r="$best_ref" -v o="$best_ours" 'BEGIN { printf "%.2f", r / o }')"
+    ratio_line "$what" "$threads" "$best_ref" "$best_ours"
   done
 done
 echo "bench-reference: load average $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%S) UTC"

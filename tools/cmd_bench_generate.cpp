@@ -5,15 +5,19 @@
 // latents and frames are from fp32's. Figures only; nothing asserts a time.
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <time.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "common/cpu_kernels.h"
 #include "common/device.h"
+#include "common/op_profile.h"
 #include "dit/transformer.h"
 #include "engine/engine.h"
 #include "engine/model/compute_dtype.h"
@@ -165,13 +169,134 @@ void compare_dtypes(const Case& c, int repeats, const std::string& device) {
   std::fflush(stdout);
 }
 
+// One request's time by phase (--profile): the engine opened and the request run once, cold, as
+// the end-to-end race runs it (scripts/bench-reference.sh e2e: the medium model, 124 frames, 21 grid
+// points). Wall and process CPU seconds of load, conditioning (the text encoder's forward within
+// it), each denoising step split into attention, linears and the rest (common/op_profile.h),
+// and the decode split into the video decoder and the audio decoder.
+struct PhaseMark {
+  double wall = 0, cpu = 0;
+  OpTotals ops;
+};
+
+PhaseMark mark(Clock::time_point t0) {
+  return {std::chrono::duration<double>(Clock::now() - t0).count(), process_cpu_seconds(),
+          op_profile_totals()};
+}
+
+void print_phase(const char* name, const PhaseMark& a, const PhaseMark& b) {
+  std::printf("%-16s %8.3f %8.3f", name, b.wall - a.wall, b.cpu - a.cpu);
+}
+
+void print_split(const PhaseMark& a, const PhaseMark& b) {
+  const double wall = b.wall - a.wall, att = b.ops[OpKind::kAttention] - a.ops[OpKind::kAttention],
+               lin = b.ops[OpKind::kLinear] - a.ops[OpKind::kLinear];
+  std::printf("  attention %7.3f (%4.1f %%)  linears %7.3f (%4.1f %%)  other %7.3f (%4.1f %%)\n", att,
+              100 * att / wall, lin, 100 * lin / wall, wall - att - lin, 100 * (wall - att - lin) / wall);
+}
+
+int profile(const std::string& model_dir, const GenerationRequest& req, const std::string& dtype) {
+  const CpuFeatures& f = cpu_features();
+  std::printf("h3 bench generate --profile: CPU %s [%s], %d intra-op threads, 1 rank, %s\n", f.model.c_str(),
+              describe_features(f).c_str(), at::get_num_threads(), dtype.c_str());
+  std::printf("kernels: %s\n", describe_cpu_kernels().c_str());
+  op_profile_reset();
+  op_profile_enable(true);
+  const auto t0 = Clock::now();
+  const PhaseMark start = mark(t0);
+  EngineOptions eo;
+  eo.model_dir = model_dir;
+  eo.compute_dtype = dtype;
+  auto engine = Engine::open(eo);
+  const ClipPlan plan = engine->plan(req);
+  const PhaseMark loaded = mark(t0);
+  PhaseMark conditioning{}, decode_start{}, first_chunk{};
+  std::vector<PhaseMark> steps;
+  bool decoding = false;
+  auto progress = [&](const Progress& p) {
+    if (p.phase == Phase::kConditioning) conditioning = mark(t0);
+    if (p.phase == Phase::kDenoising) steps.push_back(mark(t0));
+    if (p.phase == Phase::kDecoding && !decoding) {
+      decoding = true;
+      decode_start = mark(t0);
+    }
+  };
+  class FirstChunk : public ChunkSink {
+   public:
+    FirstChunk(Clock::time_point t0, PhaseMark& first) : t0_(t0), first_(first) {}
+    void on_chunk(const Chunk& c) override {
+      if (c.frames.defined() && frames++ == 0) first_ = mark(t0_);
+    }
+    int64_t frames = 0;
+
+   private:
+    Clock::time_point t0_;
+    PhaseMark& first_;
+  } sink(t0, first_chunk);
+  StreamControl cancel;
+  engine->generate(req, sink, progress, cancel);
+  const PhaseMark done = mark(t0);
+  op_profile_enable(false);
+  if (steps.empty() || !decoding)
+    throw Error(ErrorKind::kInternal, "bench generate --profile: no step or decode reported");
+  std::printf("%lldx%lld, %lld frames, %lld evaluations, prompt \"%s\", seed %lld\n", (long long)plan.width,
+              (long long)plan.height, (long long)plan.num_frames, (long long)plan.evaluations,
+              req.prompt.c_str(), (long long)req.seed);
+  std::printf("%-16s %8s %8s\n", "phase", "wall_s", "cpu_s");
+  print_phase("load", start, loaded);
+  std::printf("\n");
+  // Conditioning: from its report to the first step's end is conditioning + step 1; the text
+  // encoder's forward is timed on its own, the rest of the conditioning is not separable from step 1.
+  const double text = steps.front().ops[OpKind::kTextEncode] - conditioning.ops[OpKind::kTextEncode];
+  print_phase("before steps", loaded, conditioning);
+  std::printf("  (plan, session, AdaLN tables)\n");
+  std::printf("%-16s %8.3f %8s  (the text encoder's forward; step 1's row below starts after it)\n",
+              "text encode", text, "-");
+  PhaseMark prev = conditioning;
+  PhaseMark step1_start = conditioning;
+  step1_start.wall += text;  // step 1 starts when the text encoder is done
+  for (size_t i = 0; i < steps.size(); ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "step %zu", i + 1);
+    PhaseMark from = i == 0 ? step1_start : prev;
+    print_phase(name, from, steps[i]);
+    print_split(from, steps[i]);
+    prev = steps[i];
+  }
+  print_phase("denoise, all", step1_start, steps.back());
+  print_split(step1_start, steps.back());
+  print_phase("after steps", steps.back(), decode_start);
+  std::printf("  (the final latents handed to the decode)\n");
+  const double audio = done.ops[OpKind::kAudioDecode] - decode_start.ops[OpKind::kAudioDecode];
+  print_phase("decode", decode_start, done);
+  std::printf("  video %7.3f  audio %7.3f; first chunk at %.3f s\n", done.wall - decode_start.wall - audio,
+              audio, first_chunk.wall);
+  print_phase("total", start, done);
+  std::printf(
+      "\n(cpu_s: this process's CPU seconds, every thread. The text encoder's CPU time is inside\n"
+      "step 1's, the audio decoder's inside the decode's. Encoding and muxing are the pipeline's:\n"
+      "scripts/bench-reference.sh e2e prints when the first raw and encoded frames leave.)\n");
+  return 0;
+}
+
 int run(Args& a) {
   const std::string tmp_base = a.string_or("dir", std::filesystem::temp_directory_path().string());
   const bool skip_medium = a.flag("tiny-only");
   const int repeats = static_cast<int>(a.int_or("repeats", 1, 1, 10));
   const std::string device = a.string_or("device", "cpu");
   const bool dtypes = a.flag("compare-dtypes");
+  const std::string profile_dir = a.string_or("profile", "");
+  GenerationRequest race;
+  race.prompt = a.string_or("prompt", "a red circle moving right on a black background");
+  race.width = a.int_or("width", 320, 16, 4096);
+  race.height = a.int_or("height", 192, 16, 4096);
+  race.num_frames = a.int_or("frames", 124, 1, 1024);
+  race.steps = a.int_or("steps", 21, 2, 1000);
+  race.seed = static_cast<uint64_t>(a.int_or("seed", 7, 0, INT64_MAX));
+  race.audio = true;  // as h3src's audio pad asks in the race
+  const std::string dtype = a.string_or("dtype", "fp32");
   a.finish();
+  if (!profile_dir.empty()) return profile(profile_dir, race, dtype);
   if (device != "cpu" && device != "cuda") throw UsageError{"--device must be cpu or cuda"};
   // On CUDA rank r runs on cuda:r: 2 ranks only where 2 GPUs are visible.
   if (device == "cuda") require_cuda_devices(1, "--device");
@@ -234,6 +359,8 @@ H3_REGISTER_COMMAND(
     "bench generate", "the engine end to end: load, s/step, decode, first chunk, total",
     "usage: h3 bench generate [--tiny-only] [--repeats N] [--dir DIR] [--device cpu|cuda] "
     "[--compare-dtypes]\n"
+    "       h3 bench generate --profile MODEL_DIR [--prompt TEXT] [--width 320] [--height 192]\n"
+    "                         [--frames 124] [--steps 21] [--seed 7] [--dtype fp32|bf16]\n"
     "\n"
     "Runs the tiny default model at its default request and a medium random model (written\n"
     "to a temp folder under DIR, default $TMPDIR or /tmp, deleted after) at 320x192, 56\n"
@@ -245,7 +372,11 @@ H3_REGISTER_COMMAND(
     "  --device D    cpu (default) or cuda (rank r on cuda:r; 2 ranks where 2 GPUs are visible)\n"
     "  --compare-dtypes  instead: each model's request at 1 rank in fp32 and in bf16 (compute-dtype):\n"
     "                s/step, decode, total, the DiT's weight MiB, the speed-up, and bf16's distance\n"
-    "                from fp32 (latents' max |diff|, frames' uint8 max and mean |diff|)",
+    "                from fp32 (latents' max |diff|, frames' uint8 max and mean |diff|)\n"
+    "  --profile DIR instead: one cold request on the model in DIR (default: the end-to-end race's,\n"
+    "                scripts/bench-reference.sh e2e) at 1 rank and OMP_NUM_THREADS threads, its wall\n"
+    "                and CPU seconds by phase: load, text encode, each denoising step split into\n"
+    "                attention, linears and the rest, decode split into video and audio",
     run);
 
 }  // namespace

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
+#include "common/cpu_kernels.h"
 #include "common/fused_linear.h"
 #include "common/parallel_tasks.h"
 
@@ -12,7 +14,10 @@ namespace h3 {
 
 bool cpu_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   return q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && k.scalar_type() == q.scalar_type() &&
-         v.scalar_type() == q.scalar_type() && v.is_cpu() && onednn_linear(q, k);
+         v.scalar_type() == q.scalar_type() && q.is_cpu() && k.is_cpu() && v.is_cpu() &&
+         (q.scalar_type() == at::kFloat || q.scalar_type() == at::kBFloat16) &&
+         fused_linear_backend() == std::string_view("oneDNN") &&
+         cpu_kernels(q.scalar_type()).attention == AttentionPath::kGemmBlocks;
 }
 
 int64_t cpu_attention_block_rows(int64_t queries, int64_t keys, int64_t max_score_elements) {

@@ -15,8 +15,9 @@
 
 namespace h3 {
 
-// True when cpu_attention can run q, k, v: all on the CPU in fp32 and this LibTorch has oneDNN's
-// linear operators. Otherwise the caller's fused kernel is the faster one.
+// True when cpu_attention runs q, k, v: all on the CPU, this LibTorch has oneDNN's linear
+// operators and the CPU's kernel choice for their dtype is the GEMM blocks (common/cpu_kernels.h:
+// fp32 by default; bf16 only when forced). Otherwise the caller's fused kernel runs.
 bool cpu_attention_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 // Query rows per block for `queries` rows over `keys` keys: the block's fp32 scores [rows, keys]

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cpu_kernels.h"
+#include "common/op_profile.h"
 #include "common/parallel_tasks.h"
 
 namespace h3 {
@@ -45,10 +47,13 @@ const Ops& ops() {
 }
 
 bool fast(const at::Tensor& x, const at::Tensor& w) {
-  // fp32 only: LibTorch refuses oneDNN's bf16 linear on CPUs without AVX-512 (bf16 takes ATen,
-  // as do CUDA, fp16 and double).
-  return x.is_cpu() && w.is_cpu() && x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat &&
-         ops().unary && ops().binary;
+  // fp32 and bf16, as the CPU's kernel choice says (common/cpu_kernels.h: bf16 only where the CPU
+  // multiplies it natively); CUDA, fp16 and double take ATen.
+  if (!x.is_cpu() || !w.is_cpu() || x.scalar_type() != w.scalar_type() || !ops().unary || !ops().binary) {
+    return false;
+  }
+  const at::ScalarType t = x.scalar_type();
+  return (t == at::kFloat || t == at::kBFloat16) && cpu_kernels(t).gemm == GemmPath::kOnednnTiles;
 }
 
 std::optional<at::Tensor> opt(const at::Tensor& b) {
@@ -135,23 +140,27 @@ LinearTiles linear_tiles(int64_t rows, int64_t in, int64_t out) {
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  const OpTimer timer(OpKind::kLinear);
   if (fast(x, w)) return tiled(x, w, b, {}, "none", {});
   return at::linear(x, w, opt(b));
 }
 
 at::Tensor linear_silu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  const OpTimer timer(OpKind::kLinear);
   if (fast(x, w)) return tiled(x, w, b, {}, "swish", {});
   return at::silu(at::linear(x, w, opt(b)));
 }
 
 at::Tensor linear_mul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                       const at::Tensor& other) {
+  const OpTimer timer(OpKind::kLinear);
   if (fast(x, w) && other.scalar_type() == x.scalar_type()) return tiled(x, w, b, other, {}, "mul");
   return at::linear(x, w, opt(b)).mul_(other);
 }
 
 at::Tensor linear_add(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                       const at::Tensor& other) {
+  const OpTimer timer(OpKind::kLinear);
   if (fast(x, w) && other.scalar_type() == x.scalar_type()) return tiled(x, w, b, other, {}, "add");
   return at::linear(x, w, opt(b)).add_(other);
 }

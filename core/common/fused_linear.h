@@ -29,7 +29,8 @@ at::Tensor linear_add(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 // threads (inside a run_tasks task: cpu_attention). Needs onednn_linear(x, w).
 at::Tensor linear_in_task(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 
-// True when linear(x, w, b) runs on oneDNN: both on the CPU in fp32 and the operators present.
+// True when linear(x, w, b) runs on oneDNN: both on the CPU in fp32, or in bf16 where the CPU's
+// kernel choice takes oneDNN for it (common/cpu_kernels.h), and the operators present.
 bool onednn_linear(const at::Tensor& x, const at::Tensor& w);
 
 // "oneDNN" when the CPU path has the fused operators, else "ATen" (benchmarks print it).

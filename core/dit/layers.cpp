@@ -7,6 +7,7 @@
 
 #include "common/cpu_attention.h"
 #include "common/fused_linear.h"
+#include "common/op_profile.h"
 #include "dit/adaln_tables.h"
 #include "h3/error.h"
 
@@ -217,6 +218,7 @@ void apply_rope_(at::Tensor& x, const RopeTable& rope) {
 }
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const OpTimer timer(OpKind::kAttention);
   if (cpu_attention_applies(q, k, v)) return cpu_attention(q, k, v, kDefaultScoreElements);
 #if H3_HAVE_FUSED_SDPA
   const int64_t s = q.size(0), heads = q.size(1), d = q.size(2);

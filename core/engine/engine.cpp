@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/cpu_kernels.h"
 #include "common/device.h"
 #include "dist/world.h"
 #include "dit/frames.h"
@@ -197,6 +198,9 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, const ProgressFn
   impl->opts = opts;
   impl->budget = std::make_unique<StreamBudget>(opts.max_memory, available_memory_bytes);
   impl->compute_dtype = engine_detail::resolve_compute_dtype(opts.compute_dtype, opts.device);
+  // A kernel path forced by the environment that this CPU cannot run is refused here, before any
+  // weight loads (common/cpu_kernels.h); the choice is logged at INFO level.
+  if (opts.device == "cpu") check_cpu_kernels();
   impl->model = read_model(opts.model_dir, opts.ref2va);
   dit::check_layout(impl->model.dit, world_size, opts.sp);
   engine_detail::RankSetup setup;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/fused_linear.h"
 #include "common/shape.h"
 #include "dit/tp.h"
 #include "h3/error.h"
@@ -215,16 +216,19 @@ at::Tensor TextEncoder::run(const at::Tensor& ids_in, const at::Tensor& position
   for (size_t li = 0; li < weights_.layers.size(); ++li) {
     const auto& w = weights_.layers[li];
     auto x = rms_norm(h, w.input_layernorm, c.rms_norm_eps);
-    auto q = rms_norm(at::linear(x, w.q_proj).view({L, -1, D}), w.q_norm, c.rms_norm_eps);
-    auto k = rms_norm(at::linear(x, w.k_proj).view({L, -1, D}), w.k_norm, c.rms_norm_eps);
-    auto v = at::linear(x, w.v_proj).view({L, -1, D});
+    auto q = rms_norm(h3::linear(x, w.q_proj, {}).view({L, -1, D}), w.q_norm, c.rms_norm_eps);
+    auto k = rms_norm(h3::linear(x, w.k_proj, {}).view({L, -1, D}), w.k_norm, c.rms_norm_eps);
+    auto v = h3::linear(x, w.v_proj, {}).view({L, -1, D});
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
-    auto a = at::linear(causal_gqa_attention(q, k, v), w.o_proj);
+    auto a = h3::linear(causal_gqa_attention(q, k, v), w.o_proj, {});
     tp.all_reduce_sum(a);
     h = h + a;
     x = rms_norm(h, w.post_attention_layernorm, c.rms_norm_eps);
-    auto m = at::linear(at::silu(at::linear(x, w.gate_proj)) * at::linear(x, w.up_proj), w.down_proj);
+    // The CPU's linears (common/fused_linear.h: oneDNN tiles in fp32, and in bf16 where the CPU
+    // has it natively), SwiGLU's silu and product fused into the up projection.
+    auto m =
+        h3::linear(h3::linear_mul(x, w.up_proj, {}, h3::linear_silu(x, w.gate_proj, {})), w.down_proj, {});
     tp.all_reduce_sum(m);
     h = h + m;
     // Deepstack: the vision tower's intermediate features join the image rows after the first

@@ -14,9 +14,10 @@ struct CliRun {
   std::string output;  // stdout and stderr together
 };
 
-// `args` follows the binary's quoted path (H3_EXE, the built `h3`).
-inline CliRun run_h3(const std::string& args) {
-  const std::string cmd = std::string("'") + H3_EXE + "' " + args + " 2>&1";
+// `args` follows the binary's quoted path (H3_EXE, the built `h3`); `env`, when given, precedes it
+// ("NAME=value ...": the command's environment beside the test's).
+inline CliRun run_h3(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + H3_EXE + "' " + args + " 2>&1";
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

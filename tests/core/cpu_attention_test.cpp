@@ -9,10 +9,20 @@
 
 #include <cmath>
 
+#include "common/cpu_kernels.h"
 #include "common/fused_linear.h"
 
 namespace h3 {
 namespace {
+
+// The oneDNN GEMM blocks as fp32's attention (an AVX-512 CPU chooses the fused kernel instead:
+// common/cpu_kernels.h), for the tests of the blocks themselves.
+CpuKernels gemm_block_kernels() {
+  CpuKernels k;
+  k.gemm = GemmPath::kOnednnTiles;
+  k.attention = AttentionPath::kGemmBlocks;
+  return k;
+}
 
 // q [S, heads, D], k and v [Sk, heads, D] in fp64 -> [S, heads * D].
 at::Tensor reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -62,6 +72,7 @@ TEST_F(CpuAttention, MatchesTheFullSoftmaxOverBlocksOfEverySize) {
     const at::Tensor k = at::randn({c.sk, c.heads, c.d}, at::kDouble);
     const at::Tensor v = at::randn({c.sk, c.heads, c.d}, at::kDouble);
     const at::Tensor qf = q.to(at::kFloat), kf = k.to(at::kFloat), vf = v.to(at::kFloat);
+    const ScopedCpuKernels gemm_blocks(at::kFloat, gemm_block_kernels());  // whatever this CPU chose
     ASSERT_TRUE(cpu_attention_applies(qf, kf, vf));
     const at::Tensor got = cpu_attention(qf, kf, vf, c.max_score_elements);
     ASSERT_EQ(got.sizes(), (std::vector<int64_t>{c.s, c.heads * c.d}));
@@ -112,6 +123,7 @@ TEST(CpuAttentionBlocks, RowsPerBlockKeepTheScoresWithinTheBound) {
 
 TEST(CpuAttentionBlocks, AppliesToFp32OnTheCpuOnly) {
   const at::Tensor f = at::ones({4, 2, 8}), b = f.to(at::kBFloat16), d = f.to(at::kDouble);
+  const ScopedCpuKernels gemm_blocks(at::kFloat, gemm_block_kernels());  // the fp32 choice of an AVX2 CPU
   EXPECT_FALSE(cpu_attention_applies(b, b, b));
   EXPECT_FALSE(cpu_attention_applies(d, d, d));
   EXPECT_FALSE(cpu_attention_applies(f, f, b));

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "common/cpu_kernels.h"
 #include "dist/world.h"
 #include "dit/transformer.h"
 #include "engine/engine.h"
@@ -87,6 +88,7 @@ void run_worker(const WorkerOptions& o) {
   engine_detail::RankSetup setup;
   setup.device = o.device;
   setup.compute_dtype = engine_detail::resolve_compute_dtype(o.compute_dtype, o.device);
+  if (o.device == "cpu") check_cpu_kernels();  // refuses a forced kernel this CPU cannot run
   setup.sp = o.sp;
   setup.thread_ranks = false;
   setup.cuda_index = o.cuda_device;

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "common/op_profile.h"
 #include "dist/agree.h"
 #include "h3/error.h"
 #include "text/vision_prompt.h"
@@ -91,6 +92,7 @@ text::Conditioning conditioning_stage(const StageContext& c, const GenerationReq
     // The model's own text encoder: rank 0 tokenizes, every rank runs its shard.
     text::PromptEncoder& encoder = *c.parts.prompt;
     ensure_text_encoder(c);
+    const OpTimer timer(OpKind::kTextEncode);
     if (keyframes) {
       cond = encode_presentation(c, encoder, req.prompt, *keyframes);
     } else {

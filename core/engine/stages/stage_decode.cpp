@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#include "common/op_profile.h"
 #include "dit/frames.h"
 #include "h3/error.h"
 
@@ -94,6 +95,7 @@ class HandOverSink : public ChunkSink {
     // The rows the decoder reads: the piece and its context, clipped to what exists.
     const int64_t lo = std::max<int64_t>(0, audio_latents_ - ctx);
     const int64_t hi = std::min(audio_->available(), end + ctx);
+    const OpTimer timer(OpKind::kAudioDecode);
     const at::Tensor wave = dec.decode_range(audio_->rows(lo, hi), audio_latents_ - lo, end - lo);  // [2, n]
     chunk.audio = wave.t().contiguous();  // [n, 2] interleaved
     chunk.first_sample = audio_latents_ * dec.samples_per_latent();
