@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "h3/error.h"
 #include "dit/causal.h"
 #include "dit_test_util.h"
+#include "h3/error.h"
 
 namespace h3::dit {
 namespace {
