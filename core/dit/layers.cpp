@@ -8,6 +8,7 @@
 #include "common/cpu_attention.h"
 #include "common/fused_linear.h"
 #include "common/op_profile.h"
+#include "common/row_norm.h"
 #include "dit/adaln_tables.h"
 #include "h3/error.h"
 
@@ -34,6 +35,24 @@ void modulate_(at::Tensor& x, const at::Tensor& table, int64_t shift_i, int64_t 
   }
 }
 
+// rms_norm(h) * weight, then modulate_: in one pass per row where the fused kernel takes h
+// (common/row_norm.h), else the composites.
+at::Tensor norm_modulate(const at::Tensor& h, const at::Tensor& weight, double eps, const at::Tensor& table,
+                         int64_t shift_i, int64_t scale_i, const std::vector<Segment>& segs) {
+  if (row_norm_applies(h, weight) && table.scalar_type() == at::kFloat && table.device().is_cpu()) {
+    std::vector<RowAffine> spans;
+    spans.reserve(segs.size());
+    for (const auto& s : segs) {
+      auto vecs = table[s.index];
+      spans.push_back({s.start, s.length, vecs[scale_i], vecs[shift_i]});
+    }
+    return rms_norm_affine_rows(h, weight, eps, spans);
+  }
+  auto y = rms_norm(h, weight, eps);
+  modulate_(y, table, shift_i, scale_i, segs);
+  return y;
+}
+
 // h[seg] += gate[idx] * branch[seg]: the gated residual, in fp32 math.
 void gated_residual_(at::Tensor& h, const at::Tensor& branch, const at::Tensor& table, int64_t gate_i,
                      const std::vector<Segment>& segs) {
@@ -41,7 +60,7 @@ void gated_residual_(at::Tensor& h, const at::Tensor& branch, const at::Tensor& 
     auto rows = h.narrow(0, s.start, s.length);
     auto b = branch.narrow(0, s.start, s.length);
     if (b.scalar_type() != at::kFloat) b = b.to(at::kFloat);
-    rows.add_(b.mul(table[s.index][gate_i]));
+    rows.addcmul_(b, table[s.index][gate_i]);  // rows + b * gate in one pass
   }
 }
 
@@ -128,8 +147,9 @@ std::vector<Segment> segments_of(const at::Tensor& index) {
 }
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  if (row_norm_applies(x, weight)) return rms_norm_rows(x, weight, eps);  // one pass per row
   if (x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat) {
-    return at::rms_norm(x, {x.size(-1)}, weight, eps);  // one fused kernel, fp32 math
+    return at::rms_norm(x, {x.size(-1)}, weight, eps);  // fp32 math (a composite on the CPU)
   }
   auto xf = x.to(at::kFloat);
   auto inv = at::rsqrt(xf.pow(2).mean(-1, true).add_(eps));
@@ -235,15 +255,19 @@ at::Tensor attention_sublayer(const at::Tensor& a, const BlockWeights& w, const 
                               bool rows_split, const StreamsKv* streams) {
   const int64_t s = a.size(0), d = c.head_dim, heads = w.local_heads(d);
   auto x = as_dtype(a, w.to_q);
-  auto q = rms_norm(adapted(h3::linear(x, w.to_q, {}), w.to_q_lora, x).view({s, heads, d}), w.norm_q,
-                    c.qk_norm_eps);
-  auto k = rms_norm(adapted(h3::linear(x, w.to_k, {}), w.to_k_lora, x).view({s, heads, d}), w.norm_k,
-                    c.qk_norm_eps);
+  // Per-head RMSNorm, then RoPE: in one pass per head row where the fused kernel takes them.
+  auto norm_rope = [&](const at::Tensor& lin, const at::Tensor& weight) {
+    auto t = lin.view({s, heads, d});
+    if (rope && row_norm_applies(t, weight) && rope->cos.device().is_cpu()) {
+      return rms_norm_rope_rows(t, weight, c.qk_norm_eps, rope->cos, rope->sin);
+    }
+    auto y = rms_norm(t, weight, c.qk_norm_eps);
+    if (rope) apply_rope_(y, *rope);
+    return y;
+  };
+  auto q = norm_rope(adapted(h3::linear(x, w.to_q, {}), w.to_q_lora, x), w.norm_q);
+  auto k = norm_rope(adapted(h3::linear(x, w.to_k, {}), w.to_k_lora, x), w.norm_k);
   auto v = adapted(h3::linear(x, w.to_v, {}), w.to_v_lora, x).view({s, heads, d});
-  if (rope) {
-    apply_rope_(q, *rope);
-    apply_rope_(k, *rope);
-  }
   k = as_dtype(k, v);
   const bool ulysses = rows_split && tp.sp_size() > 1;
   if (ulysses) {
@@ -316,12 +340,10 @@ at::Tensor ffn_sublayer(const at::Tensor& b, const BlockWeights& w, const Tensor
 void transformer_block_(at::Tensor& h, const BlockWeights& w, const DitConfig& c, const at::Tensor& table,
                         const std::vector<Segment>& segs, const RopeTable& rope, const TensorParallel& tp,
                         const KvContext* kv, const StreamsKv* streams) {
-  auto a = rms_norm(h, w.norm1, c.norm_eps);
-  modulate_(a, table, 0, 1, segs);
+  auto a = norm_modulate(h, w.norm1, c.norm_eps, table, 0, 1, segs);
   auto o = attention_sublayer(a, w, c, &rope, tp, kv, /*rows_split=*/true, streams);
   gated_residual_(h, o, table, 2, segs);
-  auto b = rms_norm(h, w.norm2, c.norm_eps);
-  modulate_(b, table, 3, 4, segs);
+  auto b = norm_modulate(h, w.norm2, c.norm_eps, table, 3, 4, segs);
   auto f = ffn_sublayer(b, w, tp);
   gated_residual_(h, f, table, 5, segs);
 }
@@ -355,9 +377,7 @@ at::Tensor token_refiner(const at::Tensor& text_h, const DitWeights& w, const Di
 
 at::Tensor final_modulation(const at::Tensor& h, const at::Tensor& norm_weight, double eps,
                             const at::Tensor& table, const std::vector<Segment>& segs) {
-  auto y = rms_norm(h, norm_weight, eps);
-  modulate_(y, table, 0, 1, segs);
-  return y;
+  return norm_modulate(h, norm_weight, eps, table, 0, 1, segs);
 }
 
 }  // namespace h3::dit

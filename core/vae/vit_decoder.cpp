@@ -10,6 +10,7 @@
 
 #include "common/fused_linear.h"
 #include "common/parallel_tasks.h"
+#include "common/row_norm.h"
 #include "common/shape.h"
 #include "h3/error.h"
 #include "vae/attention_inputs.h"
@@ -82,6 +83,11 @@ void fold_layer_scales(BlockWeights& b) {
   b.out_bias = b.out_bias * b.scale1;
   b.ff_out_weight = b.ff_out_weight * b.scale2.unsqueeze(1);
   b.ff_out_bias = b.ff_out_bias * b.scale2;
+}
+
+// RMSNorm of a band's rows: one pass per row on the CPU in fp32 (common/row_norm.h), else ATen's.
+at::Tensor rms_norm_band(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return row_norm_applies(x, weight) ? rms_norm_rows(x, weight, eps) : at::rms_norm(x, {x.size(-1)}, weight, eps);
 }
 
 }  // namespace
@@ -168,7 +174,7 @@ at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Te
                    v = at::empty({S, D}, x.options());
   for (const BlockWeights& b : w.blocks) {
     for (const auto& [r0, rows] : bands) {
-      const at::Tensor a = at::rms_norm(x.narrow(0, r0, rows), {D}, b.norm1_weight, c.norm_eps);
+      const at::Tensor a = rms_norm_band(x.narrow(0, r0, rows), b.norm1_weight, c.norm_eps);
       attention_inputs_into(h3::linear(a, b.qkv_weight, b.qkv_bias), H, hd, cos.narrow(0, r0, rows),
                             sin.narrow(0, r0, rows), c.norm_eps, q.narrow(0, r0, rows), k.narrow(0, r0, rows),
                             v.narrow(0, r0, rows));
@@ -178,7 +184,7 @@ at::Tensor decode_tile(const VaeConfig& c, const DecoderWeights& w, const at::Te
       const at::Tensor xr = x.narrow(0, r0, rows);
       // x + attn * scale1 (folded), then x + ffn * scale2 (folded), written back into x's rows.
       const at::Tensor y = h3::linear_add(o.narrow(0, r0, rows), b.out_weight, b.out_bias, xr);
-      const at::Tensor m = at::rms_norm(y, {D}, b.norm2_weight, c.norm_eps);
+      const at::Tensor m = rms_norm_band(y, b.norm2_weight, c.norm_eps);
       // ff.net.0.proj rows are [value; gate]: silu(gate) * value, each product fused into its GEMM.
       const at::Tensor gate =
           h3::linear_silu(m, b.ff_in_weight.narrow(0, F, F), b.ff_in_bias.narrow(0, F, F));
