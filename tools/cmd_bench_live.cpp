@@ -166,6 +166,13 @@ int run(Args& a) {
   const int64_t chunks = a.int_or("chunks", 100, 12, 100000);
   const bool tiny_only = a.flag("tiny-only");
   const bool pace = a.flag("pace");
+  // Which of the two streams: both one after the other, or one (two processes can then run them
+  // side by side, under the same load).
+  const std::string runs = a.string_or("pace-runs", "off,on");
+  if (runs != "off,on" && runs != "off" && runs != "on") {
+    std::fprintf(stderr, "h3 bench live: --pace-runs %s: give off, on or off,on\n", runs.c_str());
+    return 2;
+  }
   a.finish();
   const ScratchDir scratch(tmp_base, "h3-bench-live-");
   if (pace) {
@@ -178,7 +185,10 @@ int run(Args& a) {
       const BenchSetup m = open_bench_model(which, scratch.path());
       std::printf("%-8s %-4s %6s %8s %8s %8s %8s %8s %-16s %7s  %s\n", "model", "pace", "chunks", "median_s",
                   "max_s", "at_50", "at_100", "last_s", "steps:chunks", "wall_s", "loadavg before -> after");
-      for (bool on : {false, true}) run_paced(m.name, *m.engine, m.request("a benchmark", 1), chunks, on);
+      for (bool on : {false, true}) {
+        if (runs.find(on ? "on" : "off") == std::string::npos) continue;
+        run_paced(m.name, *m.engine, m.request("a benchmark", 1), chunks, on);
+      }
     }
     std::printf(
         "\nmedian_s / max_s: each chunk's lateness against real time (its arrival after its first frame was\n"
@@ -210,7 +220,7 @@ int run(Args& a) {
 
 H3_REGISTER_COMMAND(
     "bench live", "an endless causal stream: first frame, chunk period, RSS after 10 and 100 chunks",
-    "usage: h3 bench live [--chunks N] [--tiny-only] [--pace] [--dir DIR]\n"
+    "usage: h3 bench live [--chunks N] [--tiny-only] [--pace [--pace-runs off|on|off,on]] [--dir DIR]\n"
     "\n"
     "Runs an endless causal stream (num_frames -1, a random LoRA, a prompt change half way) on\n"
     "the tiny default model at its default size and on a medium random model (written to a temp\n"
@@ -222,7 +232,8 @@ H3_REGISTER_COMMAND(
     "(emulated: its frames played at 24 fps from the first chunk's arrival, two chunks queued), once\n"
     "without and once with the element's pace policy (pace=steps: 4 -> 3 -> 2 forwards per chunk while\n"
     "late, back up when there is room): each chunk's lateness (median, max, at chunks 50 and 100, the\n"
-    "last) and how many chunks ran with each count.\n",
+    "last) and how many chunks ran with each count. --pace-runs: only the one without (off) or with\n"
+    "(on) it, to run the two side by side in two processes under the same load.\n",
     run);
 
 }  // namespace h3::tools
