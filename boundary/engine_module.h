@@ -30,8 +30,9 @@ namespace h3gst {
 
 // 12: check_task gives the model's default frames; 13: one engine, many streams
 // (EngineHandle::open_stream, EngineStream, engines_opened); 14: Progress::prompt (the prompt a
-// kPrompt report took, for the stream's marking)
-constexpr int kEngineModuleAbi = 14;
+// kPrompt report took, for the stream's marking); 15: EngineStream::change_steps, Phase::kSteps,
+// Progress::chunk_steps, GenerationRequest::min_steps (a live stream keeping pace)
+constexpr int kEngineModuleAbi = 15;
 constexpr const char* kEngineModuleSymbol = "h3gst_engine_module";
 constexpr const char* kEngineModuleFile = "libgsth3-engine.so";
 
@@ -65,6 +66,9 @@ class EngineStream {
   // Thread-safe: a new prompt for this stream's running causal request, from its first chunk that
   // starts at or after `at_seconds` into the stream (0: the next chunk).
   virtual void change_prompt(const std::string& prompt, double at_seconds) = 0;
+  // Thread-safe: new forwards per chunk for this stream's running causal request from its next
+  // chunk boundary (h3::StreamControl::change_steps).
+  virtual void change_steps(int64_t steps) = 0;
 };
 
 // An open engine: its ranks and loaded weights, shared by every stream opened on it.

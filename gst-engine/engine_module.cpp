@@ -58,6 +58,7 @@ class Stream : public h3gst::EngineStream {
   void change_prompt(const std::string& prompt, double at_seconds) override {
     cancel_.change_prompt(prompt, at_seconds);
   }
+  void change_steps(int64_t steps) override { cancel_.change_steps(steps); }
 
  private:
   h3::Engine& engine_;

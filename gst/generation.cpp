@@ -116,6 +116,11 @@ void Generation::change_prompt(const std::string& prompt, double at_seconds) {
   if (generating_) stream_->change_prompt(prompt, at_seconds);
 }
 
+void Generation::change_steps(int64_t steps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (generating_) stream_->change_steps(steps);
+}
+
 void Generation::cancel_and_arm_restart() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!planned_) return;  // still starting: nothing generated yet

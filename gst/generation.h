@@ -103,6 +103,9 @@ class Generation {
   // A new prompt for the running causal request from its first chunk at or after `at_seconds`
   // (0: the next chunk); ignored unless a request runs.
   void change_prompt(const std::string& prompt, double at_seconds);
+  // New forwards per chunk for the running causal request from its next chunk boundary; ignored
+  // unless a request runs.
+  void change_steps(int64_t steps);
   // Lets go of the engine (the last one to let go closes it: joins its rank threads). Only after
   // stop().
   void close_engine();

@@ -315,6 +315,8 @@ static gboolean gst_h3_src_pad_event(GstPad* pad, GstObject* parent, GstEvent* e
     gst_event_unref(event);
     return FALSE;
   }
+  // pace=steps: downstream's lateness feeds the policy (then the event goes on as before).
+  if (GST_EVENT_TYPE(event) == GST_EVENT_QOS) GST_H3_SRC(parent)->priv->lifecycle.downstream_qos(event);
   // The caps are fixed by the plan: a RECONFIGURE has nothing to renegotiate.
   if (GST_EVENT_TYPE(event) != GST_EVENT_RECONFIGURE) return gst_pad_event_default(pad, parent, event);
   gst_event_unref(event);
@@ -420,7 +422,14 @@ static void gst_h3_src_video_loop(gpointer data) {
   GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, pad.next,
                  GST_TIME_ARGS(GST_BUFFER_PTS(buf)));
   const int64_t n = pad.next++;
-  pad.push_paced(buf, f.chunk_start ? &pub : nullptr, n);
+  GstClockTimeDiff late = 0;
+  pad.push_paced(buf, f.chunk_start ? &pub : nullptr, n, &late);
+  // pace=steps: a chunk's lateness steers its forwards per chunk (chunk 0 anchors the stream).
+  if (f.chunk_start && n > 0) {
+    p->lifecycle.chunk_paced(n / h3::dit::kChunkFrames, p->lifecycle.active().live
+                                                            ? std::optional<GstClockTimeDiff>(late)
+                                                            : std::nullopt);
+  }
 }
 
 static void gst_h3_src_audio_loop(gpointer data) {

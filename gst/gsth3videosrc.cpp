@@ -245,7 +245,8 @@ static gboolean gst_h3_video_src_is_seekable(GstBaseSrc*) {
 // away what was generated: the next fill() generates the clip again from the first frame. A QoS
 // event (a sink got a frame late) goes to the base class, which takes it, and changes nothing: no
 // frame is dropped and no chunk skipped, since a chunk's frames all exist once it is made and the
-// next chunk is made from it (the lateness the element sees itself is reported: live_timing.h).
+// next chunk is made from it (the lateness the element sees itself is reported: live_timing.h);
+// with pace=steps its lateness feeds the policy that sets the forwards per chunk (pace_policy.h).
 static bool accept_event(GstH3VideoSrc* self, GstEvent* event) {
   if (self->priv->lifecycle.refuses_seek(event)) return false;
   switch (GST_EVENT_TYPE(event)) {
@@ -256,6 +257,10 @@ static bool accept_event(GstH3VideoSrc* self, GstEvent* event) {
     case GST_EVENT_FLUSH_STOP:
       // The clip starts again with a new anchor (the restart resets the stream in fill()).
       self->priv->live_clock.reset(GST_STATE(self) == GST_STATE_PLAYING);
+      return true;
+    case GST_EVENT_QOS:
+      // pace=steps: downstream's lateness feeds the policy (no frame is dropped either way).
+      self->priv->lifecycle.downstream_qos(event);
       return true;
     default: return true;
   }
@@ -410,7 +415,15 @@ static GstFlowReturn gst_h3_video_src_fill(GstPushSrc* psrc, GstBuffer* buf) {
   }
   ++p->stream.frame_n;
   // Live: in PLAYING only, once the clock reaches the frame's running time; held across a pause.
-  if (!p->pacer.pace(GST_ELEMENT(self), buf, f.chunk_start ? &pub : nullptr, n)) return GST_FLOW_FLUSHING;
+  GstClockTimeDiff late = 0;
+  if (!p->pacer.pace(GST_ELEMENT(self), buf, f.chunk_start ? &pub : nullptr, n, &late))
+    return GST_FLOW_FLUSHING;
+  // pace=steps: a chunk's lateness steers its forwards per chunk (chunk 0 anchors the stream).
+  if (f.chunk_start && f.index > 0) {
+    p->lifecycle.chunk_paced(f.index / h3::dit::kChunkFrames, gst_base_src_is_live(GST_BASE_SRC(self))
+                                                                  ? std::optional<GstClockTimeDiff>(late)
+                                                                  : std::nullopt);
+  }
   if (f.chunk_start) send_downstream(self, h3gst::chunk_event(f.index, pub.plan.num_frames));
   GST_LOG_OBJECT(self, "frame %" G_GINT64_FORMAT " pts %" GST_TIME_FORMAT, n,
                  GST_TIME_ARGS(GST_BUFFER_PTS(buf)));

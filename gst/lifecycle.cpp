@@ -142,6 +142,21 @@ bool Lifecycle::start(bool audio) {
   request.engine_group = s.engine_group;
   ask_for_engine_context();
   prompt_times_.reset();
+  {
+    std::lock_guard<std::mutex> lock(pace_mutex_);
+    pace_.reset();
+    pace_asked_.reset();
+    production_ns_ = 0;
+    if (s.pace == Pace::kSteps) {
+      PaceSettings ps;
+      ps.steps = request.clip.steps != 0 ? request.clip.steps : h3::kDefaultCausalSteps;
+      ps.min_steps = request.clip.min_steps;
+      const gint fps_n = s.fps_n > 0 ? s.fps_n : static_cast<gint>(h3::dit::kFps),
+                 fps_d = s.fps_n > 0 ? s.fps_d : 1;
+      ps.period_ns = static_cast<int64_t>(frame_time(h3::dit::kChunkFrames, fps_n, fps_d));
+      pace_.emplace(ps);
+    }
+  }
   generation_.set_flushing(false);
   generation_.start(std::move(request));
   return true;
@@ -464,7 +479,62 @@ void Lifecycle::complete_start(const h3::ClipPlan* plan) {
   complete_start_(plan);
 }
 
+void Lifecycle::chunk_paced(int64_t chunk, std::optional<GstClockTimeDiff> lateness) {
+  std::optional<PaceDecision> d;
+  {
+    std::lock_guard<std::mutex> lock(pace_mutex_);
+    if (!pace_) return;
+    d = pace_->observe(chunk, lateness, production_ns_);
+    if (d) pace_asked_ = d;
+  }
+  if (!d) return;
+  GST_CAT_INFO_OBJECT(category_, element_,
+                      "pace: chunk %" G_GINT64_FORMAT " %s by %" G_GINT64_FORMAT
+                      " ms: asking for %" G_GINT64_FORMAT " forwards per chunk",
+                      chunk, d->reason == "caught up" ? "ahead" : "late", d->lateness_ns / 1000000, d->steps);
+  generation_.change_steps(d->steps);
+}
+
+void Lifecycle::downstream_qos(GstEvent* event) {
+  GstQOSType type = GST_QOS_TYPE_OVERFLOW;
+  gdouble proportion = 1.0;
+  GstClockTimeDiff diff = 0;
+  GstClockTime timestamp = GST_CLOCK_TIME_NONE;
+  gst_event_parse_qos(event, &type, &proportion, &diff, &timestamp);
+  if (type == GST_QOS_TYPE_THROTTLE) return;  // a rate cap asked for, not lateness
+  std::lock_guard<std::mutex> lock(pace_mutex_);
+  if (pace_) pace_->downstream(diff);
+}
+
+// The engine took a step change (Phase::kSteps): h3-pace says from which chunk, how many, and
+// why (the decision that asked for it).
+void Lifecycle::steps_applied(const h3::Progress& progress) {
+  PaceDecision why{progress.chunk_steps, 0, "asked"};
+  int64_t previous = 0;
+  {
+    std::lock_guard<std::mutex> lock(pace_mutex_);
+    if (pace_) {
+      previous = pace_->steps();
+      pace_->applied(progress.chunk, progress.chunk_steps);
+    }
+    if (pace_asked_) why = *pace_asked_;
+    pace_asked_.reset();
+  }
+  gst_element_post_message(
+      element_, gst_message_new_element(
+                    GST_OBJECT(element_),
+                    gst_structure_new("h3-pace", "chunk", G_TYPE_INT64, static_cast<gint64>(progress.chunk),
+                                      "steps", G_TYPE_INT, static_cast<gint>(progress.chunk_steps),
+                                      "previous-steps", G_TYPE_INT, static_cast<gint>(previous), "lateness",
+                                      G_TYPE_INT64, static_cast<gint64>(why.lateness_ns), "reason",
+                                      G_TYPE_STRING, why.reason.c_str(), nullptr)));
+}
+
 void Lifecycle::progress(const h3::Progress& progress) {
+  if (progress.phase == h3::Phase::kSteps) {
+    steps_applied(progress);
+    return;
+  }
   if (progress.phase == h3::Phase::kPrompt) {
     // Where a new prompt took over: its first chunk, reported when that chunk's first frame goes
     // out with its running time (frame_pushed).
@@ -480,6 +550,13 @@ void Lifecycle::progress(const h3::Progress& progress) {
 void Lifecycle::restarting() {
   prompt_times_.reset();
   record_.restart();
+  // The clip starts again at its requested steps: so does the policy.
+  std::lock_guard<std::mutex> lock(pace_mutex_);
+  if (pace_) {
+    const PaceSettings ps = pace_->settings();
+    pace_.emplace(ps);
+  }
+  pace_asked_.reset();
 }
 
 // Like a re-measured processing deadline: a live element tells the pipeline when the slowest
@@ -487,6 +564,10 @@ void Lifecycle::restarting() {
 // what it last reported.
 void Lifecycle::chunk_decoded(std::chrono::nanoseconds time) {
   const auto t = static_cast<GstClockTime>(time.count());
+  {
+    std::lock_guard<std::mutex> lock(pace_mutex_);
+    production_ns_ = static_cast<int64_t>(time.count());
+  }
   bool post = false;
   GST_OBJECT_LOCK(element_);
   if (!GST_CLOCK_TIME_IS_VALID(pub_.chunk_time) || t > pub_.chunk_time) pub_.chunk_time = t;

@@ -12,10 +12,13 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "generation.h"
 #include "h3/model_clock.h"
+#include "pace_policy.h"
 #include "prompt_times.h"
 #include "settings.h"
 #include "stream_record.h"
@@ -132,6 +135,14 @@ class Lifecycle final : private Generation::Observer {
   // of a chunk that took a new prompt.
   void frame_pushed(int64_t n, GstClockTime running_time);
 
+  // ---- keeping pace (`pace=steps`; docs/element.md, "Keeping pace") ----
+  // The streaming thread: chunk `chunk`'s first frame was ready `lateness` after its running time
+  // (negative: before; live_timing.h; none when not live: downstream's QoS alone then). The policy
+  // may ask the engine for another step count.
+  void chunk_paced(int64_t chunk, std::optional<GstClockTimeDiff> lateness);
+  // A QoS event from downstream: its lateness joins the next chunk's.
+  void downstream_qos(GstEvent* event);
+
   // ---- marking (docs/element.md, "Marking") ----
   // The stream's record: made once the request is planned, with each prompt the engine took.
   const StreamRecord& record() const { return record_; }
@@ -150,6 +161,7 @@ class Lifecycle final : private Generation::Observer {
   void progress(const h3::Progress& progress) override;
   void chunk_decoded(std::chrono::nanoseconds time) override;
   void restarting() override;
+  void steps_applied(const h3::Progress& progress);
 
   void post_failure_once(const EngineFailure& failure);
   // Before a start without a context's engine: asks downstream (GST_QUERY_CONTEXT), then the
@@ -170,7 +182,14 @@ class Lifecycle final : private Generation::Observer {
   std::atomic<bool> failure_posted_{false};  // h3src's two pads learn one failure: posted once
   PromptTimes prompt_times_;  // the stream's prompt changes and its origin on the running clock
   StreamRecord record_;       // what the stream says about itself
-  bool audio_ = false;        // this start asked for the soundtrack; written by start() before the worker
+  // pace=steps on a causal stream: the policy, and the decision the engine has yet to report as
+  // applied (its lateness and reason go into h3-pace). Under pace_mutex_: the streaming thread,
+  // the QoS event's thread and the worker (the engine's reports, the chunks' times) all reach it.
+  std::mutex pace_mutex_;
+  std::optional<PacePolicy> pace_;
+  std::optional<PaceDecision> pace_asked_;
+  int64_t production_ns_ = 0;  // the latest chunk's production time
+  bool audio_ = false;         // this start asked for the soundtrack; written by start() before the worker
 
   Generation generation_;  // last: its worker calls back into the members above until stop()
 };

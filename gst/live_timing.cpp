@@ -51,9 +51,10 @@ void LatenessMonitor::chunk_start(GstElement* element, const Published& pub, int
       (nullptr), ("frame", G_TYPE_INT64, n, "lateness", G_TYPE_UINT64, static_cast<guint64>(late), nullptr));
 }
 
-bool LivePacer::pace(GstElement* element, GstBuffer* buf, const Published* chunk, int64_t frame) {
+bool LivePacer::pace(GstElement* element, GstBuffer* buf, const Published* chunk, int64_t frame,
+                     GstClockTimeDiff* ready_late) {
   if (!live_) return true;
-  if (!clock_.stamp_and_wait(element, slot_, buf)) return false;
+  if (!clock_.stamp_and_wait(element, slot_, buf, ready_late)) return false;
   if (chunk != nullptr)
     lateness_.chunk_start(element, *chunk, frame, GST_BUFFER_PTS(buf), GST_BUFFER_DURATION(buf));
   return true;
@@ -87,8 +88,9 @@ void LiveClock::stop() {
   changed_.notify_all();
 }
 
-bool LiveClock::stamp_and_wait(GstElement* element, int slot, GstBuffer* buf) {
+bool LiveClock::stamp_and_wait(GstElement* element, int slot, GstBuffer* buf, GstClockTimeDiff* ready_late) {
   std::unique_lock<std::mutex> lock(mutex_);
+  bool measured = false;
   for (;;) {
     changed_.wait(lock, [&] { return playing_ || stopped_; });
     if (stopped_) return false;
@@ -102,6 +104,10 @@ bool LiveClock::stamp_and_wait(GstElement* element, int slot, GstBuffer* buf) {
     if (!GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_LIVE)) {  // stamped once, also when held
       GST_BUFFER_PTS(buf) += anchor_;
       GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_LIVE);
+    }
+    if (ready_late != nullptr && !measured) {  // when it came, not after a pause
+      *ready_late = GST_CLOCK_DIFF(base + GST_BUFFER_PTS(buf), gst_clock_get_time(clock));
+      measured = true;
     }
     GstClockID id = gst_clock_new_single_shot_id(clock, base + GST_BUFFER_PTS(buf));
     gst_object_unref(clock);

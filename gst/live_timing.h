@@ -53,7 +53,9 @@ class LiveClock {
   // Adds the anchor to `buf`'s PTS (once) and waits, as pad `slot` (0 video, 1 audio), until the
   // element plays and its clock reaches that time. False: stopped (a flush or a stop); the
   // buffer is stamped (h3src pushes it when the pad runs again).
-  bool stamp_and_wait(GstElement* element, int slot, GstBuffer* buf);
+  // `ready_late` (optional) receives how long after its running time the buffer came here
+  // (negative: before), before any wait: the lateness `pace=steps` steers by.
+  bool stamp_and_wait(GstElement* element, int slot, GstBuffer* buf, GstClockTimeDiff* ready_late = nullptr);
   // Wakes every wait, which returns false, until reset().
   void stop();
 
@@ -80,7 +82,9 @@ class LivePacer {
   void restart() { lateness_.reset(); }
   // Live: stamps `buf` and waits until it is due (LiveClock::stamp_and_wait); false when a flush
   // or stop cut the wait short. `chunk`: the plan when `buf` is frame `frame`, a chunk's first.
-  bool pace(GstElement* element, GstBuffer* buf, const Published* chunk = nullptr, int64_t frame = 0);
+  // `ready_late` (optional): see LiveClock::stamp_and_wait; left alone when not live.
+  bool pace(GstElement* element, GstBuffer* buf, const Published* chunk = nullptr, int64_t frame = 0,
+            GstClockTimeDiff* ready_late = nullptr);
 
  private:
   LiveClock& clock_;

@@ -64,6 +64,13 @@ void install_request_properties(GObjectClass* klass) {
                         "chunk, each decoded at once",
                         sampler_get_type(), static_cast<gint>(d.sampler), kReady));
   g_object_class_install_property(
+      klass, PROP_PACE,
+      g_param_spec_enum("pace", "Pace",
+                        "sampler=causal: off, or steps: fewer forwards per chunk (4 -> 3 -> 2) while the "
+                        "stream falls behind real time (a live stream's own lateness, downstream QoS), more "
+                        "again once it has caught up; each change posted as h3-pace",
+                        pace_get_type(), static_cast<gint>(d.pace), kReady));
+  g_object_class_install_property(
       klass, PROP_LORA,
       g_param_spec_string("lora", "LoRA",
                           "A PEFT LoRA on the DiT (adapter_model.safetensors or its folder), e.g. "
@@ -252,6 +259,19 @@ GType sampler_get_type() {
   return static_cast<GType>(type);
 }
 
+GType pace_get_type() {
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+      {static_cast<gint>(Pace::kOff), "The stream keeps its steps", "off"},
+      {static_cast<gint>(Pace::kSteps),
+       "Fewer forwards per chunk while the stream falls behind real time, more once it has caught up",
+       "steps"},
+      {0, nullptr, nullptr},
+  };
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstH3Pace", values));
+  return static_cast<GType>(type);
+}
+
 void install_properties(GObjectClass* klass) {
   install_request_properties(klass);
   install_engine_properties(klass);
@@ -287,6 +307,7 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_MAX_MEMORY: s->max_memory = g_value_get_uint64(value); break;
     case PROP_DEVICE_MEMORY: s->device_memory = g_value_get_uint64(value); break;
     case PROP_SAMPLER: s->sampler = static_cast<h3::Sampler>(g_value_get_enum(value)); break;
+    case PROP_PACE: s->pace = static_cast<Pace>(g_value_get_enum(value)); break;
     case PROP_LORA: s->lora = string_or_empty(value); break;
     case PROP_ENGINE_GROUP: s->engine_group = string_or_empty(value); break;
     case PROP_SINK: s->sink = g_value_get_int(value); break;
@@ -335,6 +356,7 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_MAX_MEMORY: g_value_set_uint64(value, s.max_memory); break;
     case PROP_DEVICE_MEMORY: g_value_set_uint64(value, s.device_memory); break;
     case PROP_SAMPLER: g_value_set_enum(value, static_cast<gint>(s.sampler)); break;
+    case PROP_PACE: g_value_set_enum(value, static_cast<gint>(s.pace)); break;
     case PROP_LORA: set_string_or_null(value, s.lora); break;
     case PROP_ENGINE_GROUP: set_string_or_null(value, s.engine_group); break;
     case PROP_SINK: g_value_set_int(value, s.sink); break;
@@ -380,6 +402,10 @@ h3::GenerationRequest to_request(const Settings& s) {
   r.lora = s.lora;
   r.sink = s.sink;
   r.window = s.window;
+  // Pace: the engine keeps the grids of every count the stream may be lowered to.
+  if (s.pace == Pace::kSteps) {
+    r.min_steps = std::min<int64_t>(kPaceMinSteps, r.steps != 0 ? r.steps : h3::kDefaultCausalSteps);
+  }
   if (!s.prompt_timeline.empty()) r.prompt_timeline = h3::read_prompt_timeline(s.prompt_timeline);
   return r;
 }

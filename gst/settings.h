@@ -26,6 +26,13 @@ constexpr guint kMaxTimeoutSeconds = 3600;
 // The `sampler` property's type (GstH3Sampler): h3::Sampler's values, under their names.
 GType sampler_get_type();
 
+// The `pace` property (GstH3Pace, docs/element.md "Keeping pace"): off, or a live causal stream
+// that lowers its forwards per chunk (not below kPaceMinSteps) when it falls behind real time and
+// raises them again when it has caught up (pace_policy.h).
+enum class Pace { kOff, kSteps };
+GType pace_get_type();
+constexpr gint kPaceMinSteps = 2;
+
 struct Settings {
   std::string model;  // empty: the engine module's default model
   std::string prompt = kDefaultPrompt;
@@ -54,6 +61,7 @@ struct Settings {
   std::string lora;             // a PEFT LoRA on the DiT; empty: none
   std::string prompt_timeline;  // a file of `SECONDS PROMPT` lines; empty: none
   gint sink = static_cast<gint>(h3::kDefaultSink), window = static_cast<gint>(h3::kDefaultWindow);
+  Pace pace = Pace::kOff;
   // FL2VA keyframes: a file or URI each (docs/element.md); empty: none.
   std::string first_frame, last_frame;
   // Ref2VA image references, in the order the model reads them: a file or URI each; empty: none.
@@ -97,6 +105,7 @@ enum Property {
   PROP_LAST_FRAME,
   PROP_REFERENCES,
   PROP_ENGINE_GROUP,
+  PROP_PACE,
 };
 
 // Whether property `id` is part of the engine an element shares (its options, LoRA and group):

@@ -12,6 +12,15 @@ bool check_settings(GstElement* element, const Settings& s) {
         (nullptr));
     return false;
   }
+  if (s.pace == Pace::kSteps && s.sampler != h3::Sampler::kCausal) {
+    GST_ELEMENT_ERROR(
+        element, RESOURCE, SETTINGS,
+        ("pace=steps needs sampler=causal: it lowers the forwards per chunk of the chunk-causal "
+         "sampler, and the euler sampler denoises the whole clip on one grid. Set sampler=causal, "
+         "or pace=off"),
+        (nullptr));
+    return false;
+  }
   if (s.embeds.empty() && s.prompt.empty()) {
     GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS,
                       ("No prompt: set prompt, or prompt-embeds to an embeddings file"), (nullptr));

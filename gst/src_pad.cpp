@@ -118,8 +118,8 @@ bool SrcPad::push_held() {
   return true;
 }
 
-void SrcPad::push_paced(GstBuffer* buf, const Published* chunk, int64_t frame) {
-  if (!pacer_.pace(element_, buf, chunk, frame)) {
+void SrcPad::push_paced(GstBuffer* buf, const Published* chunk, int64_t frame, GstClockTimeDiff* ready_late) {
+  if (!pacer_.pace(element_, buf, chunk, frame, ready_late)) {
     held_ = buf;
     return;
   }

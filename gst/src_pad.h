@@ -65,7 +65,8 @@ class SrcPad {
   bool push_held();
   // Pushes `buf` (taken) on time (see the top of this file). `chunk`: the plan when `buf` is
   // frame `frame`, the first of a chunk, whose lateness a live stream reports (QoS).
-  void push_paced(GstBuffer* buf, const Published* chunk = nullptr, int64_t frame = 0);
+  void push_paced(GstBuffer* buf, const Published* chunk = nullptr, int64_t frame = 0,
+                  GstClockTimeDiff* ready_late = nullptr);
   // No more data: pauses the task, after an EOS when `eos`.
   void end(bool eos);
 

@@ -19,12 +19,17 @@ void ProgressPrinter::operator()(const Progress& p) {
     case Phase::kDecoding: done = p.chunk, total = p.total_chunks, unit = "chunks"; break;
     case Phase::kDone: done = p.frames, total = p.total_frames, unit = "frames"; break;
     case Phase::kPrompt: break;
+    case Phase::kSteps: break;
   }
   char counts[96] = "";
   if (total > 0)
     std::snprintf(counts, sizeof counts, " %lld/%lld %s", (long long)done, (long long)total, unit.c_str());
   // A prompt change has no total: the chunk it applies from is the news.
   if (p.phase == Phase::kPrompt) std::snprintf(counts, sizeof counts, " from chunk %lld", (long long)p.chunk);
+  if (p.phase == Phase::kSteps) {
+    std::snprintf(counts, sizeof counts, " %lld per chunk from chunk %lld", (long long)p.chunk_steps,
+                  (long long)p.chunk);
+  }
   char frames[64] = "";
   if (p.phase == Phase::kDecoding) {
     std::snprintf(frames, sizeof frames, ", %lld/%lld frames", (long long)p.frames,

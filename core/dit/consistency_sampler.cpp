@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -53,6 +54,18 @@ std::vector<TimestepSet> causal_timesteps(const CausalSettings& s) {
   const auto sv = consistency_sigmas(s.steps, s.video_shift), sa = consistency_sigmas(s.steps, s.audio_shift);
   std::vector<TimestepSet> sets{{kCleanTimestep}};
   for (size_t k = 0; k < sv.size(); ++k) sets.push_back(timestep_set(timestep_of(sv[k]), timestep_of(sa[k])));
+  return sets;
+}
+
+std::vector<TimestepSet> causal_timesteps(const CausalSettings& s, int64_t min_steps) {
+  std::vector<TimestepSet> sets;
+  for (int64_t n = min_steps > 0 ? min_steps : s.steps; n <= s.steps; ++n) {
+    CausalSettings at = s;
+    at.steps = n;
+    for (TimestepSet& t : causal_timesteps(at)) {
+      if (std::find(sets.begin(), sets.end(), t) == sets.end()) sets.push_back(std::move(t));
+    }
+  }
   return sets;
 }
 
@@ -114,6 +127,15 @@ at::Tensor CausalSampler::draw(at::IntArrayRef shape) {
 void CausalSampler::change_text(at::Tensor text, at::Tensor text_tags) {
   pending_text_ = std::move(text);
   pending_tags_ = std::move(text_tags);
+}
+
+void CausalSampler::change_steps(int64_t steps) {
+  CausalSettings s = req_.settings;
+  s.steps = steps;
+  check_causal_settings(s);
+  req_.settings.steps = steps;
+  sigma_v_ = consistency_sigmas(steps, req_.settings.video_shift);
+  sigma_a_ = consistency_sigmas(steps, req_.settings.audio_shift);
 }
 
 void CausalSampler::commit_previous() {

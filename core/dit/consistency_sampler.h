@@ -42,6 +42,9 @@ std::vector<double> consistency_sigmas(int64_t steps, double shift);
 // {t_video, t_audio} and the clean t = 0.999 of the text prefill and the commits (what its AdaLN
 // tables need; the same for every chunk, endless or not).
 std::vector<TimestepSet> causal_timesteps(const CausalSettings& s);
+// Those of every step count from `min_steps` (0: s.steps alone) to s.steps (a stream whose steps may change
+// while it runs: CausalSampler::change_steps), each set once.
+std::vector<TimestepSet> causal_timesteps(const CausalSettings& s, int64_t min_steps);
 
 struct CausalRequest {
   at::Tensor text;       // [L, text_dim] encoder states
@@ -95,6 +98,12 @@ class CausalSampler {
   // cache keeps stay, and so does the media clock's origin (the first prompt's length). Every rank
   // calls it between the same two next() calls.
   void change_text(at::Tensor text, at::Tensor text_tags);
+  // Forwards per chunk from the next chunk on (>= 1; throws h3::Error(kInvalidArgument) else): its
+  // grid is built for the new count; the RNG contract draws that many steps' noise for it, so the
+  // same seed and the same changes at the same chunks give the same stream. Every rank calls it
+  // between the same two next() calls.
+  void change_steps(int64_t steps);
+  int64_t steps() const { return req_.settings.steps; }  // of the next chunk
 
  private:
   // One chunk's part of the contract's draws: its initial noise and the clean eps of its commit.

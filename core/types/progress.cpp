@@ -10,6 +10,7 @@ const char* to_string(Phase p) {
     case Phase::kDecoding: return "decoding";
     case Phase::kDone: return "done";
     case Phase::kPrompt: return "prompt";
+    case Phase::kSteps: return "steps";
   }
   return "unknown";
 }

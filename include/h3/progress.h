@@ -13,7 +13,9 @@
 namespace h3 {
 
 // kPrompt: a causal request's prompt changed; `chunk` is the chunk it applies from.
-enum class Phase { kLoading, kConditioning, kDenoising, kDecoding, kDone, kPrompt };
+// kSteps: a causal request's forwards per chunk changed (StreamControl::change_steps); `chunk` is
+// the first chunk made with `chunk_steps` forwards.
+enum class Phase { kLoading, kConditioning, kDenoising, kDecoding, kDone, kPrompt, kSteps };
 const char* to_string(Phase);
 
 struct Progress {
@@ -23,6 +25,7 @@ struct Progress {
   int64_t frames = 0, total_frames = 0;  // frames delivered so far
   double elapsed_s = 0;                  // since generate() (or open()) began
   std::string prompt{};                  // kPrompt: the prompt taken (the stream's marking records it)
+  int64_t chunk_steps = 0;               // kSteps: forwards per chunk from `chunk` on
 };
 
 // Called on the thread that called Engine::open / Engine::generate (the engine hands rank 0's
@@ -31,8 +34,8 @@ using ProgressFn = std::function<void(const Progress&)>;
 
 // Thread-safe: any thread may cancel. The engine polls it at step and chunk boundaries and
 // agrees on it across ranks; a token stays cancelled until reset().
-// The caller's hold on a running request. Besides cancel: a causal request's prompt changes and
-// the end of an endless one (docs/causal.md "Live"), both taken at its next chunk boundary.
+// The caller's hold on a running request. Besides cancel: a causal request's prompt and step
+// changes and the end of an endless one (docs/causal.md "Live"), both taken at its next chunk boundary.
 class StreamControl {
  public:
   void cancel() { flag_.store(true, std::memory_order_release); }
@@ -61,9 +64,17 @@ class StreamControl {
     }
     return p;
   }
+  // New forwards per chunk for a causal request from its next chunk boundary (a live stream
+  // keeping pace: gst/pace_policy.h). Kept within [GenerationRequest::min_steps, steps] (a
+  // request without min_steps keeps its steps); the engine reports a change it applies with a
+  // Phase::kSteps progress. The last one given before the boundary wins.
+  void change_steps(int64_t steps) { steps_.store(steps, std::memory_order_release); }
+  // The engine's side: the count asked since the last take, or 0.
+  int64_t take_steps() const { return steps_.exchange(0, std::memory_order_acq_rel); }
   void reset() {
     flag_.store(false, std::memory_order_release);
     finish_.store(false, std::memory_order_release);
+    steps_.store(0, std::memory_order_release);
     std::lock_guard<std::mutex> lock(mutex_);
     prompts_.clear();
   }
@@ -71,6 +82,7 @@ class StreamControl {
  private:
   std::atomic<bool> flag_{false};
   std::atomic<bool> finish_{false};
+  mutable std::atomic<int64_t> steps_{0};  // a change_steps not taken yet; 0: none
   mutable std::mutex mutex_;
   mutable std::vector<std::pair<double, std::string>> prompts_;  // by time
 };

@@ -91,6 +91,10 @@ struct GenerationRequest {
   int64_t sink = 2, window = 2;
   // causal: the grids' shifts; 0: the model's scheduler shifts (12 and 3 in the release).
   double video_shift = 0, audio_shift = 0;
+  // causal: the fewest forwards per chunk StreamControl::change_steps may set (a live stream
+  // keeping pace), 1..steps; 0: the stream keeps `steps`. The AdaLN tables then hold every grid
+  // from min_steps to steps, so that a change costs no reload.
+  int64_t min_steps = 0;
   // A PEFT LoRA (adapter_model.safetensors or its folder) attached to the DiT for this request
   // on every rank; empty: none (one attached for an earlier request is taken off).
   std::string lora;
@@ -152,6 +156,7 @@ struct ClipPlan {
   Sampler sampler = Sampler::kEuler;
   int64_t causal_chunks = 0;
   int64_t cache_records = 0;  // causal: the most records the KV cache holds (the text included)
+  int64_t min_steps = 0;      // causal: the fewest forwards per chunk a live change may set (<= steps)
   // An endless request: num_frames, total_chunks, generated_frames, evaluations and
   // audio_samples are -1; latent_frames and audio_latents are those of the longest stream
   // (kMaxEndlessChunks chunks), after which it ends.

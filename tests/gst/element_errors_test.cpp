@@ -33,6 +33,16 @@ TEST(H3VideoSrcErrors, AMissingModelFolderIsResourceNotFoundNamingIt) {
   EXPECT_NE(r.message.find("/nonexistent/h3-model"), std::string::npos) << r.message;
 }
 
+TEST(H3VideoSrcErrors, PaceWithTheEulerSamplerIsRefusedWithTheReason) {
+  const h3test::RunResult r = run("sampler=euler pace=steps");
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(r.code, GST_RESOURCE_ERROR_SETTINGS);
+  EXPECT_EQ(r.message,
+            "pace=steps needs sampler=causal: it lowers the forwards per chunk of the chunk-causal sampler, "
+            "and the euler sampler denoises the whole clip on one grid. Set sampler=causal, or pace=off");
+}
+
 TEST(H3VideoSrcErrors, AFolderWithoutAModelIsAnError) {
   const h3::test::TempDir dir("gst-empty");
   const h3test::RunResult r = run("model=" + dir.str());

@@ -194,6 +194,61 @@ TEST(H3VideoSrcLiveTiming, ALateStreamPostsAQosMessagePerLateChunkAndOneWarningS
   unref_all(all);
 }
 
+// pace=steps (docs/element.md, "Keeping pace"): a live endless stream that falls behind lowers its
+// forwards per chunk, 4 -> 3 -> 2, each change posted as h3-pace once the engine took it, and goes
+// no lower. The test clock jumps 100 s ahead after frame 0, so every later chunk is some 90 s late
+// on any machine that makes a chunk in less than a second.
+TEST(H3VideoSrcLiveTiming, ALiveStreamThatFallsBehindPostsH3PaceWithFewerStepsDownToTwo) {
+  LivePipeline p(
+      "h3videosrc name=s sampler=causal is-live=true pace=steps width=80 height=48 num-frames=-1 ! "
+      "appsink name=v sync=false",
+      0);
+  gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
+  ASSERT_EQ(p.pull(), std::make_pair(GstClockTime(0), gint64(0)));
+  p.move_clock_to(100 * GST_SECOND);
+  struct Pace {
+    gint64 chunk;
+    gint steps, previous;
+    gint64 lateness;
+    std::string reason;
+  };
+  std::vector<Pace> paces;
+  // Two changes take a few chunks each (two late chunks, then the engine's next boundary); 40
+  // chunks are far more than that, and the floor keeps a third from coming.
+  for (gint64 n = 1; n < 40 * 17; ++n) {
+    ASSERT_EQ(p.pull().second, n);
+    if (n % 17 != 0) continue;
+    auto all = p.messages();
+    for (GstMessage* m : of_type(all, GST_MESSAGE_ELEMENT)) {
+      const GstStructure* s = gst_message_get_structure(m);
+      if (!gst_structure_has_name(s, "h3-pace")) continue;
+      Pace x{};
+      EXPECT_TRUE(gst_structure_get_int64(s, "chunk", &x.chunk));
+      EXPECT_TRUE(gst_structure_get_int(s, "steps", &x.steps));
+      EXPECT_TRUE(gst_structure_get_int(s, "previous-steps", &x.previous));
+      EXPECT_TRUE(gst_structure_get_int64(s, "lateness", &x.lateness));
+      const gchar* reason = gst_structure_get_string(s, "reason");
+      x.reason = reason ? reason : "";
+      paces.push_back(x);
+    }
+    unref_all(all);
+    if (paces.size() >= 2 && n >= 30 * 17) break;
+  }
+  ASSERT_EQ(paces.size(), 2u) << "4 -> 3 -> 2, and no lower";
+  EXPECT_EQ(paces[0].previous, 4);
+  EXPECT_EQ(paces[0].steps, 3);
+  EXPECT_EQ(paces[1].previous, 3);
+  EXPECT_EQ(paces[1].steps, 2);
+  // Decided after two late chunks (1 and 2) at the earliest, taken from a later chunk; the second
+  // after two late chunks made with 3 forwards.
+  EXPECT_GE(paces[0].chunk, 3);
+  EXPECT_GE(paces[1].chunk, paces[0].chunk + 2);
+  for (const Pace& x : paces) {
+    EXPECT_EQ(x.reason, "late");
+    EXPECT_GT(x.lateness, 250 * static_cast<gint64>(GST_MSECOND)) << "over the policy's threshold";
+  }
+}
+
 // An endless stream (sampler=causal, num-frames -1) has no num-frames to lower: its warning says
 // what would make its chunks faster. h3src's pads pace their buffers themselves (SrcPad).
 TEST(H3SrcLiveTiming, AnEndlessLateStreamsWarningDoesNotAskForFewerFrames) {

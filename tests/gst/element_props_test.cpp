@@ -65,7 +65,7 @@ TEST(H3VideoSrcElement, EveryPropertyHasABlurbAndIsMutableInReadyOnly) {
     EXPECT_TRUE(ps->flags & G_PARAM_READWRITE);
   }
   g_free(specs);
-  EXPECT_EQ(own, 33);
+  EXPECT_EQ(own, 34);
   for (const char* name : {"model",           "prompt",       "prompt-embeds", "seed",
                            "steps",           "width",        "height",        "num-frames",
                            "framerate",       "ranks",        "tp-size",       "device",
@@ -77,6 +77,7 @@ TEST(H3VideoSrcElement, EveryPropertyHasABlurbAndIsMutableInReadyOnly) {
     EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), name), nullptr) << name;
   }
   EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), "compute-dtype"), nullptr);
+  EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), "pace"), nullptr);
   gst_object_unref(e);
 }
 

@@ -90,7 +90,7 @@ std::vector<dit::TimestepSet> request_timesteps(const ClipPlan& p) {
     s.steps = p.steps;
     s.video_shift = p.video_shift;
     s.audio_shift = p.audio_shift;
-    return dit::causal_timesteps(s);
+    return dit::causal_timesteps(s, p.min_steps);
   }
   return dit::evaluation_timesteps(dit::make_schedule(p.steps, p.video_shift),
                                    dit::make_schedule(p.steps, p.audio_shift));

@@ -300,7 +300,18 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
                 " pinned KV-cache records (the text is the first; 2 also pins the first chunk)");
     check_range("window", req.window, kMinWindow, kMaxWindow,
                 " recent chunks kept in the KV cache (-1: all)");
+    if (req.min_steps != 0) {
+      check_range("min-steps", req.min_steps, kMinCausalSteps, p.steps,
+                  " forwards per chunk a live change may lower the stream to (at most its steps; 0: none)");
+    }
+    p.min_steps = req.min_steps != 0 ? req.min_steps : p.steps;
   } else {
+    if (req.min_steps != 0) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "min-steps = " + std::to_string(req.min_steps) +
+                      ": lowering the forwards per chunk while streaming (pace) needs the causal sampler "
+                      "(sampler=causal); the euler sampler denoises the whole clip on one grid");
+    }
     check_range("steps", p.steps, kMinSteps, kMaxSteps,
                 " grid points (N grid points make N - 1 denoiser evaluations; 0 = the model default)");
   }

@@ -46,12 +46,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlannedReference, kind, width, height, frames
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClipPlan, width, height, num_frames, canvas_width, canvas_height,
                                    latent_frames, total_chunks, steps, fps_n, fps_d, generated_frames,
                                    evaluations, audio_latents, audio_samples, audio_rate, sampler,
-                                   causal_chunks, cache_records, video_shift, audio_shift, warnings, endless,
-                                   keyframe_anchors, references, condition_rows, vision_rows)
+                                   causal_chunks, cache_records, min_steps, video_shift, audio_shift,
+                                   warnings, endless, keyframe_anchors, references, condition_rows,
+                                   vision_rows)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TimedPrompt, seconds, prompt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GenerationRequest, prompt, embeds_path, width, height, num_frames, steps,
                                    seed, audio, sampler, sink, window, video_shift, audio_shift, lora,
-                                   prompt_timeline)
+                                   prompt_timeline, min_steps)
 
 namespace engine_detail {
 

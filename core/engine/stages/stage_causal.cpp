@@ -84,6 +84,7 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
       if (auto live = c_.cancel.take_prompt(starts)) prompt = *live;
     }
     prompt = c_.group.broadcast_string(prompt, 0);
+    change_steps(next);
     if (prompt.empty()) return;
     GenerationRequest r = job_.request;
     r.prompt = prompt;
@@ -97,11 +98,33 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     }
   }
 
+  // A live step change (StreamControl::change_steps) from chunk `next` on: rank 0 takes it and
+  // keeps it within [min_steps, steps] (the grids the AdaLN tables hold), every rank applies what
+  // it broadcasts, so that all run the same grid.
+  void change_steps(int64_t next) {
+    int64_t steps = 0;
+    if (c_.root()) {
+      if (const int64_t asked = c_.cancel.take_steps(); asked != 0) {
+        steps = std::clamp(asked, c_.plan.min_steps > 0 ? c_.plan.min_steps : c_.plan.steps, c_.plan.steps);
+      }
+    }
+    steps = c_.group.broadcast_int(steps, 0);
+    if (steps == 0 || steps == sampler_.steps()) return;
+    sampler_.change_steps(steps);
+    if (c_.root()) {
+      Event e = c_.progress_event(Phase::kSteps, 0, 0, next, dit::chunk_first_frame(next));
+      e.progress.chunk_steps = steps;
+      c_.mailbox.post(std::move(e));
+    }
+  }
+
   void run_chunk() {
     boundary();
-    const int64_t steps = c_.plan.steps, total = c_.plan.evaluations;  // total -1: endless
+    const int64_t steps = sampler_.steps();  // this chunk's: a live change may have set them
     const int64_t chunks = sampler_.chunks();
     int64_t index = sampler_.next_index();
+    // The noise forwards left, at this chunk's count (-1: endless).
+    const int64_t total = chunks < 0 ? -1 : forwards_done_ + (chunks - index) * steps;
     // "chunk 3 of 5" (1-based), or "chunk 3" of an endless stream.
     const auto chunk_name = [&](int64_t i) {
       return "chunk " + std::to_string(i + 1) +
@@ -109,7 +132,7 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     };
     auto on_step = [&](const dit::ChunkSpan& s, int64_t k, int64_t, const at::Tensor&, const at::Tensor&) {
       index = s.index;
-      c_.report_step(s.index * steps + k + 1, total);
+      c_.report_step(forwards_done_ + k + 1, total);
       if (c_.agreed_cancel()) {
         throw Error(ErrorKind::kCancelled, "cancelled during denoising (" + chunk_name(s.index) +
                                                ", after step " + std::to_string(k + 1) + " of " +
@@ -134,6 +157,7 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
       c_.group.report_failure(what);
       throw Error(ErrorKind::kInternal, what);
     }
+    forwards_done_ += steps;
     video_ = video_.defined() ? at::cat({video_, chunk.video}, 2) : chunk.video;
     if (job_.request.audio || keep_all_) {
       const at::Tensor audio = dit::audio_latent_of(chunk.audio);
@@ -164,7 +188,8 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
   const StageContext& c_;
   const Job& job_;
   dit::CausalSampler& sampler_;
-  size_t timeline_next_ = 0;  // rank 0: the timeline's next entry
+  size_t timeline_next_ = 0;   // rank 0: the timeline's next entry
+  int64_t forwards_done_ = 0;  // noise forwards of the chunks made so far (for the step reports)
   const bool keep_all_;
   std::vector<int64_t> shape_;
   at::Tensor video_, audio_;  // latents [video_begin_, video_end_) and [audio_begin_, audio_end_)
@@ -190,7 +215,9 @@ void causal_stage(const StageContext& c, const Job& job, const text::Conditionin
   r.settings.audio_shift = p.audio_shift;
   r.endless = p.endless;
   dit::check_causal_settings(r.settings);
-  adaln_stage(c, job, dit::causal_timesteps(r.settings));
+  // Every grid a live step change may ask for (min_steps..steps), so that none reads the AdaLN
+  // projections again in the middle of a stream.
+  adaln_stage(c, job, dit::causal_timesteps(r.settings, p.min_steps));
   // The sampler's draws and its prefill are collectives: every rank builds it here.
   dit::CausalSampler sampler(*c.parts.dit, r);
   CausalLatents latents(c, job, sampler, c.model.dit.in_channels, r.latent_h, r.latent_w,

@@ -300,10 +300,12 @@ struct Stream {
 
 Stream run_endless(Engine& e, GenerationRequest r, int64_t n,
                    const std::function<void(const Progress&, StreamControl&)>& on_progress = {},
-                   const GenerateExtras& extras = {}) {
+                   const GenerateExtras& extras = {},
+                   const std::function<void(StreamControl&)>& before = {}) {
   r.num_frames = kEndless;
   Stream s;
   StreamControl token;
+  if (before) before(token);  // what the caller asks before the stream starts
   class Sink : public ChunkSink {
    public:
     Sink(Stream& s, StreamControl& t, int64_t n) : s_(s), t_(t), n_(n) {}
@@ -577,6 +579,118 @@ TEST(EngineLive, BadStreamsAreRefusedNamingTheSetting) {
   r.sampler = Sampler::kEuler;
   r.prompt_timeline = {{2.0, "b"}};
   refused(r, "causal sampler");
+  // Steps that may change while streaming (pace): the causal sampler only, at most its steps.
+  r = causal(0, false);
+  r.num_frames = kEndless;
+  r.min_steps = 5;
+  refused(r, "min-steps = 5: must be within 1..4");
+  r = causal(73, false);
+  r.sampler = Sampler::kEuler;
+  r.lora.clear();
+  r.min_steps = 2;
+  refused(r,
+          "min-steps = 2: lowering the forwards per chunk while streaming (pace) needs the causal sampler");
+}
+
+// Live step changes (StreamControl::change_steps; docs/causal.md "Keeping pace"): `changes` maps a
+// denoising step report (the running count of noise forwards) to the count asked for there.
+struct Paced {
+  Stream stream;
+  std::vector<std::pair<int64_t, int64_t>> applied;  // (chunk, steps) of each Phase::kSteps
+  std::vector<int64_t> steps;                        // every denoising report's step, in order
+};
+
+Paced run_paced(Engine& e, const GenerationRequest& r, int64_t n,
+                const std::vector<std::pair<int64_t, int64_t>>& changes) {
+  Paced out;
+  auto on_progress = [&](const Progress& p, StreamControl& t) {
+    if (p.phase == Phase::kSteps) out.applied.emplace_back(p.chunk, p.chunk_steps);
+    if (p.phase != Phase::kDenoising) return;
+    out.steps.push_back(p.step);
+    for (const auto& [at, steps] : changes) {
+      if (at > 0 && p.step == at) t.change_steps(steps);
+    }
+  };
+  // At 0: asked before the stream starts, taken at chunk 0's boundary.
+  auto before = [&](StreamControl& t) {
+    for (const auto& [at, steps] : changes) {
+      if (at == 0) t.change_steps(steps);
+    }
+  };
+  out.stream = run_endless(e, r, n, on_progress, {}, before);
+  return out;
+}
+
+TEST(EngineLive, AStepChangeAppliesFromTheNextChunkOnOneAndTwoRanksAlikeAndRepeats) {
+  GenerationRequest r = causal(0, false);
+  r.min_steps = 2;
+  // Given in chunk 0's last step (forward 4 of 4): 2 from chunk 1 (forwards 5-6), then given in
+  // chunk 2's last step (forward 8): 3 from chunk 3 (forwards 9-11).
+  const std::vector<std::pair<int64_t, int64_t>> changes{{4, 2}, {8, 3}};
+  const std::vector<std::pair<int64_t, int64_t>> expected{{1, 2}, {3, 3}};
+  auto one_rank = open_tiny(1);
+  const Paced one = run_paced(*one_rank, r, 5, changes);
+  const Paced two = run_paced(*open_tiny(2), r, 5, changes);
+  for (const Paced* p : {&one, &two}) {
+    EXPECT_EQ(p->applied, expected);
+    // The reports count every forward once, in order: the chunks' counts add up.
+    ASSERT_GE(p->steps.size(), 11u);
+    for (size_t i = 0; i < p->steps.size(); ++i) EXPECT_EQ(p->steps[i], static_cast<int64_t>(i) + 1);
+    ASSERT_EQ(p->stream.frames.size(), 5u);  // finished after 5 chunks: exactly 85 frames
+    int64_t frames = 0;
+    for (const auto& c : p->stream.frames) {
+      EXPECT_EQ(c.first_frame, frames);
+      EXPECT_EQ(c.frames.size(0), 17);
+      frames += c.frames.size(0);
+    }
+    EXPECT_EQ(frames, 85);
+  }
+  // Both ranks ran the same grids (a rank on another count would fail the collectives or differ).
+  expect_same_frames(all_frames(one.stream.frames), all_frames(two.stream.frames),
+                     "a stream with step changes, 1 vs 2 ranks");
+  // The same changes at the same chunks give the same stream.
+  const Paced again = run_paced(*one_rank, r, 5, changes);
+  EXPECT_EQ(again.applied, expected);
+  ASSERT_EQ(again.stream.frames.size(), one.stream.frames.size());
+  for (size_t i = 0; i < one.stream.frames.size(); ++i) {
+    EXPECT_TRUE(at::equal(again.stream.frames[i].frames, one.stream.frames[i].frames)) << "chunk " << i;
+  }
+  // And they changed it: chunk 2 (made with 2 forwards) differs from the stream without changes.
+  const Paced plain = run_paced(*one_rank, r, 5, {});
+  EXPECT_TRUE(plain.applied.empty());
+  EXPECT_FALSE(at::equal(plain.stream.frames[2].frames, one.stream.frames[2].frames));
+}
+
+TEST(EngineLive, AStepChangeStaysWithinMinStepsAndStepsAndARequestWithoutMinStepsKeepsItsSteps) {
+  auto e = open_tiny(1);
+  GenerationRequest r = causal(0, false);
+  r.min_steps = 3;
+  // 1 is below min_steps: 3 is applied; 9 above the steps: back to 4.
+  const Paced clamped = run_paced(*e, r, 4, {{4, 1}, {7, 9}});
+  EXPECT_EQ(clamped.applied, (std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {2, 4}}));
+  // A change before the first chunk makes the stream of that many steps from the start: the
+  // same grid, the same draws, the same frames.
+  r.min_steps = 2;
+  const Paced from_start = run_paced(*e, r, 3, {{0, 2}});
+  EXPECT_EQ(from_start.applied, (std::vector<std::pair<int64_t, int64_t>>{{0, 2}}));
+  GenerationRequest two = r;
+  two.steps = 2;
+  two.min_steps = 0;
+  const Paced two_steps = run_paced(*e, two, 3, {});
+  ASSERT_EQ(from_start.stream.frames.size(), two_steps.stream.frames.size());
+  for (size_t i = 0; i < two_steps.stream.frames.size(); ++i) {
+    EXPECT_TRUE(at::equal(from_start.stream.frames[i].frames, two_steps.stream.frames[i].frames))
+        << "chunk " << i;
+  }
+  // Without min_steps the stream keeps its 4 forwards: no change, the frames of a plain stream.
+  r.min_steps = 0;
+  const Paced kept = run_paced(*e, r, 3, {{4, 2}});
+  EXPECT_TRUE(kept.applied.empty());
+  const Paced plain = run_paced(*e, r, 3, {});
+  ASSERT_EQ(kept.stream.frames.size(), plain.stream.frames.size());
+  for (size_t i = 0; i < kept.stream.frames.size(); ++i) {
+    EXPECT_TRUE(at::equal(kept.stream.frames[i].frames, plain.stream.frames[i].frames)) << "chunk " << i;
+  }
 }
 
 }  // namespace

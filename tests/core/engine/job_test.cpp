@@ -21,6 +21,7 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   j.request.seed = 18446744073709551615ull;  // the full uint64 range
   j.request.audio = true;
   j.request.sampler = Sampler::kCausal;
+  j.request.min_steps = 2;
   j.want_latents = true;
   j.free_text_encoder = true;
   ClipPlan& p = j.plan;
@@ -40,6 +41,7 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   p.audio_samples = 800 * 68;
   p.audio_rate = 32000;
   p.sampler = Sampler::kCausal;
+  p.min_steps = 3;
   p.keyframe_anchors = {Keyframe::kFirst, Keyframe::kLast};
   p.references = {{ReferenceKind::kImage, 128, 96, 1, 1, 1},
                   {ReferenceKind::kVideo, 192, 160, 38, 22, 7},
@@ -88,6 +90,9 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   EXPECT_EQ(r.plan.audio_latents, 44);
   EXPECT_EQ(r.plan.audio_samples, 800 * 68);
   EXPECT_EQ(r.plan.audio_rate, 32000);
+  // A paced stream's ranks hold the AdaLN tables of every count a step change may set.
+  EXPECT_EQ(r.plan.min_steps, 3);
+  EXPECT_EQ(r.request.min_steps, 2);
   // The request's size and steps are the plan's.
   EXPECT_EQ(r.request.width, 320);
   EXPECT_EQ(r.request.height, 192);
