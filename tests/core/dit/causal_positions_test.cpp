@@ -155,6 +155,11 @@ TEST(CausalRelativePositions, AnEndlessStreamAtChunk41SeesWhatItSawAtChunk8) {
   EXPECT_TRUE(seen[41] == seen[8]);
   EXPECT_TRUE(seen[40] == seen[7]);
   EXPECT_EQ(seen[40].current, 4);
+  // Chunk 9 moved the window 3 more: chunks 7 and 8 from 4 and 5 to 1 and 2, itself at 3; chunk
+  // 39 the same.
+  EXPECT_EQ(seen[9].placed, (std::vector<int64_t>{-1, 0, 1, 2}));
+  EXPECT_EQ(seen[9].current, 3);
+  EXPECT_TRUE(seen[39] == seen[9]);
   // Up to the anchor nothing moves: chunk 5 sees chunks 3 and 4 where they are.
   EXPECT_EQ(seen[5].placed, (std::vector<int64_t>{-1, 0, 3, 4}));
   EXPECT_EQ(seen[5].current, 5);

@@ -42,18 +42,18 @@ GenerationRequest stream() {
   return r;
 }
 
-struct Run {
+struct StreamRun {
   std::vector<at::Tensor> frames;  // each chunk's
   std::vector<CausalHeld> held;
 };
 
 // `r` finished once `n` chunks' frames arrived.
-Run run(Engine& e, const GenerationRequest& r, int64_t n) {
-  Run out;
+StreamRun run(Engine& e, const GenerationRequest& r, int64_t n) {
+  StreamRun out;
   StreamControl token;
   class Sink : public ChunkSink {
    public:
-    Sink(Run& o, StreamControl& t, int64_t n) : o_(o), t_(t), n_(n) {}
+    Sink(StreamRun& o, StreamControl& t, int64_t n) : o_(o), t_(t), n_(n) {}
     void on_chunk(const Chunk& c) override {
       if (!c.frames.defined()) return;
       o_.frames.push_back(c.frames);
@@ -61,7 +61,7 @@ Run run(Engine& e, const GenerationRequest& r, int64_t n) {
     }
 
    private:
-    Run& o_;
+    StreamRun& o_;
     StreamControl& t_;
     int64_t n_;
   } sink(out, token, n);
@@ -77,7 +77,7 @@ TEST(EngineCausalPositions, AnEndlessStreamPlacesChunk41WhereChunk8Was) {
   EXPECT_EQ(dit::clip_chunks(e->model().defaults.num_frames), 4);
   const GenerationRequest r = stream();
   EXPECT_TRUE(e->plan(r).warnings.empty());  // auto: relative for a stream, nothing to warn of
-  const Run s = run(*e, r, 42);
+  const StreamRun s = run(*e, r, 42);
   ASSERT_GE(s.held.size(), 42u);
   // Anchor 5 (sink 2, window 2): nothing moves up to chunk 5, then 3 chunks at a time.
   for (int64_t c = 0; c < 42; ++c) {
@@ -98,7 +98,7 @@ TEST(EngineCausalPositions, AnEndlessStreamPlacesChunk41WhereChunk8Was) {
       "pass those of a clip of the model's trained length (48 frames, the model's default), where RoPE "
       "extrapolates and the picture may drift; positions = relative keeps them within (auto's choice for "
       "an endless stream)");
-  const Run a = run(*e, abs, 8);
+  const StreamRun a = run(*e, abs, 8);
   for (const auto& h : a.held) EXPECT_EQ(h.position_shift, 0) << "chunk " << h.chunk;
   // The first 6 chunks' latents are the relative stream's (chunk 6 moved 3 back there): the frames
   // of chunks 0-4 bit for bit (chunk 5's are decoded with chunk 6's first latents), chunk 7's not.
@@ -111,8 +111,8 @@ TEST(EngineCausalPositions, ARecacheAtTwoRanksIsOneRanksStream) {
   r.prompt_timeline = {{dit::chunk_start_seconds(7), "a green field at night"}};
   r.prompt_switch = PromptSwitch::kRecache;
   auto one_rank = open_tiny(1);
-  const Run one = run(*one_rank, r, 10);
-  const Run two = run(*open_tiny(2), r, 10);
+  const StreamRun one = run(*one_rank, r, 10);
+  const StreamRun two = run(*open_tiny(2), r, 10);
   ASSERT_EQ(one.frames.size(), 10u);
   ASSERT_EQ(two.frames.size(), 10u);
   for (size_t c = 0; c < 10; ++c) {
@@ -126,7 +126,7 @@ TEST(EngineCausalPositions, ARecacheAtTwoRanksIsOneRanksStream) {
   // keep: the same latents up to the switch at chunk 7, so the same frames up to chunk 5 (chunk
   // 6's are decoded with chunk 7's first latents), another stream after it.
   r.prompt_switch = PromptSwitch::kKeep;
-  const Run keep = run(*one_rank, r, 10);
+  const StreamRun keep = run(*one_rank, r, 10);
   for (size_t c = 0; c < 6; ++c) EXPECT_TRUE(at::equal(keep.frames[c], one.frames[c])) << "chunk " << c;
   EXPECT_FALSE(at::equal(keep.frames[8], one.frames[8]));
   for (const auto& h : keep.held) EXPECT_EQ(h.recache_bytes, 0) << h.chunk;
