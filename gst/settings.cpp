@@ -110,6 +110,21 @@ void install_request_properties(GObjectClass* klass) {
           "(memory grows)",
           static_cast<gint>(h3::kMinWindow), static_cast<gint>(h3::kMaxWindow), d.window, kReady));
   g_object_class_install_property(
+      klass, PROP_POSITIONS,
+      g_param_spec_enum(
+          "positions", "Positions",
+          "sampler=causal: where chunks sit on the DiT's media clock; relative moves the window and "
+          "the current chunk back once the stream passes the model's trained length; auto: "
+          "relative for an endless stream, absolute for a clip",
+          positions_get_type(), static_cast<gint>(d.positions), kReady));
+  g_object_class_install_property(
+      klass, PROP_PROMPT_SWITCH,
+      g_param_spec_enum(
+          "prompt-switch", "Prompt switch",
+          "sampler=causal: at a prompt change the kept chunks' KV records carry over (keep) or are "
+          "recomputed under the new prompt (recache)",
+          prompt_switch_get_type(), static_cast<gint>(d.prompt_switch), kReady));
+  g_object_class_install_property(
       klass, PROP_WIDTH,
       g_param_spec_int("width", "Width", "Frame width in pixels, at least 16; -1: the model's default",
                        kModelDefault, static_cast<gint>(h3::kMaxSide), d.width, kReady));
@@ -272,6 +287,36 @@ GType pace_get_type() {
   return static_cast<GType>(type);
 }
 
+GType positions_get_type() {
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+      {static_cast<gint>(h3::CausalPositions::kAuto), "Relative for an endless stream, absolute for a clip",
+       h3::to_string(h3::CausalPositions::kAuto)},
+      {static_cast<gint>(h3::CausalPositions::kAbsolute), "Every chunk at its own place on the media clock",
+       h3::to_string(h3::CausalPositions::kAbsolute)},
+      {static_cast<gint>(h3::CausalPositions::kRelative),
+       "The window and the current chunk moved back once the stream passes the model's trained length",
+       h3::to_string(h3::CausalPositions::kRelative)},
+      {0, nullptr, nullptr},
+  };
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstH3Positions", values));
+  return static_cast<GType>(type);
+}
+
+GType prompt_switch_get_type() {
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+      {static_cast<gint>(h3::PromptSwitch::kKeep), "The kept chunks' KV records carry over as they were",
+       h3::to_string(h3::PromptSwitch::kKeep)},
+      {static_cast<gint>(h3::PromptSwitch::kRecache),
+       "The kept chunks' KV records are recomputed under the new prompt",
+       h3::to_string(h3::PromptSwitch::kRecache)},
+      {0, nullptr, nullptr},
+  };
+  if (g_once_init_enter(&type)) g_once_init_leave(&type, g_enum_register_static("GstH3PromptSwitch", values));
+  return static_cast<GType>(type);
+}
+
 void install_properties(GObjectClass* klass) {
   install_request_properties(klass);
   install_engine_properties(klass);
@@ -312,6 +357,8 @@ bool set_property(Settings* s, guint id, const GValue* value) {
     case PROP_ENGINE_GROUP: s->engine_group = string_or_empty(value); break;
     case PROP_SINK: s->sink = g_value_get_int(value); break;
     case PROP_WINDOW: s->window = g_value_get_int(value); break;
+    case PROP_POSITIONS: s->positions = static_cast<h3::CausalPositions>(g_value_get_enum(value)); break;
+    case PROP_PROMPT_SWITCH: s->prompt_switch = static_cast<h3::PromptSwitch>(g_value_get_enum(value)); break;
     case PROP_PROMPT_TIMELINE: s->prompt_timeline = string_or_empty(value); break;
     case PROP_FIRST_FRAME: s->first_frame = string_or_empty(value); break;
     case PROP_LAST_FRAME: s->last_frame = string_or_empty(value); break;
@@ -361,6 +408,8 @@ bool get_property(const Settings& s, guint id, GValue* value) {
     case PROP_ENGINE_GROUP: set_string_or_null(value, s.engine_group); break;
     case PROP_SINK: g_value_set_int(value, s.sink); break;
     case PROP_WINDOW: g_value_set_int(value, s.window); break;
+    case PROP_POSITIONS: g_value_set_enum(value, static_cast<gint>(s.positions)); break;
+    case PROP_PROMPT_SWITCH: g_value_set_enum(value, static_cast<gint>(s.prompt_switch)); break;
     case PROP_PROMPT_TIMELINE: set_string_or_null(value, s.prompt_timeline); break;
     case PROP_FIRST_FRAME: set_string_or_null(value, s.first_frame); break;
     case PROP_LAST_FRAME: set_string_or_null(value, s.last_frame); break;
@@ -406,6 +455,8 @@ h3::GenerationRequest to_request(const Settings& s) {
   if (s.pace == Pace::kSteps) {
     r.min_steps = std::min<int64_t>(kPaceMinSteps, r.steps != 0 ? r.steps : h3::kDefaultCausalSteps);
   }
+  r.positions = s.positions;
+  r.prompt_switch = s.prompt_switch;
   if (!s.prompt_timeline.empty()) r.prompt_timeline = h3::read_prompt_timeline(s.prompt_timeline);
   return r;
 }

@@ -25,6 +25,10 @@ constexpr guint kMaxTimeoutSeconds = 3600;
 
 // The `sampler` property's type (GstH3Sampler): h3::Sampler's values, under their names.
 GType sampler_get_type();
+// The `positions` (GstH3Positions) and `prompt-switch` (GstH3PromptSwitch) properties' types:
+// h3::CausalPositions' and h3::PromptSwitch's values, under their names.
+GType positions_get_type();
+GType prompt_switch_get_type();
 
 // The `pace` property (GstH3Pace, docs/element.md "Keeping pace"): off, or a live causal stream
 // that lowers its forwards per chunk (not below kPaceMinSteps) when it falls behind real time and
@@ -62,6 +66,8 @@ struct Settings {
   std::string prompt_timeline;  // a file of `SECONDS PROMPT` lines; empty: none
   gint sink = static_cast<gint>(h3::kDefaultSink), window = static_cast<gint>(h3::kDefaultWindow);
   Pace pace = Pace::kOff;
+  h3::CausalPositions positions = h3::CausalPositions::kAuto;
+  h3::PromptSwitch prompt_switch = h3::PromptSwitch::kKeep;
   // FL2VA keyframes: a file or URI each (docs/element.md); empty: none.
   std::string first_frame, last_frame;
   // Ref2VA image references, in the order the model reads them: a file or URI each; empty: none.
@@ -106,6 +112,8 @@ enum Property {
   PROP_REFERENCES,
   PROP_ENGINE_GROUP,
   PROP_PACE,
+  PROP_POSITIONS,
+  PROP_PROMPT_SWITCH,
 };
 
 // Whether property `id` is part of the engine an element shares (its options, LoRA and group):

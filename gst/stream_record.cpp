@@ -42,6 +42,8 @@ void StreamRecord::begin(const Settings& s, const std::string& element, const h3
   r.fps_d = fps_d;
   r.sink = s.sink;
   r.window = s.window;
+  r.positions = h3::to_string(s.positions);
+  r.prompt_switch = h3::to_string(s.prompt_switch);
   if (!s.lora.empty()) {
     r.lora_name = basename_of(s.lora);
     r.lora_sha256 = h3::marking::model_sha256(s.lora);

@@ -32,6 +32,8 @@ std::string to_json(const Record& r) {
       {"framerate", {r.fps_n, r.fps_d}},
       {"sink", r.sink},
       {"window", r.window},
+      {"positions", r.positions},
+      {"prompt_switch", r.prompt_switch},
       {"lora", {{"name", r.lora_name}, {"sha256", r.lora_sha256}}},
       {"compute_dtype", r.compute_dtype},
       {"device", r.device},
@@ -102,6 +104,9 @@ Record record_from_json(const std::string& text, const std::string& origin) {
   r.fps_d = rate[1];
   r.sink = field<int64_t>(j, "sink", origin);
   r.window = field<int64_t>(j, "window", origin);
+  // Optional: records written before them had absolute positions and kept the chunks at a switch.
+  r.positions = j.contains("positions") ? field<std::string>(j, "positions", origin) : "absolute";
+  r.prompt_switch = j.contains("prompt_switch") ? field<std::string>(j, "prompt_switch", origin) : "keep";
   const json lora = field<json>(j, "lora", origin);
   r.lora_name = field<std::string>(lora, "name", origin, "lora");
   r.lora_sha256 = field<std::string>(lora, "sha256", origin, "lora");

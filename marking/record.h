@@ -40,6 +40,10 @@ struct Record {
   int64_t width = 0, height = 0, num_frames = 0, steps = 0;
   int64_t fps_n = 0, fps_d = 1;
   int64_t sink = 0, window = 0;
+  // causal: the positions and the prompt switch asked for (h3/request_enums.h's names: auto,
+  // absolute, relative; keep, recache). A record written before they existed reads as absolute and
+  // keep: what every stream then had.
+  std::string positions = "auto", prompt_switch = "keep";
   std::string lora_name, lora_sha256;  // empty: none
   std::string compute_dtype;           // empty: the device's default
   std::string device;

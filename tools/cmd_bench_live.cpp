@@ -30,11 +30,18 @@
 namespace h3::tools {
 namespace {
 
-void run_stream(const char* name, Engine& e, GenerationRequest r, int64_t chunks) {
+void run_stream(const char* name, Engine& e, GenerationRequest r, int64_t chunks, PromptSwitch mode,
+                int64_t changes) {
   r.num_frames = kEndless;
   r.sampler = Sampler::kCausal;
-  // A prompt change half way: its chunk re-encodes the prompt and prefills it again.
-  r.prompt_timeline = {{dit::chunk_start_seconds(chunks / 2), "the same scene at night"}};
+  r.prompt_switch = mode;
+  // Prompt changes from half way, every third chunk (so that no chunk between two changes is one's
+  // neighbour): each re-encodes the prompt and prefills it again (recache: and recomputes the kept
+  // chunks). Two prompts in turn, so that each change is a change.
+  for (int64_t i = 0; i < changes; ++i) {
+    r.prompt_timeline.push_back({dit::chunk_start_seconds(chunks / 2 + 3 * i),
+                                 i % 2 == 0 ? "the same scene at night" : "the same scene at dawn"});
+  }
   StreamControl control;
   reset_peak_rss();
   ArrivalSink sink(BenchClock::now(), &control, chunks, /*sample_rss=*/true);
@@ -45,9 +52,15 @@ void run_stream(const char* name, Engine& e, GenerationRequest r, int64_t chunks
   std::vector<double> sorted = periods;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-  // The chunk that follows the change: the frames of chunk c leave once chunk c + 1 is made.
-  const size_t changed = static_cast<size_t>(chunks / 2) - 1;
-  const double change = changed < periods.size() ? periods[changed] : 0;
+  // The chunk that follows a change: the frames of chunk c leave once chunk c + 1 is made. The
+  // median over the changes.
+  std::vector<double> changed;
+  for (int64_t i = 0; i < changes; ++i) {
+    const size_t at = static_cast<size_t>(chunks / 2 + 3 * i) - 1;
+    if (at < periods.size()) changed.push_back(periods[at]);
+  }
+  std::sort(changed.begin(), changed.end());
+  const double change = changed.empty() ? 0 : changed[changed.size() / 2];
   const double early = sink.rss_over(10), late = sink.rss_over(sink.rss.size() - 10);
   std::printf("%-8s %7lld %9.3f %9.3f %9.3f %9.3f %8.1f %8.1f %+7.2f%% %8.1f\n", name, (long long)a.size(),
               a.front(), median, sorted.empty() ? 0 : sorted.back(), change, early, late,
@@ -173,7 +186,13 @@ int run(Args& a) {
     std::fprintf(stderr, "h3 bench live: --pace-runs %s: give off, on or off,on\n", runs.c_str());
     return 2;
   }
+  const PromptSwitch mode = parse_prompt_switch(a.string_or("prompt-switch", to_string(PromptSwitch::kKeep)));
+  const int64_t changes = a.int_or("changes", 1, 1, 1000);
   a.finish();
+  if (chunks / 2 + 3 * (changes - 1) >= chunks - 1) {
+    throw UsageError{"--changes " + std::to_string(changes) + " do not fit in the second half of " +
+                     std::to_string(chunks) + " chunks (one every third chunk): give more --chunks"};
+  }
   const ScratchDir scratch(tmp_base, "h3-bench-live-");
   if (pace) {
     std::printf(
@@ -199,19 +218,22 @@ int run(Args& a) {
   }
   std::printf(
       "h3 bench live (CPU, fp32, 1 rank; endless causal streams finished after %lld chunks, 4 forwards\n"
-      "per chunk, sink 2, window 2; a prompt change at chunk %lld)\n",
-      (long long)chunks, (long long)(chunks / 2));
+      "per chunk, sink 2, window 2, relative positions; %lld prompt change(s) from chunk %lld, every third\n"
+      "chunk, prompt switch %s)\n",
+      (long long)chunks, (long long)changes, (long long)(chunks / 2), to_string(mode));
   std::printf("%-8s %7s %9s %9s %9s %9s %8s %8s %8s %8s\n", "model", "chunks", "1st_frame", "period_s",
               "max_s", "change_s", "rss_10", "rss_end", "growth", "peak_MiB");
   for (BenchModel which : {BenchModel::kTiny, BenchModel::kMedium}) {
     if (tiny_only && which != BenchModel::kTiny) continue;
     const BenchSetup m = open_bench_model(which, scratch.path());
-    run_stream(m.name, *m.engine, m.request("a benchmark", 1), chunks);
+    run_stream(m.name, *m.engine, m.request("a benchmark", 1), chunks, mode, changes);
   }
   std::printf(
       "\n1st_frame: from generate() to the first frames; period_s / max_s: the median and the longest time\n"
-      "between two chunks' frames; change_s: the period of the chunk that took the new prompt (its text\n"
-      "encode and prefill included); rss_10 / rss_end: the largest resident set sampled at chunks 10-19\n"
+      "between two chunks' frames; change_s: the period of a chunk that took a new prompt (the median over\n"
+      "the changes; its text\n"
+      "encode and prefill included, and with recache the kept chunks' commit forwards again); rss_10 / "
+      "rss_end: the largest resident set sampled at chunks 10-19\n"
       "and at the last 10 chunks, growth between them; peak_MiB: the stream's peak (weights included).\n");
   return 0;
 }
@@ -220,13 +242,16 @@ int run(Args& a) {
 
 H3_REGISTER_COMMAND(
     "bench live", "an endless causal stream: first frame, chunk period, RSS after 10 and 100 chunks",
-    "usage: h3 bench live [--chunks N] [--tiny-only] [--pace [--pace-runs off|on|off,on]] [--dir DIR]\n"
+    "usage: h3 bench live [--chunks N] [--tiny-only] [--pace [--pace-runs off|on|off,on]]\n"
+    "                      [--prompt-switch keep|recache] [--changes K] [--dir DIR]\n"
     "\n"
     "Runs an endless causal stream (num_frames -1, a random LoRA, a prompt change half way) on\n"
     "the tiny default model at its default size and on a medium random model (written to a temp\n"
     "folder under DIR, deleted after) at 320x192, finishes it after N chunks (default 100), and\n"
-    "prints the time to the first frames, the period between chunks, the prompt change's chunk,\n"
-    "and the resident set after 10 chunks and at the end.\n"
+    "prints the time to the first frames, the period between chunks, the prompt change's chunk\n"
+    "(--prompt-switch: what it does to the kept chunks, keep by default; --changes K: K changes from\n"
+    "half way, every third chunk, the median of their chunks' periods), and the resident set after\n"
+    "10 chunks and at the end.\n"
     "\n"
     "--pace: on the medium model only (the tiny one with --tiny-only), the stream against real time\n"
     "(emulated: its frames played at 24 fps from the first chunk's arrival, two chunks queued), once\n"

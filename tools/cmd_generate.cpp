@@ -70,6 +70,8 @@ int run(Args& a) {
   req.lora = a.string_or("lora", "");
   req.sink = a.int_or("sink", kDefaultSink, kMinSink, kMaxSink);
   req.window = a.int_or("window", kDefaultWindow, kMinWindow, kMaxWindow);
+  const std::string positions = a.string_or("positions", to_string(CausalPositions::kAuto));
+  const std::string prompt_switch = a.string_or("prompt-switch", to_string(PromptSwitch::kKeep));
   req.video_shift = a.double_or("video-shift", 0.0);
   if (const auto t = a.opt_string("prompt-timeline")) req.prompt_timeline = read_prompt_timeline(*t);
   req.audio_shift = a.double_or("audio-shift", 0.0);
@@ -97,6 +99,8 @@ int run(Args& a) {
   a.finish();
   if (!a.positional().empty()) throw UsageError{"unexpected argument '" + a.positional().front() + "'"};
   req.sampler = parse_sampler(sampler);
+  req.positions = parse_causal_positions(positions);
+  req.prompt_switch = parse_prompt_switch(prompt_switch);
   if (eo.model_dir.empty()) eo.model_dir = default_model_dir();
   // References are Ref2VA's, whose DiT is transformer_ref/.
   eo.ref2va = !references.empty();
@@ -125,10 +129,10 @@ int run(Args& a) {
   if (!quiet && plan.sampler == Sampler::kCausal) {
     std::fprintf(stderr,
                  "h3 generate: causal sampler: %lld chunks of %lld forwards, sink %lld, window %lld, shifts "
-                 "%g / %g%s%s\n",
+                 "%g / %g, positions %s, prompt switch %s%s%s\n",
                  (long long)plan.causal_chunks, (long long)plan.steps, (long long)req.sink,
-                 (long long)req.window, plan.video_shift, plan.audio_shift, req.lora.empty() ? "" : ", LoRA ",
-                 req.lora.c_str());
+                 (long long)req.window, plan.video_shift, plan.audio_shift, to_string(req.positions),
+                 to_string(req.prompt_switch), req.lora.empty() ? "" : ", LoRA ", req.lora.c_str());
   }
   if (!quiet) {
     std::fprintf(
@@ -196,6 +200,7 @@ H3_REGISTER_COMMAND(
     "                   [--frames F] [--steps N] [--seed S] [--ranks R] [--sp N] --out FILE.y4m\n"
     "                   [--first-frame PICTURE] [--last-frame PICTURE] [--reference FILE ...]\n"
     "                   [--sampler euler|causal] [--lora FILE] [--sink N] [--window N]\n"
+    "                   [--positions auto|absolute|relative] [--prompt-switch keep|recache]\n"
     "                   [--video-shift S] [--audio-shift S] [--prompt-timeline FILE]\n"
     "                   [--audio FILE.wav] [--save-latents FILE] [--device cpu|cuda] [--free-text-encoder]\n"
     "                   [--compute-dtype fp32|bf16] [--no-adaln-tables] [--timeout S] [--max-memory BYTES]\n"
@@ -236,6 +241,12 @@ H3_REGISTER_COMMAND(
     "                       RAVEN-Streaming's for --sampler causal or a step-distilled one\n"
     "  --sink N             causal: KV-cache records pinned, the text first (default 2)\n"
     "  --window N           causal: recent chunks kept in the KV cache (default 2; -1: all)\n"
+    "  --positions auto|absolute|relative  causal: where chunks sit on the DiT's clock; relative moves\n"
+    "                       the window and the current chunk back (3 chunks at a time) once the clip\n"
+    "                       passes the model's default length; auto (default): relative for an endless\n"
+    "                       stream, absolute for a clip (docs/causal.md \"Positions\")\n"
+    "  --prompt-switch keep|recache  causal: at a prompt change the kept chunks' KV records stay as\n"
+    "                       they were (keep, default) or are recomputed under the new prompt (recache)\n"
     "  --video-shift S --audio-shift S  causal: the grids' shifts (default: the model's, 12 and 3)\n"
     "  --prompt-timeline FILE  causal: `SECONDS PROMPT` lines, prompts that take over at those times\n"
     "                       (each from the first chunk that starts at or after it)\n"

@@ -300,6 +300,8 @@ int run(Args& a) {
   req.sampler = parse_sampler(r.sampler);
   req.sink = r.sink;
   req.window = r.window;
+  req.positions = parse_causal_positions(r.positions);
+  req.prompt_switch = parse_prompt_switch(r.prompt_switch);
   req.audio = audio_out.has_value();
   // Each change at the start of the chunk it took over: the engine applies a timeline's entry
   // from the first chunk starting at or after it, the very chunk.

@@ -24,7 +24,7 @@ enum class Keep { kNothing, kCommit, kReplaceFirst };
 // itself); unless kNothing, stages every layer's keys and values and writes them once after the
 // last layer (all layers evict together).
 void run_blocks(const Transformer& model, at::Tensor& h, const Modulation& mod, const at::Tensor& tags,
-                const RopeTable& rope, KvCache& cache, Keep keep, bool attend_cache) {
+                const RopeTable& rope, KvCache& cache, Keep keep, bool attend_cache, int64_t placed = -1) {
   const auto& c = model.config();
   const auto& w = model.weights();
   // Under sequence parallelism each rank runs its share of the rows; the cache holds every row
@@ -45,7 +45,7 @@ void run_blocks(const Transformer& model, at::Tensor& h, const Modulation& mod, 
     transformer_block_(own.h, w.blocks[b], c, table, own.segs, own.rope, model.tp(), &kv);
   }
   h = model.tp().gather_rows(own.h);
-  if (keep == Keep::kCommit) cache.commit(std::move(keys), std::move(values));
+  if (keep == Keep::kCommit) cache.commit(std::move(keys), std::move(values), placed);
   if (keep == Keep::kReplaceFirst) cache.replace_first(std::move(keys), std::move(values));
 }
 
@@ -118,7 +118,8 @@ ChunkRows chunk_rows(const Transformer& model, const ChunkInputs& in, const KvCa
   auto audio_h = linear_fp32(w.audio_proj_in, in.audio.to(dev));
   auto video_h = linear_fp32(w.proj_in, patchify_video(in.video.to(dev, at::kFloat), ph, pw));
   r.h = at::cat({audio_h.to(stream), video_h.to(stream)});
-  r.positions = chunk_positions(in.text_rows, s, gh, gw);
+  r.positions =
+      chunk_positions(in.text_rows, in.position_shift == 0 ? s : shifted_span(s, in.position_shift), gh, gw);
   return r;
 }
 
@@ -144,10 +145,25 @@ Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache&
   const auto rope = rope_table(r.positions.to(dev), c.rope_freq_dim, c.rope_theta);
   run_blocks(model, r.h, mod, r.tags, rope, cache,
              pass == ChunkPass::kCommit ? Keep::kCommit : Keep::kNothing,
-             /*attend_cache=*/true);
+             /*attend_cache=*/true, in.span.index - in.position_shift);
   if (pass == ChunkPass::kCommit) return {};
   auto y = final_modulation(r.h, w.norm_out, c.final_norm_eps, mod.final_table, segments_of(mod.index));
   return velocities(model, r, y);
+}
+
+void move_window_back(const Transformer& model, KvCache& cache, int64_t chunks) {
+  const auto& c = model.config();
+  // The turn's angle: the t axis only (h = w = 0 leave those dims as they are), the same for
+  // every row and head.
+  const auto pos =
+      at::tensor(std::vector<double>{-chunk_start_time(chunks), 0.0, 0.0}, at::kDouble).view({1, 3});
+  const auto dev = model.weights().proj_in.weight.device();
+  const RopeTable turn = rope_table(pos.to(dev), c.rope_freq_dim, c.rope_theta);
+  cache.move_window(chunks, [&](const at::Tensor& keys) {
+    at::Tensor k = keys.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    apply_rope_(k, turn);
+    return k;
+  });
 }
 
 std::vector<Velocity> forward_chunks(const Transformer& model, const std::vector<ChunkInputs>& in,
@@ -194,7 +210,9 @@ std::vector<Velocity> forward_chunks(const Transformer& model, const std::vector
   all = model.tp().gather_rows(own.h);
   std::vector<Velocity> out(in.size());
   if (commit) {
-    for (size_t i = 0; i < in.size(); ++i) caches[i]->commit(std::move(keys[i]), std::move(values[i]));
+    for (size_t i = 0; i < in.size(); ++i) {
+      caches[i]->commit(std::move(keys[i]), std::move(values[i]), in[i].span.index - in[i].position_shift);
+    }
     return out;
   }
   auto y = final_modulation(all, w.norm_out, c.final_norm_eps, mod.final_table, segments_of(mod.index));

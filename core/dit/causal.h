@@ -1,8 +1,8 @@
 // The chunk-causal forward of the H3 DiT (RAVEN-Streaming's causal lane; docs/causal.md): the
 // text is prefilled once into the KV cache, then each chunk's rows — its audio rows first, then
-// its video rows, at their absolute positions — run alone, attending [the cache's retained
-// records | themselves] with no mask inside. A noise forward only reads the cache; a commit
-// forward (the chunk's clean rows) adds its rotated keys and values as the cache's next record.
+// its video rows, at their positions (absolute, or moved back: relative positions) — run alone, attending
+// [the cache's retained records | themselves] with no mask inside. A noise forward only reads the cache; a
+// commit forward (the chunk's clean rows) adds its rotated keys and values as the cache's next record.
 // Collective over the transformer's group like Transformer::forward: the cache holds this
 // rank's heads, every rank gets the full velocities.
 #pragma once
@@ -35,6 +35,9 @@ struct ChunkInputs {
   at::Tensor video;                    // [1, in_channels, t_c, h, w] the chunk's video latents
   at::Tensor audio;                    // [2 a_c, audio_in_channels] its audio rows (left, then right)
   float t_video = 0.f, t_audio = 0.f;  // t = 1 - sigma of each stream
+  // Relative positions: the chunks (a multiple of 3) the rows are moved back on the media clock:
+  // they sit at chunk span.index - position_shift's positions (shifted_span). 0: absolute.
+  int64_t position_shift = 0;
 };
 
 enum class ChunkPass {
@@ -45,6 +48,13 @@ enum class ChunkPass {
 // One chunk forward. kNoise returns the fp32 velocities of the chunk's rows: video [1, C, t_c,
 // h, w], audio rows [2 a_c, 32]; kCommit returns empty tensors.
 Velocity forward_chunk(const Transformer& model, const ChunkInputs& in, KvCache& cache, ChunkPass pass);
+
+// Relative positions: moves the positions of the cache's records past the sink `chunks` chunks
+// (a multiple of 3) back on the media clock, 85 * chunks / 3 on the t axis. RoPE composes,
+// R(p - d) = R(-d) R(p): each layer's keys of those records are turned by R(-d) in fp32 and
+// cast back to the cache's dtype; the values, the prompt's and the sink's records stay. Local
+// to the rank (every rank turns its own heads).
+void move_window_back(const Transformer& model, KvCache& cache, int64_t chunks);
 
 // Several streams' chunk forwards as one batch: the chunks' rows back to back through every
 // projection, norm and FFN at once, each stream's rows attending only its own cache (caches[i]

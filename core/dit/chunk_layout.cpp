@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -86,6 +87,34 @@ at::Tensor chunk_positions(int64_t text_rows, const ChunkSpan& span, int64_t gri
     }
   }
   return pos;
+}
+
+int64_t relative_anchor(int64_t trained_chunks, int64_t sink, int64_t window) {
+  return std::max(trained_chunks - 2, (sink - 1) + window + 2);
+}
+
+int64_t relative_shift(int64_t chunk, bool tail, int64_t trained_chunks, int64_t anchor) {
+  if (chunk <= anchor || (tail && chunk <= trained_chunks - 1)) return 0;
+  return (chunk - anchor + kPositionStep - 1) / kPositionStep * kPositionStep;
+}
+
+ChunkSpan shifted_span(const ChunkSpan& s, int64_t chunks) {
+  if (chunks % kPositionStep != 0 || chunks < 0 || chunks > s.index) {
+    throw Error(ErrorKind::kInternal, "relative positions: chunk " + std::to_string(s.index) +
+                                          " cannot move " + std::to_string(chunks) + " chunks back");
+  }
+  // 85 audio latents and 15 video latents per 3 chunks: whole numbers both.
+  static_assert(kPositionStep * kChunkFrames * kAudioLatentsPerSecond % kFps == 0,
+                "3 chunks are a whole number of audio latents");
+  const int64_t audio =
+      chunks / kPositionStep * (kPositionStep * kChunkFrames * kAudioLatentsPerSecond / kFps);
+  ChunkSpan out = s;
+  out.index -= chunks;
+  out.video_begin -= chunks * kChunkLatents;
+  out.video_end -= chunks * kChunkLatents;
+  out.audio_begin -= audio;
+  out.audio_end -= audio;
+  return out;
 }
 
 at::Tensor audio_rows_of(const at::Tensor& latent) {

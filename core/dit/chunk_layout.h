@@ -2,8 +2,8 @@
 // where each chunk's rows sit: video chunks of 5 latents (17 pixel frames, one VAE clip) and a
 // 2-latent tail; each audio latent goes to the chunk whose video starts at or before it on the
 // shared clock (3/85 chunks per audio latent), so audio never runs ahead of its video; the
-// rows' positions are the dense layout's, absolute (text length L as the media origin), never
-// re-based however far the stream has gone.
+// rows' positions are the dense layout's (text length L as the media origin), absolute, or with
+// relative positions moved back in steps of 3 chunks once a stream passes the trained length.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -45,6 +45,29 @@ std::vector<ChunkSpan> cut_chunks(int64_t video_latents, int64_t audio_latents);
 // value), then its video latents frame-major with row-major patches (t = L + floor(f / 5) *
 // 85 / 3 + 5/3 * (1, 4, 4, 4, 4)[: f mod 5] summed, the area-normalised (h, w) grid).
 at::Tensor chunk_positions(int64_t text_rows, const ChunkSpan& span, int64_t grid_h, int64_t grid_w);
+
+// Relative positions (docs/causal.md "Positions"). The audio cut repeats every 3 chunks (85
+// audio latents, 51 frames): chunk c - 3m has chunk c's audio count and every row of it sits
+// exactly 85m earlier on the media clock, audio and video alike. So chunks move back in steps of
+// kPositionStep, and a moved chunk's positions are a finite clip's chunk c - 3m's, bit for bit.
+constexpr int64_t kPositionStep = 3;
+
+// The highest chunk the current chunk sits at with relative positions: the last whole chunk of a
+// clip of `trained_chunks` chunks (the tail included: trained_chunks - 2), but at least
+// (sink - 1) + window + 2, so that the window, moved back in steps of 3, still follows the
+// sink's chunks. sink >= 1, window >= 0, trained_chunks >= 2.
+int64_t relative_anchor(int64_t trained_chunks, int64_t sink, int64_t window);
+
+// How many chunks chunk `chunk` (a 2-latent tail when `tail`) and the window's records are moved
+// back with relative positions: 0 while it lies within a clip of `trained_chunks` chunks or at or
+// before the anchor (so a clip that long or shorter is never moved), otherwise the smallest
+// multiple of 3 that brings it to the anchor or before (it then sits at anchor - 2 .. anchor).
+int64_t relative_shift(int64_t chunk, bool tail, int64_t trained_chunks, int64_t anchor);
+
+// Span `s` moved `chunks` (a multiple of 3) chunks back: index, video and audio latents; its
+// chunk_positions are then those of chunk s.index - chunks of a finite clip. Throws
+// h3::Error(kInternal) for a shift that is not a multiple of 3 or passes the clip's start.
+ChunkSpan shifted_span(const ChunkSpan& s, int64_t chunks);
 
 // The sampler's audio latents [1, channels, 2, A] <-> the DiT's audio rows [2A, channels]
 // (the left channel's A rows, then the right's).

@@ -39,6 +39,14 @@ void check_causal_settings(const CausalSettings& s) {
   if (s.window && *s.window < 0) {
     bad("window = " + std::to_string(*s.window) + ": 0 or more recent chunks, or -1 for no eviction");
   }
+  if (s.relative_positions && !s.window) {
+    bad("positions = relative needs a window: it moves the window's chunks back as the clip advances, "
+        "and window = -1 keeps every chunk; give a window of 0 or more, or positions = absolute");
+  }
+  if (s.relative_positions && s.trained_chunks < 2) {
+    bad("positions = relative: the trained length is " + std::to_string(s.trained_chunks) +
+        " chunks; at least 2 (a whole chunk and the tail)");
+  }
 }
 
 std::vector<double> consistency_sigmas(int64_t steps, double shift) {
@@ -105,6 +113,9 @@ CausalSampler::CausalSampler(const Transformer& model, CausalRequest request)
     cut(draw(ashape), &ChunkDraws::clean_a, false);
   }
   origin_ = req_.text.size(0);
+  if (req_.settings.relative_positions) {
+    anchor_ = relative_anchor(req_.settings.trained_chunks, req_.settings.sink, *req_.settings.window);
+  }
   prefill_text(model_, req_.text, req_.text_tags, cache_);
   ++forwards_;
 }
@@ -138,6 +149,12 @@ void CausalSampler::change_steps(int64_t steps) {
   sigma_a_ = consistency_sigmas(steps, req_.settings.audio_shift);
 }
 
+int64_t CausalSampler::recache_bytes() const {
+  int64_t b = 0;
+  for (const Kept& k : kept_) b += static_cast<int64_t>(k.video.nbytes() + k.audio.nbytes());
+  return b;
+}
+
 void CausalSampler::commit_previous() {
   if (!pending_.x0_v.defined()) return;
   if (cache_.retains_next()) {
@@ -150,25 +167,90 @@ void CausalSampler::commit_previous() {
     in.video = pending_.x0_v.mul(t).add(pending_.clean_v.mul(rest));
     in.audio = audio_rows_of(pending_.x0_a.mul(t).add(pending_.clean_a.mul(rest)));
     in.t_video = in.t_audio = t;
+    in.position_shift = pending_.shift;
+    const int64_t record = cache_.committed();
     forward_chunk(model_, in, cache_, ChunkPass::kCommit);
     ++forwards_;
+    if (req_.settings.recache_on_switch) {
+      // Its input stays beside the cache as long as its record does.
+      kept_.push_back(Kept{record, in.span, in.video, in.audio});
+      const auto& retained = cache_.records();
+      std::vector<Kept> still;
+      for (Kept& k : kept_) {
+        if (std::find(retained.begin(), retained.end(), k.record) != retained.end())
+          still.push_back(std::move(k));
+      }
+      kept_ = std::move(still);
+    }
   } else {
     cache_.commit_dropped();  // window 0: the record would be evicted at once
   }
   pending_ = Pending{};
 }
 
+void CausalSampler::recache() {
+  // Which records the cache keeps past the prompt, and the inputs kept for them: the same list.
+  const auto& retained = cache_.records();
+  if (kept_.size() + 1 != retained.size()) {
+    throw Error(ErrorKind::kInternal, "causal sampler: " + std::to_string(kept_.size()) +
+                                          " commit inputs kept for " + std::to_string(retained.size() - 1) +
+                                          " retained chunk records");
+  }
+  if (kept_.empty()) return;  // only the prompt (window 0, sink 1): nothing to recompute
+  // Rebuilt in a cache of its own that evicts nothing, starting from the new prompt's record: each
+  // chunk's commit forward attends the new prompt and the records rebuilt before it, at the
+  // positions its record holds now (the sink's its own, the window's moved back by shift_).
+  KvCache rebuilt(cache_.layers(), 1, std::nullopt);
+  std::vector<at::Tensor> k0, v0;
+  const int64_t prompt_rows = cache_.record_rows().front();
+  for (int64_t l = 0; l < cache_.layers(); ++l) {
+    k0.push_back(cache_.keys(l).narrow(0, 0, prompt_rows));
+    v0.push_back(cache_.values(l).narrow(0, 0, prompt_rows));
+  }
+  rebuilt.commit(std::move(k0), std::move(v0));
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    const Kept& k = kept_[i];
+    if (k.record != retained[i + 1]) {
+      throw Error(ErrorKind::kInternal, "causal sampler: the commit input of record " +
+                                            std::to_string(k.record) + " kept for record " +
+                                            std::to_string(retained[i + 1]));
+    }
+    ChunkInputs in;
+    in.span = k.span;
+    in.text_rows = origin_;
+    in.video = k.video;
+    in.audio = k.audio;
+    in.t_video = in.t_audio = kCleanTimestep;
+    in.position_shift = k.record < req_.settings.sink ? 0 : shift_;
+    forward_chunk(model_, in, rebuilt, ChunkPass::kCommit);
+    ++forwards_;
+  }
+  cache_.take_keys_values(std::move(rebuilt));
+}
+
 CausalChunk CausalSampler::next(const CausalStepCallback& on_step) {
   if (done()) throw Error(ErrorKind::kInternal, "causal sampler: every chunk was delivered");
   commit_previous();
+  const ChunkSpan sp = span(next_);
+  if (req_.settings.relative_positions) {
+    // Past the trained length the window and this chunk move back (in steps of 3 chunks): the
+    // cache's window keys turn by the step, the sink's and the prompt's stay.
+    const bool tail = !req_.endless && sp.video_latents() == kTailLatents;
+    const int64_t shift = relative_shift(sp.index, tail, req_.settings.trained_chunks, anchor_);
+    if (shift > shift_) {
+      move_window_back(model_, cache_, shift - shift_);
+      shift_ = shift;
+    }
+  }
   if (pending_text_.defined()) {
     // A new prompt from this chunk on: its prefill takes the cache's first record; the chunks
-    // the cache keeps (and the media clock's origin) stay, so the motion carries on.
+    // the cache keeps (and the media clock's origin) stay, so the motion carries on; recache:
+    // their records are recomputed under the new prompt.
     prefill_text(model_, pending_text_, pending_tags_, cache_);
     ++forwards_;
     pending_text_ = pending_tags_ = at::Tensor();
+    if (req_.settings.recache_on_switch) recache();
   }
-  const ChunkSpan sp = span(next_);
   ChunkDraws d;
   if (req_.endless) {
     // The stream's contract: the chunk's own four draws at its start, then its steps' draws.
@@ -190,6 +272,7 @@ CausalChunk CausalSampler::next(const CausalStepCallback& on_step) {
     in.audio = audio_rows_of(xa);
     in.t_video = timestep_of(sigma_v_[static_cast<size_t>(k)]);
     in.t_audio = timestep_of(sigma_a_[static_cast<size_t>(k)]);
+    in.position_shift = shift_;
     const Velocity v = forward_chunk(model_, in, cache_, ChunkPass::kNoise);
     ++forwards_;
     // x0 = x_t + sigma v (v = x0 - eps, the model's native velocity), each coefficient in fp32.
@@ -215,7 +298,7 @@ CausalChunk CausalSampler::next(const CausalStepCallback& on_step) {
   out.audio = audio_rows_of(xa).contiguous();
   ++next_;
   out.last = done();
-  if (!out.last) pending_ = Pending{sp, xv, xa, std::move(d.clean_v), std::move(d.clean_a)};
+  if (!out.last) pending_ = Pending{sp, xv, xa, std::move(d.clean_v), std::move(d.clean_a), shift_};
   return out;
 }
 

@@ -30,6 +30,15 @@ struct CausalSettings {
   int64_t sink = 2;                   // pinned cache records, the text being the first; >= 1
   std::optional<int64_t> window = 2;  // recent chunks kept; none: no eviction
   double video_shift = 12.0, audio_shift = 3.0;
+  // Relative positions (chunk_layout.h relative_shift): the window and the current chunk move
+  // back in steps of 3 chunks once the stream passes a clip of `trained_chunks` chunks (the
+  // model's default length); needs a window. Off: every chunk at its absolute positions.
+  bool relative_positions = false;
+  int64_t trained_chunks = 0;
+  // At a prompt change, recompute the kept chunks' keys and values under the new prompt (their
+  // commit forwards again, in order, each attending the new prompt and the records before it);
+  // off, they stay as computed under the old one.
+  bool recache_on_switch = false;
 };
 // Throws h3::Error(kInvalidArgument) naming the setting and its range.
 void check_causal_settings(const CausalSettings& s);
@@ -95,8 +104,8 @@ class CausalSampler {
 
   // A new prompt (encoder states [L', text_dim], tags or undefined) from the next chunk on: its
   // prefill replaces the cache's first record before that chunk's first step; the chunks the
-  // cache keeps stay, and so does the media clock's origin (the first prompt's length). Every rank
-  // calls it between the same two next() calls.
+  // cache keeps stay (recache_on_switch: recomputed under it), and so does the media clock's
+  // origin (the first prompt's length). Every rank calls it between the same two next() calls.
   void change_text(at::Tensor text, at::Tensor text_tags);
   // Forwards per chunk from the next chunk on (>= 1; throws h3::Error(kInvalidArgument) else): its
   // grid is built for the new count; the RNG contract draws that many steps' noise for it, so the
@@ -104,6 +113,14 @@ class CausalSampler {
   // between the same two next() calls.
   void change_steps(int64_t steps);
   int64_t steps() const { return req_.settings.steps; }  // of the next chunk
+
+  // Relative positions: the chunks the window and the next chunk are moved back by now (0:
+  // where they are), and the highest chunk the current chunk sits at.
+  int64_t position_shift() const { return shift_; }
+  int64_t anchor() const { return anchor_; }
+  // recache_on_switch: the bytes of the kept chunks' commit inputs held for a recache (at most
+  // sink - 1 + window chunks).
+  int64_t recache_bytes() const;
 
  private:
   // One chunk's part of the contract's draws: its initial noise and the clean eps of its commit.
@@ -114,10 +131,19 @@ class CausalSampler {
   struct Pending {
     ChunkSpan span;
     at::Tensor x0_v, x0_a, clean_v, clean_a;
+    int64_t shift = 0;  // the chunks its positions were moved back by
+  };
+  // recache_on_switch: a retained chunk record's commit input (t x0 + (1 - t) eps_clean, fp32),
+  // to run its commit forward again under a new prompt.
+  struct Kept {
+    int64_t record = 0;
+    ChunkSpan span;
+    at::Tensor video, audio;  // [1, C, t_c, h, w] and audio rows [2 a_c, 32]
   };
 
   at::Tensor draw(at::IntArrayRef shape);  // the next draw of the contract, the same on every rank
   void commit_previous();
+  void recache();  // the kept chunks' records again, under the prompt record 0 now holds
 
   const Transformer& model_;
   CausalRequest req_;
@@ -130,6 +156,9 @@ class CausalSampler {
   Pending pending_;
   at::Tensor pending_text_, pending_tags_;  // a prompt change waiting for the next chunk
   int64_t origin_ = 0;                      // the media clock's origin: the first prompt's length
+  int64_t anchor_ = 0;                      // relative positions: see anchor()
+  int64_t shift_ = 0;                       // relative positions: the window's shift, in chunks
+  std::vector<Kept> kept_;                  // recache_on_switch: the retained chunk records' inputs
   int64_t next_ = 0;
   int64_t forwards_ = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "h3/error.h"
 
@@ -23,7 +24,7 @@ KvCache::KvCache(int64_t layers, int64_t sink, std::optional<int64_t> window)
   }
 }
 
-void KvCache::commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> values) {
+void KvCache::commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> values, int64_t placed) {
   if (keys.size() != k_.size() || values.size() != v_.size()) {
     throw Error(ErrorKind::kInternal, "KV cache: a commit of " + std::to_string(keys.size()) +
                                           " layers into a cache of " + std::to_string(k_.size()));
@@ -31,6 +32,7 @@ void KvCache::commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> value
   const int64_t n = committed_ + 1;  // records after this commit
   ids_.push_back(committed_);
   rows_.push_back(keys.front().size(0));
+  placed_.push_back(placed);
   // Which retained records survive: [0, sink) and [max(sink, n - window), n).
   std::vector<bool> keep(ids_.size());
   for (size_t i = 0; i < ids_.size(); ++i) {
@@ -56,15 +58,17 @@ void KvCache::commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> value
     keys[l] = at::Tensor();
     values[l] = at::Tensor();
   }
-  std::vector<int64_t> ids, rows;
+  std::vector<int64_t> ids, rows, placed_kept;
   for (size_t i = 0; i < ids_.size(); ++i) {
     if (keep[i]) {
       ids.push_back(ids_[i]);
       rows.push_back(rows_[i]);
+      placed_kept.push_back(placed_[i]);
     }
   }
   ids_ = std::move(ids);
   rows_ = std::move(rows);
+  placed_ = std::move(placed_kept);
   committed_ = n;
 }
 
@@ -82,6 +86,30 @@ void KvCache::replace_first(std::vector<at::Tensor> keys, std::vector<at::Tensor
     v_[l] = rest > 0 ? at::cat({values[l], v_[l].narrow(0, old, rest)}) : values[l];
   }
   rows_.front() = keys.front().size(0);
+}
+
+void KvCache::move_window(int64_t chunks, const std::function<at::Tensor(const at::Tensor&)>& turn) {
+  int64_t sink_rows = 0;
+  size_t first = 0;  // the window's first record
+  while (first < ids_.size() && ids_[first] < sink_) sink_rows += rows_[first++];
+  if (first == ids_.size()) return;  // no window retained (window 0)
+  const int64_t window_rows = rows() - sink_rows;
+  for (auto& k : k_) {
+    auto window = k.narrow(0, sink_rows, window_rows);  // a view: written in place
+    window.copy_(turn(window));
+  }
+  for (size_t i = first; i < placed_.size(); ++i) placed_[i] -= chunks;
+}
+
+void KvCache::take_keys_values(KvCache&& rebuilt) {
+  if (rebuilt.rows_ != rows_ || rebuilt.k_.size() != k_.size()) {
+    throw Error(ErrorKind::kInternal, "KV cache: a recache of " + std::to_string(rebuilt.rows_.size()) +
+                                          " records (" + std::to_string(rebuilt.rows()) + " rows) for " +
+                                          std::to_string(rows_.size()) + " (" + std::to_string(rows()) +
+                                          " rows)");
+  }
+  k_ = std::move(rebuilt.k_);
+  v_ = std::move(rebuilt.v_);
 }
 
 void KvCache::commit_dropped() {

@@ -1,15 +1,16 @@
 // The chunk-causal DiT's key/value cache (docs/causal.md "KV cache"): per layer, the rotated
-// keys (after the per-head q/k RMSNorm and RoPE at the rows' absolute positions, never
-// re-based) and the raw values of the committed records, in the compute dtype, this rank's
-// heads only. Record 0 is the text prefill, record j the j-th committed media chunk. After
-// the n-th commit it retains records [0, sink) and [max(sink, n - window), n): the text and
-// the first chunks pinned, a window of the most recent ones (no window: nothing is evicted),
-// so it holds at most sink + window records however long the stream.
+// keys (after the per-head q/k RMSNorm and RoPE at the rows' positions; with relative positions
+// the window's keys are turned back as the stream advances, move_window) and the raw values of the committed
+// records, in the compute dtype, this rank's heads only. Record 0 is the text prefill, record j the j-th
+// committed media chunk. After the n-th commit it retains records [0, sink) and [max(sink, n - window), n):
+// the text and the first chunks pinned, a window of the most recent ones (no window: nothing is evicted), so
+// it holds at most sink + window records however long the stream.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -31,8 +32,9 @@ class KvCache {
   const at::Tensor& values(int64_t layer) const { return v_[static_cast<size_t>(layer)]; }
 
   // Appends one record (one tensor per layer, all with the same rows) and evicts what the
-  // policy no longer retains, every layer at once.
-  void commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> values);
+  // policy no longer retains, every layer at once. `placed`: the chunk whose positions its keys
+  // were rotated at (-1: the prompt's).
+  void commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> values, int64_t placed = -1);
 
   int64_t committed() const { return committed_; }  // records committed so far
   // Whether the next record committed would be retained (false with window 0 once the sink is
@@ -46,6 +48,18 @@ class KvCache {
   void commit_dropped();
   // The retained records' numbers (0 = the text, j = media chunk j - 1), in time order.
   const std::vector<int64_t>& records() const { return ids_; }
+  // Each retained record's rows, and the chunk whose positions its keys sit at (-1: the prompt):
+  // its own chunk, or with relative positions that chunk moved back (move_window).
+  const std::vector<int64_t>& record_rows() const { return rows_; }
+  const std::vector<int64_t>& placed() const { return placed_; }
+  // Relative positions: the records past the sink (the window) move `chunks` chunks back: every
+  // layer's keys of their rows become turn(those keys) (the same shape), their values stay.
+  void move_window(int64_t chunks, const std::function<at::Tensor(const at::Tensor&)>& turn);
+  // A prompt switch's recache: every layer's keys and values of the retained records become
+  // `rebuilt`'s, which holds the same records' rows in the same order (recomputed under a new
+  // prompt); which records are retained, and where, stays. Throws h3::Error(kInternal) when the
+  // rows differ.
+  void take_keys_values(KvCache&& rebuilt);
   int64_t rows() const;   // retained rows
   int64_t bytes() const;  // bytes of every layer's retained keys and values
 
@@ -55,6 +69,7 @@ class KvCache {
   std::vector<at::Tensor> k_, v_;  // per layer, retained records concatenated
   std::vector<int64_t> ids_;       // retained records
   std::vector<int64_t> rows_;      // rows of each retained record
+  std::vector<int64_t> placed_;    // the chunk each retained record's keys sit at (-1: the prompt)
   int64_t committed_ = 0;
 };
 

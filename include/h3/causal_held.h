@@ -17,6 +17,11 @@ struct CausalHeld {
   int64_t video_latents = 0;  // latent frames kept for the decode
   int64_t audio_latents = 0;  // audio latents (per channel) kept for the soundtrack's decoder
   int64_t latent_bytes = 0;   // the bytes of both
+  // Relative positions (docs/causal.md "Positions"): the chunks this chunk and the cache's window
+  // sat moved back by (0: at their own positions).
+  int64_t position_shift = 0;
+  // prompt-switch=recache: the bytes of the kept chunks' commit inputs held for a recache.
+  int64_t recache_bytes = 0;
 };
 
 }  // namespace h3

@@ -36,6 +36,14 @@ constexpr int64_t clip_frames(int64_t chunks) {
   return kChunkFrames * chunks + kTailFrames;
 }
 
+// The chunks (whole ones and the tail) of the clip the engine generates for `frames` frames (the
+// smallest 17n+5 at or above max(frames, 22) has n + 1): 4 for the tiny default's 48, 8 for the
+// release's 124.
+constexpr int64_t clip_chunks(int64_t frames) {
+  const int64_t f = std::max<int64_t>(frames, kMinDecodedFrames);
+  return (f - kTailFrames + kChunkFrames - 1) / kChunkFrames + 1;
+}
+
 // The pixel frames video latent k of a clip spans: a chunk's first latent 1, each other 4.
 constexpr int64_t latent_frames_spanned(int64_t latent) {
   return latent % kChunkLatents == 0 ? 1 : kFramesPerLatent;

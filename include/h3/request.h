@@ -89,6 +89,10 @@ struct GenerationRequest {
   // causal: pinned KV-cache records, the text being the first (>= 1), and recent chunks kept
   // (-1: none evicted; a window of the clip's chunks or more keeps every chunk).
   int64_t sink = 2, window = 2;
+  // causal: where the chunks sit on the DiT's media clock (auto: relative for an endless stream,
+  // absolute for a clip) and what a prompt change does to the kept chunks (docs/causal.md).
+  CausalPositions positions = CausalPositions::kAuto;
+  PromptSwitch prompt_switch = PromptSwitch::kKeep;
   // causal: the grids' shifts; 0: the model's scheduler shifts (12 and 3 in the release).
   double video_shift = 0, audio_shift = 0;
   // causal: the fewest forwards per chunk StreamControl::change_steps may set (a live stream

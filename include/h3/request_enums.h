@@ -14,10 +14,22 @@ enum class Sampler { kEuler, kCausal };
 enum class ReferenceKind { kImage, kVideo, kAudio };
 // Which frame of the clip an FL2VA keyframe pins (ClipPlan::keyframe_anchors).
 enum class Keyframe { kFirst, kLast };
+// Where a causal request's chunks sit on the DiT's media clock (GenerationRequest::positions,
+// docs/causal.md "Positions"): kAbsolute, at the dense layout's positions however far the stream
+// has gone; kRelative, the retained window and the current chunk moved back in steps of 3 chunks
+// once the stream passes the model's trained length, so that the DiT never sees a position a clip
+// of that length lacks; kAuto, relative for an endless stream and absolute for a finite clip.
+enum class CausalPositions { kAuto, kAbsolute, kRelative };
+// What a causal request's prompt change does to the chunks the KV cache keeps
+// (GenerationRequest::prompt_switch, docs/causal.md "Prompt changes"): kKeep, their keys and values
+// stay as computed under the old prompt; kRecache, they are recomputed under the new one.
+enum class PromptSwitch { kKeep, kRecache };
 
-const char* to_string(Sampler s);        // "euler", "causal"
-const char* to_string(ReferenceKind k);  // "image", "video", "audio"
-const char* to_string(Keyframe k);       // "first", "last"
+const char* to_string(Sampler s);          // "euler", "causal"
+const char* to_string(ReferenceKind k);    // "image", "video", "audio"
+const char* to_string(Keyframe k);         // "first", "last"
+const char* to_string(CausalPositions p);  // "auto", "absolute", "relative"
+const char* to_string(PromptSwitch p);     // "keep", "recache"
 
 // Each the value whose to_string is `name`; any other name throws h3::Error(kInvalidArgument)
 // naming it and the names there are: "sampler 'dpm' is not known: use \"euler\" (...) or
@@ -25,5 +37,7 @@ const char* to_string(Keyframe k);       // "first", "last"
 Sampler parse_sampler(const std::string& name);
 ReferenceKind parse_reference_kind(const std::string& name);
 Keyframe parse_keyframe(const std::string& name);
+CausalPositions parse_causal_positions(const std::string& name);
+PromptSwitch parse_prompt_switch(const std::string& name);
 
 }  // namespace h3

@@ -453,6 +453,41 @@ TEST(H3VideoSrcLive, APausedLiveSourcePushesNothingAndGoesOnWhereItWas) {
   gst_object_unref(pipeline);
 }
 
+// The warnings on the bus that contain `words`.
+int warnings_with(GstElement* pipeline, const std::string& words) {
+  int n = 0;
+  GstBus* bus = gst_element_get_bus(pipeline);
+  while (GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_WARNING)) {
+    GError* err = nullptr;
+    gst_message_parse_warning(m, &err, nullptr);
+    if (std::string(err->message).find(words) != std::string::npos) ++n;
+    g_error_free(err);
+    gst_message_unref(m);
+  }
+  gst_object_unref(bus);
+  return n;
+}
+
+// positions=absolute on an endless stream is taken, and warned about once (GST_MESSAGE_WARNING):
+// its positions leave the trained clip's; the default (auto: relative) is not.
+TEST(H3SrcLive, AnEndlessStreamWithAbsolutePositionsWarnsOnce) {
+  const std::string words = "positions = absolute on an endless stream: from chunk ";
+  {
+    Pipeline p("positions=absolute prompt-switch=recache");
+    gint positions = -1, recache = -1;
+    g_object_get(p.src, "positions", &positions, "prompt-switch", &recache, nullptr);
+    EXPECT_EQ(positions, 1);  // h3::CausalPositions::kAbsolute
+    EXPECT_EQ(recache, 1);    // h3::PromptSwitch::kRecache
+    ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+    EXPECT_EQ(p.pull_frames(17).size(), 17u);
+    EXPECT_EQ(warnings_with(p.pipeline, words), 1);
+  }
+  Pipeline p("");
+  ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+  EXPECT_EQ(p.pull_frames(17).size(), 17u);
+  EXPECT_EQ(warnings_with(p.pipeline, "positions = absolute"), 0);
+}
+
 TEST(H3SrcLive, AnEmptyPromptEventIsRefusedAndABadTimelineFailsTheStartNamingTheFile) {
   {
     Pipeline p("");

@@ -65,7 +65,7 @@ TEST(H3VideoSrcElement, EveryPropertyHasABlurbAndIsMutableInReadyOnly) {
     EXPECT_TRUE(ps->flags & G_PARAM_READWRITE);
   }
   g_free(specs);
-  EXPECT_EQ(own, 34);
+  EXPECT_EQ(own, 36);
   for (const char* name : {"model",           "prompt",       "prompt-embeds", "seed",
                            "steps",           "width",        "height",        "num-frames",
                            "framerate",       "ranks",        "tp-size",       "device",
@@ -73,7 +73,8 @@ TEST(H3VideoSrcElement, EveryPropertyHasABlurbAndIsMutableInReadyOnly) {
                            "rendezvous",      "world-size",   "token-file",    "max-memory",
                            "sampler",         "lora",         "sink",          "window",
                            "prompt-timeline", "adaln-tables", "sp-size",       "device-memory",
-                           "first-frame",     "last-frame",   "references",    "engine-group"}) {
+                           "first-frame",     "last-frame",   "references",    "engine-group",
+                           "positions",       "prompt-switch"}) {
     EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), name), nullptr) << name;
   }
   EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(e), "compute-dtype"), nullptr);

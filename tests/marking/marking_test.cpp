@@ -36,6 +36,8 @@ Record sample_record() {
   r.fps_d = 1;
   r.sink = 2;
   r.window = 2;
+  r.positions = "relative";
+  r.prompt_switch = "recache";
   r.device = "cpu";
   r.audio = true;
   r.changes.push_back({2, 34, 34.0 / 24, "a blue square"});
@@ -60,11 +62,27 @@ TEST(MarkingRecord, JsonKeepsEveryFieldExactly) {
   EXPECT_EQ(back.num_frames, 56);
   EXPECT_EQ(back.fps_n, 24);
   EXPECT_TRUE(back.audio);
+  EXPECT_EQ(back.positions, "relative");
+  EXPECT_EQ(back.prompt_switch, "recache");
   ASSERT_EQ(back.changes.size(), 1u);
   EXPECT_EQ(back.changes[0].chunk, 2);
   EXPECT_EQ(back.changes[0].first_frame, 34);
   EXPECT_EQ(back.changes[0].prompt, "a blue square");
   EXPECT_EQ(h3::marking::to_json(back), h3::marking::to_json(r));
+}
+
+// A record written before positions and prompt_switch existed is read as what its stream had:
+// absolute positions, the kept chunks carried over.
+TEST(MarkingRecord, ARecordWithoutPositionsReadsAsAbsoluteAndKeep) {
+  std::string json = h3::marking::to_json(sample_record());
+  for (const std::string key : {"\"positions\":\"relative\",", "\"prompt_switch\":\"recache\","}) {
+    const auto at = json.find(key);
+    ASSERT_NE(at, std::string::npos) << key << " in " << json;
+    json.erase(at, key.size());
+  }
+  const Record back = h3::marking::record_from_json(json, "old.mp4");
+  EXPECT_EQ(back.positions, "absolute");
+  EXPECT_EQ(back.prompt_switch, "keep");
 }
 
 TEST(MarkingRecord, AMissingOrMistypedFieldIsNamed) {

@@ -345,6 +345,18 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
         "first-frame and last-frame condition the euler sampler only: the causal sampler has no keyframe "
         "path (RAVEN-Streaming is text to video); use sampler=euler, or leave the frames out");
   }
+  if (!causal && (req.positions != CausalPositions::kAuto || req.prompt_switch != PromptSwitch::kKeep)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string(req.positions != CausalPositions::kAuto ? "positions" : "prompt-switch") +
+                    " applies to the causal sampler (sampler=causal): the euler sampler has no KV cache "
+                    "to place or recompute");
+  }
+  if (causal && req.positions == CausalPositions::kRelative && req.window < 0) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "positions = relative needs a window: it moves the window's chunks back as the clip advances, "
+        "and window = -1 keeps every chunk; give a window of 0 or more, or positions = absolute");
+  }
   if (causal && req.lora.empty()) {
     p.warnings.push_back(
         "the causal sampler runs without a LoRA: the base model was not trained for chunk-causal sampling, "
@@ -395,6 +407,21 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
     p.cache_records = p.endless        ? (req.window < 0 ? -1 : req.sink + req.window)
                       : req.window < 0 ? p.causal_chunks
                                        : std::min(p.causal_chunks, req.sink + req.window);
+    // Asked for absolute positions (auto gives a clip them silently: today's clips, the parity
+    // vectors' layout), a stream or clip longer than the model's trained length is told where its
+    // positions leave it. A whole chunk at the trained clip's tail index already runs past it.
+    const int64_t trained = dit::clip_chunks(m.defaults.num_frames), past = trained - 1;
+    if (req.positions == CausalPositions::kAbsolute && (p.endless || p.causal_chunks > trained)) {
+      std::ostringstream w;
+      w << "positions = absolute "
+        << (p.endless ? "on an endless stream" : "on a clip longer than the trained length")
+        << ": from chunk " << past << " (counted from 0, " << dit::chunk_start_seconds(past)
+        << " s in) its positions pass those of a clip of the model's trained length ("
+        << m.defaults.num_frames
+        << " frames, the model's default), where RoPE extrapolates and the picture may drift; positions = "
+           "relative keeps them within (auto's choice for an endless stream)";
+      p.warnings.push_back(w.str());
+    }
   } else {
     p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();
   }

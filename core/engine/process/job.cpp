@@ -39,6 +39,18 @@ void to_json(nlohmann::json& j, Keyframe k) {
 void from_json(const nlohmann::json& j, Keyframe& k) {
   k = enum_from_wire(j, parse_keyframe);
 }
+void to_json(nlohmann::json& j, CausalPositions p) {
+  j = to_string(p);
+}
+void from_json(const nlohmann::json& j, CausalPositions& p) {
+  p = enum_from_wire(j, parse_causal_positions);
+}
+void to_json(nlohmann::json& j, PromptSwitch p) {
+  j = to_string(p);
+}
+void from_json(const nlohmann::json& j, PromptSwitch& p) {
+  p = enum_from_wire(j, parse_prompt_switch);
+}
 
 // Field by field, by name: every rank reads what rank 0 wrote, whatever order or build.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlannedReference, kind, width, height, frames, encoded_frames,
@@ -51,8 +63,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClipPlan, width, height, num_frames, canvas_w
                                    vision_rows)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TimedPrompt, seconds, prompt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GenerationRequest, prompt, embeds_path, width, height, num_frames, steps,
-                                   seed, audio, sampler, sink, window, video_shift, audio_shift, lora,
-                                   prompt_timeline, min_steps)
+                                   seed, audio, sampler, sink, window, positions, prompt_switch, video_shift,
+                                   audio_shift, lora, prompt_timeline, min_steps)
 
 namespace engine_detail {
 

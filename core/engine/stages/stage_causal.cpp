@@ -182,6 +182,8 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     e.held.audio_latents = audio_end_ - audio_begin_;
     e.held.latent_bytes = (video_.defined() ? static_cast<int64_t>(video_.nbytes()) : 0) +
                           (audio_.defined() ? static_cast<int64_t>(audio_.nbytes()) : 0);
+    e.held.position_shift = sampler_.position_shift();
+    e.held.recache_bytes = sampler_.recache_bytes();
     c_.mailbox.post(std::move(e));
   }
 
@@ -214,6 +216,13 @@ void causal_stage(const StageContext& c, const Job& job, const text::Conditionin
   r.settings.video_shift = p.video_shift;
   r.settings.audio_shift = p.audio_shift;
   r.endless = p.endless;
+  // Relative positions keep the stream within the positions of a clip of the model's default
+  // length (docs/causal.md "Positions"); auto: on for an endless stream, off for a clip.
+  const CausalPositions positions = job.request.positions;
+  r.settings.relative_positions =
+      positions == CausalPositions::kRelative || (positions == CausalPositions::kAuto && p.endless);
+  r.settings.trained_chunks = dit::clip_chunks(c.model.defaults.num_frames);
+  r.settings.recache_on_switch = job.request.prompt_switch == PromptSwitch::kRecache;
   dit::check_causal_settings(r.settings);
   // Every grid a live step change may ask for (min_steps..steps), so that none reads the AdaLN
   // projections again in the middle of a stream.

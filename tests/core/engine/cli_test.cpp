@@ -167,11 +167,35 @@ TEST(Cli, BadInputsAreClearErrors) {
   fails("generate --prompt x --sampler dpm" + out,
         "h3 generate: invalid argument: sampler 'dpm' is not known: use \"euler\" (the whole clip, the "
         "release's sampler) or \"causal\" (chunk-causal streaming synthesis)");
+  fails("generate --prompt x --sampler causal --positions rope" + out,
+        "h3 generate: invalid argument: positions 'rope' is not known");
+  fails("generate --prompt x --sampler causal --prompt-switch drop" + out,
+        "h3 generate: invalid argument: prompt-switch 'drop' is not known");
+  fails("generate --prompt x --positions relative" + out, "positions applies to the causal sampler");
   fails("generate --prompt x --ranks 2 --sp 3" + out, "sp-size = 3 with 2 ranks");
   fails("generate --prompt x --device-memory 1M" + out,
         "per rank as TP1\u00d7SP1 but each device has 1.0 MiB");
   fails("generate --prompt x --device-memory lots" + out, "--device-memory");
   fails("generate --prompt x --out " + q(d / "no/dir/x.y4m"), "no/dir/x.y4m");
+}
+
+// --positions absolute on a causal clip longer than the model's trained length (the tiny default's
+// 48 frames: 4 chunks) prints one warning line naming where its positions leave the trained clip's;
+// the default (auto: absolute for a clip, the parity layout) prints none.
+TEST(Cli, AbsolutePositionsPastTheTrainedLengthAreWarnedAbout) {
+  test::TempDir d("cli-positions");
+  const std::string common =
+      "generate --prompt 'a red ball bouncing' --sampler causal --frames 73 --width 64 "
+      "--height 64 --quiet --prompt-switch recache --out " +
+      q(d / "clip.y4m");
+  const Result r = sh(h3(common + " --positions absolute"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out,
+              ::testing::HasSubstr("h3 generate: warning: positions = absolute on a clip longer than the "
+                                   "trained length: from chunk 3 (counted from 0, 2.125 s in)"));
+  const Result quiet = sh(h3(common));
+  ASSERT_EQ(quiet.code, 0) << quiet.out;
+  EXPECT_THAT(quiet.out, ::testing::Not(::testing::HasSubstr("positions = absolute")));
 }
 
 // --prompt-timeline: the file's prompt takes over at its chunk (the CLI's latents are the engine's

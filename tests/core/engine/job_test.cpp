@@ -22,6 +22,8 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   j.request.audio = true;
   j.request.sampler = Sampler::kCausal;
   j.request.min_steps = 2;
+  j.request.positions = CausalPositions::kRelative;
+  j.request.prompt_switch = PromptSwitch::kRecache;
   j.want_latents = true;
   j.free_text_encoder = true;
   ClipPlan& p = j.plan;
@@ -54,6 +56,9 @@ TEST(Job, EveryFieldSurvivesTheWire) {
   EXPECT_EQ(r.plan.keyframe_anchors, p.keyframe_anchors);
   EXPECT_EQ(r.plan.sampler, Sampler::kCausal);
   EXPECT_EQ(r.request.sampler, Sampler::kCausal);
+  // Every rank places and recaches the chunks as rank 0 was asked to.
+  EXPECT_EQ(r.request.positions, CausalPositions::kRelative);
+  EXPECT_EQ(r.request.prompt_switch, PromptSwitch::kRecache);
   ASSERT_EQ(r.plan.references.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     const PlannedReference &a = r.plan.references[i], &b = p.references[i];
@@ -126,6 +131,11 @@ TEST(Job, SamplerKindsAndAnchorsTravelAsTheirNames) {
   EXPECT_EQ(refs[2].at("kind"), "image");
   j.request.sampler = Sampler::kEuler;
   EXPECT_EQ(nlohmann::json::parse(encode(j)).at("request").at("sampler"), "euler");
+  j.request.positions = CausalPositions::kAbsolute;
+  j.request.prompt_switch = PromptSwitch::kRecache;
+  const auto named = nlohmann::json::parse(encode(j)).at("request");
+  EXPECT_EQ(named.at("positions"), "absolute");
+  EXPECT_EQ(named.at("prompt_switch"), "recache");
 }
 
 // A name rank 0 cannot have written is an internal error naming it, never a default value.

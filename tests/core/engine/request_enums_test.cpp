@@ -24,6 +24,16 @@ TEST(RequestEnums, EachValueHasItsNameAndReadsBack) {
     EXPECT_EQ(parse_reference_kind(to_string(k)), k);
   }
   for (Keyframe k : {Keyframe::kFirst, Keyframe::kLast}) EXPECT_EQ(parse_keyframe(to_string(k)), k);
+  EXPECT_STREQ(to_string(CausalPositions::kAuto), "auto");
+  EXPECT_STREQ(to_string(CausalPositions::kAbsolute), "absolute");
+  EXPECT_STREQ(to_string(CausalPositions::kRelative), "relative");
+  EXPECT_STREQ(to_string(PromptSwitch::kKeep), "keep");
+  EXPECT_STREQ(to_string(PromptSwitch::kRecache), "recache");
+  for (CausalPositions p : {CausalPositions::kAuto, CausalPositions::kAbsolute, CausalPositions::kRelative}) {
+    EXPECT_EQ(parse_causal_positions(to_string(p)), p);
+  }
+  for (PromptSwitch p : {PromptSwitch::kKeep, PromptSwitch::kRecache})
+    EXPECT_EQ(parse_prompt_switch(to_string(p)), p);
 }
 
 TEST(RequestEnums, AnUnknownNameIsRefusedWithTheNamesThereAre) {
@@ -45,6 +55,12 @@ TEST(RequestEnums, AnUnknownNameIsRefusedWithTheNamesThereAre) {
   EXPECT_EQ(refusal(parse_reference_kind, "mask"),
             "reference kind 'mask' is not known: \"image\", \"video\" or \"audio\"");
   EXPECT_EQ(refusal(parse_keyframe, "middle"), "keyframe 'middle' is not known: \"first\" or \"last\"");
+  EXPECT_EQ(refusal(parse_causal_positions, "rope"),
+            "positions 'rope' is not known: \"auto\" (relative for an endless stream, absolute for a clip), "
+            "\"absolute\" or \"relative\"");
+  EXPECT_EQ(refusal(parse_prompt_switch, "drop"),
+            "prompt-switch 'drop' is not known: \"keep\" (the kept chunks carry over as they were) or "
+            "\"recache\" (they are recomputed under the new prompt)");
 }
 
 }  // namespace
