@@ -313,7 +313,7 @@ void Generation::run() {
   // The engine hands a chunk's frames over first and its soundtrack's stretch after (two
   // FrameChunks with the same index): each goes to its own queue as soon as it exists.
   auto on_chunk = [&](FrameChunk&& chunk) {
-    const int64_t frames = chunk.count;
+    const int64_t frames = chunk.count, chunk_index = chunk.index;
     if (just_in_time && frames > 0 && taken)
       just_in_time->produced(std::chrono::steady_clock::now() - *taken);
     GST_CAT_LOG_OBJECT(category_, log_object_,
@@ -334,14 +334,19 @@ void Generation::run() {
       if (frames > 0) just_in_time->queued(std::chrono::steady_clock::now(), frames);
       if (request_.clip.audio ? frames == 0 : frames > 0) {
         const auto begin = just_in_time->begin_next();
-        GST_CAT_LOG_OBJECT(
-            category_, log_object_,
-            "holding the engine %" G_GINT64_FORMAT " ms (lead %" G_GINT64_FORMAT " ms)",
-            static_cast<gint64>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    begin - std::chrono::steady_clock::now())
-                                    .count()),
-            static_cast<gint64>(
-                std::chrono::duration_cast<std::chrono::milliseconds>(just_in_time->lead()).count()));
+        using std::chrono::milliseconds;
+        const auto ms = [](auto d) {
+          return static_cast<gint64>(std::chrono::duration_cast<milliseconds>(d).count());
+        };
+        // A negative hold: the engine is late by that much (its lead is longer than what was left).
+        GST_CAT_DEBUG_OBJECT(category_, log_object_,
+                             "chunk %" G_GINT64_FORMAT " queued: holding the engine %" G_GINT64_FORMAT
+                             " ms (lead %" G_GINT64_FORMAT " ms)",
+                             static_cast<gint64>(chunk_index),
+                             begin == std::chrono::steady_clock::time_point{}
+                                 ? 0
+                                 : ms(begin - std::chrono::steady_clock::now()),
+                             ms(just_in_time->lead()));
         hold(begin);
       }
     }
