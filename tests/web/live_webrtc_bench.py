@@ -17,7 +17,7 @@ printed (docs/performance.md, "Live over WebRTC"):
 - the server's CPU with 0, 1 and 4 WebRTC viewers (utime + stime of the process over 10 s each).
 The machine (lscpu's model name, AVX-512 / bf16 flags) and the load average are printed beside.
 
-    live_webrtc_bench.py BUILD_DIR SOURCE_DIR [--seconds 30] [--trials 8] [--queue-chunks N]
+    live_webrtc_bench.py BUILD_DIR SOURCE_DIR [--seconds 30] [--trials 8] [--queue-chunks N [--size 256x160]]
 """
 import argparse
 import json
@@ -146,16 +146,19 @@ def main():
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--queue-chunks", type=int, default=None,
                     help="h3src's queue-chunks instead of the server's default (0: just in time)")
+    ap.add_argument("--size", default="256x160", help="the picture, WIDTHxHEIGHT, with --queue-chunks")
     a = ap.parse_args()
     print(f"machine: {machine()}; load average at start {load()}")
     os.environ["GST_DEBUG"] = "h3src:5"
     os.environ["GST_DEBUG_NO_COLOR"] = "1"
     props = None
     if a.queue_chunks is not None:
-        props = (f"model={os.path.join(a.src, 'data', 'default')} width=256 height=160 seed=4 queue-chunks={a.queue_chunks} "
+        width, height = a.size.split("x")
+        props = (f"model={os.path.join(a.src, 'data', 'default')} width={width} height={height} seed=4 "
+                 f"queue-chunks={a.queue_chunks} "
                  "prompt='a red circle moving right on a black background'")
     server = Server(a.build, a.src, props=props)
-    print(f"server: {server.url} ({'queue-chunks=' + str(a.queue_chunks) if props else 'its defaults'})")
+    print(f"server: {server.url} ({'queue-chunks=' + str(a.queue_chunks) + ', ' + a.size if props else 'its defaults'})")
     drivers = []
     try:
         time.sleep(5)  # the model loaded, the stream steady
