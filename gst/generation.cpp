@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine_loader.h"
+#include "just_in_time.h"
 
 namespace h3gst {
 
@@ -74,6 +75,7 @@ void Generation::start(Request request) {
 }
 
 void Generation::stop() {
+  wake_hold();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -95,6 +97,7 @@ void Generation::stop() {
 }
 
 void Generation::end() {
+  wake_hold();
   std::lock_guard<std::mutex> lock(mutex_);
   ending_ = true;
   if (generating_) {
@@ -112,8 +115,33 @@ void Generation::end() {
 }
 
 void Generation::change_prompt(const std::string& prompt, double at_seconds) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (generating_) stream_->change_prompt(prompt, at_seconds);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!generating_) return;
+    stream_->change_prompt(prompt, at_seconds);
+  }
+  // Given while the engine is held (queue-chunks=0), the change is taken by the chunk it begins
+  // next: it begins now, so that encoding the prompt does not make that chunk late.
+  wake_hold();
+}
+
+void Generation::wake_hold() {
+  std::lock_guard<std::mutex> lock(hold_mutex_);
+  hold_wake_ = true;
+  hold_woken_.notify_all();
+}
+
+void Generation::hold(std::chrono::steady_clock::time_point until) {
+  std::unique_lock<std::mutex> lock(hold_mutex_);
+  hold_woken_.wait_until(lock, until, [&] { return hold_wake_; });
+  hold_wake_ = false;
+}
+
+std::chrono::steady_clock::duration Generation::frame_duration() const {
+  const bool own = request_.fps_n > 0 && request_.fps_d > 0;
+  const int64_t n = own ? request_.fps_n : plan_.fps_n, d = own ? request_.fps_d : plan_.fps_d;
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::nanoseconds(1000000000LL * d / n));
 }
 
 void Generation::change_steps(int64_t steps) {
@@ -122,6 +150,7 @@ void Generation::change_steps(int64_t steps) {
 }
 
 void Generation::cancel_and_arm_restart() {
+  wake_hold();
   std::lock_guard<std::mutex> lock(mutex_);
   if (!planned_) return;  // still starting: nothing generated yet
   restart_pending_ = true;
@@ -269,11 +298,24 @@ void Generation::run() {
   }
   auto on_progress = [&](const h3::Progress& p) { observer_.progress(p); };
   // When the previous chunk's frames were taken into the queue: the next chunk's cycle starts
-  // there (a wait for room in a full queue is the consumer's pace, not production).
+  // there (a wait for room in a full queue, or a just-in-time hold, is the consumer's pace, not
+  // production).
   std::optional<std::chrono::steady_clock::time_point> taken;
+  // queue-chunks=0 on a live stream: the engine is held on the hand-over that ends a chunk (its
+  // soundtrack's stretch when the request has audio: that stretch is due with the chunk's
+  // frames) until it is time to begin the next one (just_in_time.h).
+  std::optional<JustInTime> just_in_time;
+  if (request_.just_in_time) just_in_time.emplace(frame_duration());
+  {
+    std::lock_guard<std::mutex> lock(hold_mutex_);
+    hold_wake_ = false;  // a wake-up for an earlier request
+  }
   // The engine hands a chunk's frames over first and its soundtrack's stretch after (two
   // FrameChunks with the same index): each goes to its own queue as soon as it exists.
   auto on_chunk = [&](FrameChunk&& chunk) {
+    const int64_t frames = chunk.count, chunk_index = chunk.index;
+    if (just_in_time && frames > 0 && taken)
+      just_in_time->produced(std::chrono::steady_clock::now() - *taken);
     GST_CAT_LOG_OBJECT(category_, log_object_,
                        "chunk %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " frames from %" G_GINT64_FORMAT
                        ", %" G_GINT64_FORMAT " audio samples from %" G_GINT64_FORMAT,
@@ -288,6 +330,26 @@ void Generation::run() {
     }
     const bool pushed = (chunk.audio.count == 0 || audio_queue_.push(std::move(chunk.audio))) &&
                         (chunk.count == 0 || queue_.push(std::move(chunk)));
+    if (just_in_time && pushed) {
+      if (frames > 0) just_in_time->queued(std::chrono::steady_clock::now(), frames);
+      if (request_.clip.audio ? frames == 0 : frames > 0) {
+        const auto begin = just_in_time->begin_next();
+        using std::chrono::milliseconds;
+        const auto ms = [](auto d) {
+          return static_cast<gint64>(std::chrono::duration_cast<milliseconds>(d).count());
+        };
+        // A negative hold: the engine is late by that much (its lead is longer than what was left).
+        GST_CAT_DEBUG_OBJECT(category_, log_object_,
+                             "chunk %" G_GINT64_FORMAT " queued: holding the engine %" G_GINT64_FORMAT
+                             " ms (lead %" G_GINT64_FORMAT " ms)",
+                             static_cast<gint64>(chunk_index),
+                             begin == std::chrono::steady_clock::time_point{}
+                                 ? 0
+                                 : ms(begin - std::chrono::steady_clock::now()),
+                             ms(just_in_time->lead()));
+        hold(begin);
+      }
+    }
     taken = std::chrono::steady_clock::now();
     return pushed;
   };

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -63,7 +64,11 @@ class Generation {
     h3::EngineOptions engine;    // model_dir empty: the module's default model
     h3::GenerationRequest clip;  // 0: the model's default; clip.audio fills the audio queue too
     size_t queue_chunks = 1;     // the frame queue's bound (the audio queue's is one more)
-    std::string engine_group;    // elements of different groups never share an engine
+    // queue-chunks=0 on a live stream: the queue holds one chunk and the engine begins each next
+    // chunk just in time (just_in_time.h), at `fps_n`/`fps_d` frames a second (0: the plan's).
+    bool just_in_time = false;
+    int fps_n = 0, fps_d = 1;
+    std::string engine_group;  // elements of different groups never share an engine
   };
 
   // Logs into `category` about `log_object` (the element).
@@ -126,6 +131,13 @@ class Generation {
   // Under the lock: tells the observer unless a stop has begun; false if it has.
   bool complete_start(const h3::ClipPlan* plan);
   void run();
+  // queue-chunks=0: holds the engine (on the hand-over that ends a chunk) until `until`, or until
+  // wake_hold() was called since the last hold ended.
+  void hold(std::chrono::steady_clock::time_point until);
+  // A prompt change (the engine should take it now and encode it in time), a stop or an end:
+  // the engine held for just in time goes on at once.
+  void wake_hold();
+  std::chrono::steady_clock::duration frame_duration() const;
 
   Observer& observer_;
   GstDebugCategory* const category_;
@@ -155,6 +167,10 @@ class Generation {
   // (docs/element.md, h3src).
   AudioQueue audio_queue_{2};
   std::atomic<bool> restart_pending_{false};
+  // The just-in-time hold's wake-up (hold(), wake_hold()); a lock of its own, taken alone.
+  std::mutex hold_mutex_;
+  std::condition_variable hold_woken_;
+  bool hold_wake_ = false;
 
   // Held across stop() and start() while the key stays the same, under mutex_: set by the worker,
   // let go by close_engine() once no worker runs. The stream is this generation's own on it.

@@ -1,5 +1,6 @@
 #include "lifecycle.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "engine_loader.h"
@@ -138,7 +139,12 @@ bool Lifecycle::start(bool audio) {
     return false;
   }
   request.clip.audio = audio;
-  request.queue_chunks = static_cast<size_t>(s.queue_chunks);
+  // queue-chunks=0: one chunk in the queue, and on a live stream the engine begins each next
+  // chunk just in time; a stream that is not live has no clock to be in time for.
+  request.queue_chunks = static_cast<size_t>(std::max(1, s.queue_chunks));
+  request.just_in_time = s.queue_chunks == 0 && s.live;
+  request.fps_n = s.fps_n;
+  request.fps_d = s.fps_d;
   request.engine_group = s.engine_group;
   ask_for_engine_context();
   prompt_times_.reset();
@@ -538,6 +544,8 @@ void Lifecycle::progress(const h3::Progress& progress) {
   if (progress.phase == h3::Phase::kPrompt) {
     // Where a new prompt took over: its first chunk, reported when that chunk's first frame goes
     // out with its running time (frame_pushed).
+    GST_CAT_INFO_OBJECT(category_, element_, "the engine takes the new prompt from chunk %" G_GINT64_FORMAT,
+                        static_cast<gint64>(progress.chunk));
     prompt_times_.applied(progress.chunk, progress.frames);
     record_.changed(progress.chunk, progress.prompt);
     return;

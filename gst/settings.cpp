@@ -179,8 +179,9 @@ void install_engine_properties(GObjectClass* klass) {
       klass, PROP_QUEUE_CHUNKS,
       g_param_spec_int("queue-chunks", "Queued chunks",
                        "Decoded chunks that may wait for downstream before the engine is held back "
-                       "(bounds the frames in flight)",
-                       1, kMaxQueueChunks, d.queue_chunks, kReady));
+                       "(bounds the frames in flight); 0: one, and with is-live=true the engine begins "
+                       "each chunk just in time, so that a prompt change waits behind one chunk",
+                       0, kMaxQueueChunks, d.queue_chunks, kReady));
   g_object_class_install_property(
       klass, PROP_IS_LIVE,
       g_param_spec_boolean("is-live", "Is live",

@@ -5,7 +5,7 @@
 # back to the page); the same H.264 also goes out as HLS at /hls/ (the sound in AAC) for viewers
 # at scale. http://127.0.0.1:PORT/ serves the page (pipelines/live/webrtc.html). Ctrl-C ends it.
 # Usage: bash pipelines/live-webrtc.sh BUILD_DIR [PORT] [H3SRC_PROPERTIES] [SERVER_OPTIONS...]
-#   e.g. bash pipelines/live-webrtc.sh build 8080 "width=256 height=160 queue-chunks=1" --max-viewers 4
+#   e.g. bash pipelines/live-webrtc.sh build 8080 "width=256 height=160 queue-chunks=0" --max-viewers 4
 #   SERVER_OPTIONS: --listen 0.0.0.0 (steering then needs the printed token), --max-viewers N,
 #   --prompts-per-second N, --max-prompt-bytes N, --max-sdp-bytes N, --stun stun://HOST:PORT
 #   (BUILD_DIR/pipelines/h3-live-webrtc --help lists them all).
@@ -15,8 +15,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 h3_pipeline_env "${1:-build}"
 port=${2:-8080}
-# queue-chunks=1: a prompt change waits behind one decoded chunk, not two (docs/causal.md).
-props=${3:-width=256 height=160 queue-chunks=1}
+# queue-chunks=0: the engine begins each chunk just in time, so a prompt change waits behind the
+# chunk on screen and the next one, not two more (docs/causal.md).
+props=${3:-width=256 height=160 queue-chunks=0}
 server="$H3_BUILD/pipelines/h3-live-webrtc"
 if [ ! -x "$server" ]; then
   echo "$server is missing: it is built when libsoup-3.0-dev and libgstreamer-plugins-bad1.0-dev are" \

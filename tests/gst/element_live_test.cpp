@@ -232,6 +232,83 @@ TEST(H3SrcLive, ThePromptPropertySetDuringAChunkGivesTheNewPromptsFramesFromTheN
   }
 }
 
+// h3videosrc, 16 frames a second, 80x48: `props` added; the video's frames.
+struct VideoPipeline {
+  GstElement* pipeline = nullptr;
+  GstElement* src = nullptr;
+  GstAppSink* video = nullptr;
+  explicit VideoPipeline(const std::string& props) {
+    const std::string desc =
+        "h3videosrc name=s sampler=causal framerate=16/1 width=" + std::to_string(kWidth) +
+        " height=" + std::to_string(kHeight) + " " + props + " ! appsink name=v sync=false max-buffers=0";
+    GError* err = nullptr;
+    pipeline = gst_parse_launch(desc.c_str(), &err);
+    EXPECT_EQ(err, nullptr) << (err ? err->message : "");
+    src = h3test::by_name(pipeline, "s");
+    video = GST_APP_SINK(h3test::by_name(pipeline, "v"));
+  }
+  ~VideoPipeline() {
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(video);
+    gst_object_unref(src);
+    gst_object_unref(pipeline);
+  }
+  void pull_frames(int n, std::vector<std::string>* out) {
+    for (int i = 0; i < n; ++i) {
+      GstSample* s = gst_app_sink_try_pull_sample(video, 120 * GST_SECOND);
+      if (!s) break;
+      GstMapInfo m;
+      GstBuffer* b = gst_sample_get_buffer(s);
+      gst_buffer_map(b, &m, GST_MAP_READ);
+      out->emplace_back(reinterpret_cast<const char*>(m.data), m.size);
+      gst_buffer_unmap(b, &m);
+      gst_sample_unref(s);
+    }
+  }
+};
+
+// queue-chunks=0 on a live stream (docs/element.md): the engine begins each chunk just in time, so
+// a prompt change sent as chunk k starts to play is taken by chunk k+2, the first the engine has
+// not begun (with queue-chunks=1 it begins chunk k+2 as soon as chunk k is queued, two frames
+// before chunk k plays, and the change waits for chunk k+3). 16 frames a second: a chunk plays
+// 1.06 s and the tiny model makes one in a fraction of that, so the order does not hang on the
+// machine's speed. (h3videosrc: with h3src's soundtrack the engine decodes each chunk's sound after
+// its frames are queued, which on the tiny model takes about as long as the chunk plays and makes
+// the two settings land alike here.) The change lands where the same change written in a timeline
+// lands: the same frames. On two ranks (rank 0 holds, rank 1 waits for it in the decode's
+// collectives, and both encode the new prompt) the change lands on the same chunk.
+TEST(H3VideoSrcLive, WithQueueChunksZeroAPromptSentAsChunkKPlaysIsTakenByChunkKPlusTwo) {
+  const char* storm = "a lighthouse in a storm";
+  std::vector<std::string> live, up_front;
+  for (const char* ranks : {"ranks=1", "ranks=2"}) {
+    VideoPipeline p(std::string("seed=3 is-live=true queue-chunks=0 ") + ranks);
+    ASSERT_NE(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+    std::vector<std::string> frames;
+    p.pull_frames(2 * 17 + 1, &frames);  // up to chunk 2's first frame: chunk 2 plays
+    GstStructure* s = gst_structure_new("h3-prompt", "prompt", G_TYPE_STRING, storm, nullptr);
+    EXPECT_TRUE(gst_element_send_event(p.src, gst_event_new_custom(GST_EVENT_CUSTOM_UPSTREAM, s)));
+    p.pull_frames(6 * 17 - static_cast<int>(frames.size()), &frames);
+    EXPECT_EQ(frames.size(), 102u) << ranks;
+    const auto applied = prompts_applied(p.pipeline);
+    ASSERT_EQ(applied.size(), 1u) << ranks;
+    EXPECT_EQ(applied[0].first, 4) << ranks << ": taken by chunk " << applied[0].first
+                                   << ", sent as chunk 2 played";
+    if (live.empty()) live = std::move(frames);
+  }
+  {
+    // Chunk 4 is the first to start at or after 2.8 s (68 / 24 s on the model's clock).
+    const h3::test::TempDir dir("live-just-in-time");
+    const std::string file = dir / "timeline.txt";
+    std::ofstream(file) << "2.8 " << storm << "\n";
+    VideoPipeline p("seed=3 prompt-timeline=" + file);
+    ASSERT_NE(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+    p.pull_frames(6 * 17, &up_front);
+  }
+  ASSERT_EQ(live.size(), 102u);
+  ASSERT_EQ(up_front.size(), 102u);
+  for (size_t i = 0; i < live.size(); ++i) EXPECT_TRUE(live[i] == up_front[i]) << "frame " << i;
+}
+
 TEST(H3VideoSrcLive, AnEndlessLiveStreamReportsALatencyOfAtLeastTheTimeAChunkTakes) {
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(

@@ -23,7 +23,7 @@ class Server:
         # The embedded default model (data/default), named: the test environment's H3_MODEL_DIR is
         # the random tiny model, which draws no red circle and no blue square.
         if props is None:
-            props = (f"model={os.path.join(src, 'data', 'default')} width=256 height=160 seed=4 queue-chunks=1 "
+            props = (f"model={os.path.join(src, 'data', 'default')} width=256 height=160 seed=4 queue-chunks=0 "
                      "prompt='a red circle moving right on a black background'")
         self.port = free_port()
         self.log_path = os.path.join(build, "meson-logs", f"live-webrtc-{self.port}.log")
