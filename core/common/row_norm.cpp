@@ -115,16 +115,17 @@ at::Tensor rms_norm_affine_rows(const at::Tensor& x, const at::Tensor& weight, d
   return y;
 }
 
-at::Tensor rms_norm_rope_rows(const at::Tensor& x, const at::Tensor& weight, double eps, const at::Tensor& cos,
-                              const at::Tensor& sin) {
+at::Tensor rms_norm_rope_rows(const at::Tensor& x, const at::Tensor& weight, double eps,
+                              const at::Tensor& cos, const at::Tensor& sin) {
   if (x.dim() != 3) throw Error(ErrorKind::kInternal, "rms_norm_rope_rows: x must be [S, heads, D]");
   const auto xc = x.contiguous();
   const int64_t s = xc.size(0), heads = xc.size(1), d = xc.size(2);
   const auto wc = fp32_vector(weight, d, "the weight");
   const int64_t r = cos.size(-1), half = r / 2;
-  if (r > d || r % 2 != 0 || cos.numel() != s * r || sin.numel() != s * r || cos.scalar_type() != at::kFloat ||
-      sin.scalar_type() != at::kFloat) {
-    throw Error(ErrorKind::kInternal, "rms_norm_rope_rows: cos and sin must be [S, 1, R] fp32 with even R <= D");
+  if (r > d || r % 2 != 0 || cos.numel() != s * r || sin.numel() != s * r ||
+      cos.scalar_type() != at::kFloat || sin.scalar_type() != at::kFloat) {
+    throw Error(ErrorKind::kInternal,
+                "rms_norm_rope_rows: cos and sin must be [S, 1, R] fp32 with even R <= D");
   }
   const auto cc = cos.contiguous(), sc = sin.contiguous();
   auto y = at::empty_like(xc);

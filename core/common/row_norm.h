@@ -39,7 +39,7 @@ at::Tensor rms_norm_affine_rows(const at::Tensor& x, const at::Tensor& weight, d
 // x [S, heads, D]: rms_norm_rows over D per head, then rotate-half RoPE on the first R dims of
 // every head with cos, sin [S, 1, R] (or [S, R]) fp32: y[:R] = y[:R] * cos + rot(y[:R]) * sin,
 // rot(v) = [-v[R/2:], v[:R/2]].
-at::Tensor rms_norm_rope_rows(const at::Tensor& x, const at::Tensor& weight, double eps, const at::Tensor& cos,
-                              const at::Tensor& sin);
+at::Tensor rms_norm_rope_rows(const at::Tensor& x, const at::Tensor& weight, double eps,
+                              const at::Tensor& cos, const at::Tensor& sin);
 
 }  // namespace h3

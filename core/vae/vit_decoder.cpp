@@ -87,7 +87,8 @@ void fold_layer_scales(BlockWeights& b) {
 
 // RMSNorm of a band's rows: one pass per row on the CPU in fp32 (common/row_norm.h), else ATen's.
 at::Tensor rms_norm_band(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  return row_norm_applies(x, weight) ? rms_norm_rows(x, weight, eps) : at::rms_norm(x, {x.size(-1)}, weight, eps);
+  return row_norm_applies(x, weight) ? rms_norm_rows(x, weight, eps)
+                                     : at::rms_norm(x, {x.size(-1)}, weight, eps);
 }
 
 }  // namespace
