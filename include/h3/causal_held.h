@@ -17,6 +17,11 @@ struct CausalHeld {
   int64_t video_latents = 0;  // latent frames kept for the decode
   int64_t audio_latents = 0;  // audio latents (per channel) kept for the soundtrack's decoder
   int64_t latent_bytes = 0;   // the bytes of both
+  // The CPU block cache's (the process's, every stream's): the free blocks it keeps for the next
+  // chunk's forwards and the sizes it tracks, both bounded by what the last chunks asked for
+  // (docs/causal.md "Memory stays flat").
+  int64_t cached_block_bytes = 0;
+  int64_t cached_block_sizes = 0;
 };
 
 }  // namespace h3
