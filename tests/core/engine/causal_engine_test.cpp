@@ -475,7 +475,7 @@ TEST(EngineLive, AStreamWithPromptChangesHoldsAtChunk41WhatItHeldAtChunk17) {
       {dit::chunk_start_seconds(12), a},
       {dit::chunk_start_seconds(18), "a green triangle bouncing on a gray background at night, slowly"},
       {dit::chunk_start_seconds(24), a},
-      {dit::chunk_start_seconds(30), "an orange square moving down on a white background"},
+      {dit::chunk_start_seconds(30), "an orange square moving down"},
       {dit::chunk_start_seconds(36), a}};
   std::vector<CausalHeld> held;
   GenerateExtras extras;
