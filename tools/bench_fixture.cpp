@@ -50,7 +50,13 @@ BenchSetup open_bench_model(BenchModel which, const std::string& scratch, int ra
 }
 
 void ArrivalSink::on_chunk(const Chunk& c) {
-  if (!c.frames.defined()) return;
+  if (!c.frames.defined()) {
+    if (c.audio.defined()) {
+      if (c.first_sample != samples && audio_gap < 0) audio_gap = samples;
+      samples += c.audio.size(0);
+    }
+    return;
+  }
   arrivals.push_back(seconds_since(t0_));
   frames += c.frames.size(0);
   if (sample_rss_) rss.push_back(status_mib("VmRSS:"));

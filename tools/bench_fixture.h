@@ -54,6 +54,9 @@ class ArrivalSink : public ChunkSink {
   std::vector<double> arrivals;  // seconds from t0
   std::vector<double> rss;       // MiB, when sampled
   int64_t frames = 0;
+  // Audio samples (per channel) of the chunks without frames, counted while each stretch starts
+  // where the last ended; `audio_gap` the first sample where one did not (-1: none).
+  int64_t samples = 0, audio_gap = -1;
 
   double mean_period() const;    // mean time between two chunks after the first (0: fewer than 2)
   double median_period() const;  // their median

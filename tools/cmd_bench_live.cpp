@@ -1,15 +1,19 @@
 // `h3 bench live`: an endless causal stream (docs/causal.md "Live") on the tiny default model and
-// on the medium random model with a random LoRA: time to the first frames, the period between
-// chunks, the resident set after 10 chunks and after 100 (flat: the KV cache holds the prompt,
-// the sink and the window; each chunk's latents leave once decoded), and a prompt change's cost
-// (its chunk's period against the others'). With --pace: the same stream against real time
-// (emulated: a sink that plays its frames at 24 fps from the first chunk's arrival and holds the
-// engine while two chunks wait, as the element's queue does), without and with the element's pace
-// policy (gst/pace_policy.h): each chunk's lateness, and the forwards per chunk it ran with.
-// Figures only; nothing asserts a time.
+// on the medium random model with a random LoRA, with its soundtrack: time to the first frames,
+// the period between chunks, the resident set after 10 chunks and at the end, and a prompt
+// change's cost (its chunk's period against the others'). A soak (`--chunks 2000
+// --prompt-every 50`) also prints the resident set every 100 chunks beside what glibc's heap
+// holds and what the engine holds (KV cache, latents, the CPU block cache), and checks the frames
+// and audio samples delivered against N·17 and round(N·17·5/3)·800 exactly (the only check that
+// fails the command). With --pace: the same stream against real time (emulated: a sink that
+// plays its frames at 24 fps from the first chunk's arrival and holds the engine while two chunks
+// wait, as the element's queue does), without and with the element's pace policy
+// (gst/pace_policy.h): each chunk's lateness, and the forwards per chunk it ran with. Figures
+// only; nothing asserts a time or a size.
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,8 +23,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/cpu_block_cache.h"
 #include "engine/engine.h"
 #include "gst/pace_policy.h"
+#include "h3/causal_held.h"
+#include "h3/error.h"
 #include "h3/model_clock.h"
 #include "tools/bench_fixture.h"
 #include "tools/command.h"
@@ -30,42 +37,144 @@
 namespace h3::tools {
 namespace {
 
-void run_stream(const char* name, Engine& e, GenerationRequest r, int64_t chunks, PromptSwitch mode,
-                int64_t changes) {
+// Prompts of the default model's grammar (train/tiny/data.py), of different lengths in tokens, so
+// that each change also changes the prompt's record in the KV cache and the shapes it reads.
+const std::vector<std::string> kSoakPrompts = {
+    "a red circle moving right on a black background",    "a blue square moving left on a white background",
+    "a green triangle bouncing on a gray background",     "a yellow circle growing on a black background",
+    "an orange square moving down on a white background",
+};
+
+constexpr int64_t kSeriesEvery = 100;  // chunks between two lines of the memory series
+
+struct LiveOptions {
+  int64_t chunks = 100;
+  int64_t prompt_every = 0;  // 0: `changes` changes from half way, every third chunk
+  int64_t changes = 1;
+  PromptSwitch prompt_switch = PromptSwitch::kKeep;  // what a change does to the kept chunks
+};
+
+// One line of the memory series, taken as chunk `chunk` (1-based count) arrived.
+struct MemoryPoint {
+  int64_t chunk = 0;
+  double rss = 0;  // the largest resident set of the 10 chunks up to it (ArrivalSink::rss_over)
+  HeapMib heap;
+  CpuBlockCacheStats blocks;
+  CausalHeld held;
+};
+
+// The frames and samples an endless stream of `chunks` whole chunks carries (docs/causal.md).
+int64_t expected_frames(int64_t chunks) {
+  return chunks * dit::kChunkFrames;
+}
+int64_t expected_samples(int64_t chunks) {
+  return std::llround(static_cast<double>(chunks * dit::kChunkFrames) * 5.0 / 3.0) * 800;
+}
+
+// Runs the stream; false when the frames or samples delivered are not exactly the expected.
+bool run_stream(const char* name, Engine& e, GenerationRequest r, const LiveOptions& o) {
+  const int64_t chunks = o.chunks;
   r.num_frames = kEndless;
   r.sampler = Sampler::kCausal;
-  r.prompt_switch = mode;
-  // Prompt changes from half way, every third chunk (so that no chunk between two changes is one's
-  // neighbour): each re-encodes the prompt and prefills it again (recache: and recomputes the kept
-  // chunks). Two prompts in turn, so that each change is a change.
-  for (int64_t i = 0; i < changes; ++i) {
-    r.prompt_timeline.push_back({dit::chunk_start_seconds(chunks / 2 + 3 * i),
-                                 i % 2 == 0 ? "the same scene at night" : "the same scene at dawn"});
+  r.audio = true;
+  r.prompt_switch = o.prompt_switch;
+  // The chunks that take a new prompt (its text encode and prefill).
+  std::vector<int64_t> changes;
+  if (o.prompt_every > 0) {
+    r.prompt = kSoakPrompts[0];
+    for (int64_t c = o.prompt_every, k = 1; c < chunks; c += o.prompt_every, ++k) {
+      r.prompt_timeline.push_back(
+          {dit::chunk_start_seconds(c), kSoakPrompts[static_cast<size_t>(k) % kSoakPrompts.size()]});
+      changes.push_back(c);
+    }
+  } else {
+    // Changes from half way, every third chunk (so that no chunk between two changes is one's
+    // neighbour): each re-encodes the prompt and prefills it again (recache: and recomputes the
+    // kept chunks). Two prompts in turn, so that each change is a change.
+    for (int64_t i = 0; i < o.changes; ++i) {
+      const int64_t c = chunks / 2 + 3 * i;
+      r.prompt_timeline.push_back(
+          {dit::chunk_start_seconds(c), i % 2 == 0 ? "the same scene at night" : "the same scene at dawn"});
+      changes.push_back(c);
+    }
   }
   StreamControl control;
   reset_peak_rss();
   ArrivalSink sink(BenchClock::now(), &control, chunks, /*sample_rss=*/true);
-  e.generate(r, sink, {}, control);
+  CausalHeld last_held;
+  std::vector<MemoryPoint> series;
+  sink.on_arrival = [&] {
+    const auto n = static_cast<int64_t>(sink.arrivals.size());
+    if (n % kSeriesEvery != 0 && n != chunks) return;
+    MemoryPoint p;
+    p.chunk = n;
+    p.rss = sink.rss_over(sink.rss.size() - std::min<size_t>(10, sink.rss.size()));
+    p.heap = heap_mib();
+    p.blocks = cpu_block_cache_stats();
+    p.held = last_held;
+    series.push_back(p);
+  };
+  int64_t prompts_taken = 0;
+  GenerateExtras extras;
+  extras.on_causal_chunk = [&](const CausalHeld& h) { last_held = h; };
+  auto progress = [&](const Progress& p) {
+    if (p.phase == Phase::kPrompt) ++prompts_taken;
+  };
+  e.generate(r, sink, progress, control, extras);
+
   const auto& a = sink.arrivals;
   std::vector<double> periods;
   for (size_t i = 1; i < a.size(); ++i) periods.push_back(a[i] - a[i - 1]);
   std::vector<double> sorted = periods;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-  // The chunk that follows a change: the frames of chunk c leave once chunk c + 1 is made. The
-  // median over the changes.
-  std::vector<double> changed;
-  for (int64_t i = 0; i < changes; ++i) {
-    const size_t at = static_cast<size_t>(chunks / 2 + 3 * i) - 1;
-    if (at < periods.size()) changed.push_back(periods[at]);
+  // The chunks that followed a change: the frames of chunk c leave once chunk c + 1 is made.
+  std::vector<double> change_periods;
+  for (int64_t c : changes) {
+    const auto i = static_cast<size_t>(c - 1);
+    if (i < periods.size()) change_periods.push_back(periods[i]);
   }
-  std::sort(changed.begin(), changed.end());
-  const double change = changed.empty() ? 0 : changed[changed.size() / 2];
+  std::sort(change_periods.begin(), change_periods.end());
+  const double change = change_periods.empty() ? 0 : change_periods[change_periods.size() / 2];
   const double early = sink.rss_over(10), late = sink.rss_over(sink.rss.size() - 10);
   std::printf("%-8s %7lld %9.3f %9.3f %9.3f %9.3f %8.1f %8.1f %+7.2f%% %8.1f\n", name, (long long)a.size(),
               a.front(), median, sorted.empty() ? 0 : sorted.back(), change, early, late,
               early > 0 ? 100.0 * (late - early) / early : 0.0, status_mib("VmHWM:"));
+
+  if (series.size() >= 2) {
+    std::printf(
+        "  %s, every %lld chunks: RSS (MiB, the largest of the 10 chunks up to it), glibc's heap in use and\n"
+        "  kept free, the CPU block cache's kept and in-use blocks, the KV cache and latents held (KiB)\n",
+        name, (long long)kSeriesEvery);
+    std::printf("  %7s %8s %8s %8s %8s %8s %8s %8s %8s\n", "chunk", "rss", "vs_100", "heap_use", "heap_free",
+                "blk_kept", "blk_use", "kv_KiB", "lat_KiB");
+    const double base = series.front().rss;
+    for (const MemoryPoint& p : series) {
+      std::printf("  %7lld %8.1f %+7.2f%% %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f\n", (long long)p.chunk, p.rss,
+                  base > 0 ? 100.0 * (p.rss - base) / base : 0.0, p.heap.in_use, p.heap.free,
+                  static_cast<double>(p.blocks.kept_bytes) / (1 << 20),
+                  static_cast<double>(p.blocks.in_use_bytes) / (1 << 20), p.held.kv_bytes / 1024.0,
+                  p.held.latent_bytes / 1024.0);
+    }
+    const double growth = base > 0 ? 100.0 * (series.back().rss - base) / base : 0.0;
+    std::printf("  %s: RSS chunk %lld -> %lld: %.1f -> %.1f MiB (%+.2f %%), %s 2 %%\n", name,
+                (long long)series.front().chunk, (long long)series.back().chunk, base, series.back().rss,
+                growth, std::abs(growth) <= 2.0 ? "within" : "NOT within");
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  const bool frames_ok = sink.frames == expected_frames(n);
+  const bool samples_ok = sink.samples == expected_samples(n) && sink.audio_gap < 0;
+  std::printf(
+      "  %s: prompt changes taken %lld of %zu; frames %lld, %lld x 17 = %lld: %s; audio samples %lld, "
+      "round(%lld x 17 x 5/3) x 800 = %lld: %s",
+      name, (long long)prompts_taken, changes.size(), (long long)sink.frames, (long long)n,
+      (long long)expected_frames(n), frames_ok ? "OK" : "MISMATCH", (long long)sink.samples, (long long)n,
+      (long long)expected_samples(n), samples_ok ? "OK" : "MISMATCH");
+  if (sink.audio_gap >= 0)
+    std::printf(" (a stretch did not start at sample %lld)", (long long)sink.audio_gap);
+  std::printf("\n");
   std::fflush(stdout);
+  return frames_ok && samples_ok && prompts_taken == static_cast<int64_t>(changes.size());
 }
 
 std::string load_average() {
@@ -176,8 +285,11 @@ void run_paced(const char* name, Engine& e, GenerationRequest r, int64_t chunks,
 
 int run(Args& a) {
   const std::string tmp_base = a.string_or("dir", std::filesystem::temp_directory_path().string());
-  const int64_t chunks = a.int_or("chunks", 100, 12, 100000);
+  LiveOptions o;
+  o.chunks = a.int_or("chunks", 100, 12, 100000);
+  o.prompt_every = a.int_or("prompt-every", 0, 0, 100000);
   const bool tiny_only = a.flag("tiny-only");
+  const bool medium_only = a.flag("medium-only");
   const bool pace = a.flag("pace");
   // Which of the two streams: both one after the other, or one (two processes can then run them
   // side by side, under the same load).
@@ -188,17 +300,21 @@ int run(Args& a) {
   }
   const PromptSwitch mode = parse_prompt_switch(a.string_or("prompt-switch", to_string(PromptSwitch::kKeep)));
   const int64_t changes = a.int_or("changes", 1, 1, 1000);
+  o.prompt_switch = parse_prompt_switch(a.string_or("prompt-switch", to_string(PromptSwitch::kKeep)));
+  o.changes = a.int_or("changes", 1, 1, 1000);
   a.finish();
-  if (chunks / 2 + 3 * (changes - 1) >= chunks - 1) {
-    throw UsageError{"--changes " + std::to_string(changes) + " do not fit in the second half of " +
-                     std::to_string(chunks) + " chunks (one every third chunk): give more --chunks"};
+  if (o.prompt_every == 0 && o.chunks / 2 + 3 * (o.changes - 1) >= o.chunks - 1) {
+    throw UsageError{"--changes " + std::to_string(o.changes) + " do not fit in the second half of " +
+                     std::to_string(o.chunks) + " chunks (one every third chunk): give more --chunks"};
   }
+  if (tiny_only && medium_only)
+    throw Error(ErrorKind::kInvalidArgument, "--tiny-only and --medium-only: give one");
   const ScratchDir scratch(tmp_base, "h3-bench-live-");
   if (pace) {
     std::printf(
         "h3 bench live --pace (CPU, fp32, 1 rank; endless causal streams of %lld chunks, 4 forwards per\n"
         "chunk, against real time emulated at 24 fps, without and with the pace policy)\n",
-        (long long)chunks);
+        (long long)o.chunks);
     for (BenchModel which : {BenchModel::kTiny, BenchModel::kMedium}) {
       if (tiny_only != (which == BenchModel::kTiny)) continue;
       const BenchSetup m = open_bench_model(which, scratch.path());
@@ -206,7 +322,7 @@ int run(Args& a) {
                   "max_s", "at_50", "at_100", "last_s", "steps:chunks", "wall_s", "loadavg before -> after");
       for (bool on : {false, true}) {
         if (runs.find(on ? "on" : "off") == std::string::npos) continue;
-        run_paced(m.name, *m.engine, m.request("a benchmark", 1), chunks, on);
+        run_paced(m.name, *m.engine, m.request("a benchmark", 1), o.chunks, on);
       }
     }
     std::printf(
@@ -217,41 +333,57 @@ int run(Args& a) {
     return 0;
   }
   std::printf(
-      "h3 bench live (CPU, fp32, 1 rank; endless causal streams finished after %lld chunks, 4 forwards\n"
-      "per chunk, sink 2, window 2, relative positions; %lld prompt change(s) from chunk %lld, every third\n"
-      "chunk, prompt switch %s)\n",
-      (long long)chunks, (long long)changes, (long long)(chunks / 2), to_string(mode));
+      "h3 bench live (CPU, fp32, 1 rank; endless causal streams with audio finished after %lld chunks, 4\n"
+      "forwards per chunk, sink 2, window 2, relative positions, prompt switch %s; ",
+      (long long)o.chunks, to_string(o.prompt_switch));
+  if (o.prompt_every > 0) {
+    std::printf("a prompt change every %lld chunks, %zu prompts in turn)\n", (long long)o.prompt_every,
+                kSoakPrompts.size());
+  } else {
+    std::printf("%lld prompt change(s) from chunk %lld, every third chunk)\n", (long long)o.changes,
+                (long long)(o.chunks / 2));
+  }
   std::printf("%-8s %7s %9s %9s %9s %9s %8s %8s %8s %8s\n", "model", "chunks", "1st_frame", "period_s",
               "max_s", "change_s", "rss_10", "rss_end", "growth", "peak_MiB");
+  bool all_ok = true;
   for (BenchModel which : {BenchModel::kTiny, BenchModel::kMedium}) {
     if (tiny_only && which != BenchModel::kTiny) continue;
+    if (medium_only && which != BenchModel::kMedium) continue;
     const BenchSetup m = open_bench_model(which, scratch.path());
-    run_stream(m.name, *m.engine, m.request("a benchmark", 1), chunks, mode, changes);
+    const std::string first = o.prompt_every > 0 ? kSoakPrompts[0] : "a benchmark";
+    all_ok = run_stream(m.name, *m.engine, m.request(first, 1), o) && all_ok;
   }
   std::printf(
       "\n1st_frame: from generate() to the first frames; period_s / max_s: the median and the longest time\n"
-      "between two chunks' frames; change_s: the period of a chunk that took a new prompt (the median over\n"
-      "the changes; its text\n"
-      "encode and prefill included, and with recache the kept chunks' commit forwards again); rss_10 / "
-      "rss_end: the largest resident set sampled at chunks 10-19\n"
+      "between two chunks' frames; change_s: the median period of the chunks that took a new prompt (its\n"
+      "text encode and prefill included, and with recache the kept chunks' commit forwards again); rss_10 / "
+      "rss_end: the largest resident set sampled at chunks "
+      "10-19\n"
       "and at the last 10 chunks, growth between them; peak_MiB: the stream's peak (weights included).\n");
-  return 0;
+  return all_ok ? 0 : 1;
 }
 
 }  // namespace
 
 H3_REGISTER_COMMAND(
-    "bench live", "an endless causal stream: first frame, chunk period, RSS after 10 and 100 chunks",
-    "usage: h3 bench live [--chunks N] [--tiny-only] [--pace [--pace-runs off|on|off,on]]\n"
-    "                      [--prompt-switch keep|recache] [--changes K] [--dir DIR]\n"
+    "bench live", "an endless causal stream: first frame, chunk period, RSS over the stream, exact counts",
+    "usage: h3 bench live [--chunks N] [--prompt-every K | --changes K] [--prompt-switch keep|recache]\n"
+    "                     [--tiny-only | --medium-only] [--pace [--pace-runs off|on|off,on]] [--dir DIR]\n"
     "\n"
-    "Runs an endless causal stream (num_frames -1, a random LoRA, a prompt change half way) on\n"
-    "the tiny default model at its default size and on a medium random model (written to a temp\n"
-    "folder under DIR, deleted after) at 320x192, finishes it after N chunks (default 100), and\n"
-    "prints the time to the first frames, the period between chunks, the prompt change's chunk\n"
-    "(--prompt-switch: what it does to the kept chunks, keep by default; --changes K: K changes from\n"
-    "half way, every third chunk, the median of their chunks' periods), and the resident set after\n"
-    "10 chunks and at the end.\n"
+    "Runs an endless causal stream with its soundtrack (num_frames -1, a random LoRA) on the tiny\n"
+    "default model at its default size and on a medium random model (written to a temp folder under\n"
+    "DIR, deleted after) at 320x192, finishes it after N chunks (default 100, at least 12), and prints\n"
+    "the time to the first frames, the period between chunks, the prompt changes' chunks, and the\n"
+    "resident set after 10 chunks and at the end. The prompt changes once, half way (--changes K: K\n"
+    "times from half way, every third chunk, change_s the median of their chunks' periods); with\n"
+    "--prompt-every K every K chunks, in turn through five prompts of the default model's grammar.\n"
+    "--prompt-switch: what a change does to the kept chunks (keep by default, or recache).\n"
+    "From 200 chunks on it also prints the memory every 100 chunks (RSS, glibc's heap, the CPU block\n"
+    "cache, the KV cache and latents held) and RSS at chunk 100 against the end. It checks the frames\n"
+    "and audio samples delivered against N x 17 and round(N x 17 x 5/3) x 800 and the prompt changes\n"
+    "taken, printing OK or MISMATCH, and exits 1 on a mismatch.\n"
+    "\n"
+    "A soak: h3 bench live --chunks 2000 --prompt-every 50 --tiny-only\n"
     "\n"
     "--pace: on the medium model only (the tiny one with --tiny-only), the stream against real time\n"
     "(emulated: its frames played at 24 fps from the first chunk's arrival, two chunks queued), once\n"

@@ -5,8 +5,11 @@
 #include <c10/core/impl/alloc_cpu.h>
 
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "h3/error.h"
 
 namespace h3 {
 namespace {
@@ -27,7 +30,7 @@ class BlockCache final : public c10::Allocator {
       return c10::DataPtr(data, data, &give_back, c10::Device(c10::kCPU));
     }
     const size_t size = rounded(n);
-    void* data = take_kept(size);
+    void* data = take_kept(size);  // also marks the size asked for in this interval
     if (!data) {
       data = c10::alloc_cpu(size);  // throws c10::Error when the system has none; outside the lock
       std::lock_guard<std::mutex> lock(mutex_);
@@ -42,6 +45,30 @@ class BlockCache final : public c10::Allocator {
     default_copy_data(dest, src, count);
   }
 
+  void trim(int64_t intervals) {
+    std::vector<void*> blocks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = asked_.begin(); it != asked_.end();) {
+        if (interval_ - it->second < intervals) {
+          ++it;
+          continue;
+        }
+        if (auto f = free_.find(it->first); f != free_.end()) {
+          for (void* p : f->second) {
+            blocks.push_back(p);
+            sizes_.erase(p);
+            kept_ -= static_cast<int64_t>(it->first);
+          }
+          free_.erase(f);
+        }
+        it = asked_.erase(it);
+      }
+      ++interval_;
+    }
+    for (void* p : blocks) c10::free_cpu(p);
+  }
+
   void release() {
     std::vector<void*> blocks;
     {
@@ -53,6 +80,7 @@ class BlockCache final : public c10::Allocator {
         }
       }
       free_.clear();
+      asked_.clear();
       kept_ = 0;
     }
     for (void* p : blocks) c10::free_cpu(p);
@@ -60,15 +88,17 @@ class BlockCache final : public c10::Allocator {
 
   CpuBlockCacheStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return CpuBlockCacheStats{kept_, in_use_, reuses_};
+    return CpuBlockCacheStats{kept_, in_use_, reuses_, static_cast<int64_t>(asked_.size())};
   }
 
   static BlockCache* instance;
 
  private:
-  // A kept block of exactly `size` bytes, now in use; null when none is kept.
+  // A kept block of exactly `size` bytes, now in use; null when none is kept. Either way the size
+  // was asked for in this interval.
   void* take_kept(size_t size) {
     std::lock_guard<std::mutex> lock(mutex_);
+    asked_[size] = interval_;
     auto it = free_.find(size);
     if (it == free_.end() || it->second.empty()) return nullptr;
     void* data = it->second.back();
@@ -92,6 +122,7 @@ class BlockCache final : public c10::Allocator {
         if (t_scopes > 0) {
           c.kept_ += static_cast<int64_t>(it->second);
           c.free_[it->second].push_back(data);
+          c.asked_.emplace(it->second, c.interval_);  // a size kept is tracked until trimmed
           return;
         }
         c.sizes_.erase(it);
@@ -103,6 +134,10 @@ class BlockCache final : public c10::Allocator {
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // by rounded size
   std::unordered_map<void*, size_t> sizes_;              // every block the cache made, in use or kept
+  // By rounded size: the last interval (trim_cpu_block_cache) an allocation asked for it in; every
+  // size with blocks kept has an entry, so a trim finds each.
+  std::unordered_map<size_t, int64_t> asked_;
+  int64_t interval_ = 0;
   int64_t kept_ = 0, in_use_ = 0, reuses_ = 0;
 };
 
@@ -128,6 +163,14 @@ CpuBlockCacheScope::~CpuBlockCacheScope() {
 
 void release_cpu_block_cache() {
   if (BlockCache::instance) BlockCache::instance->release();
+}
+
+void trim_cpu_block_cache(int64_t intervals) {
+  if (intervals < 1) {
+    throw Error(ErrorKind::kInternal, "trim_cpu_block_cache: " + std::to_string(intervals) +
+                                          " intervals (at least 1: the one ending)");
+  }
+  if (BlockCache::instance) BlockCache::instance->trim(intervals);
 }
 
 CpuBlockCacheStats cpu_block_cache_stats() {

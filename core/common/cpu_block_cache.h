@@ -40,11 +40,20 @@ class CpuBlockCacheScope {
 // the cache when freed.
 void release_cpu_block_cache();
 
+// Ends an interval of a phase that never ends (an endless stream's chunks: one call after each)
+// and gives back the kept blocks of every size that no allocation in scope asked for in the last
+// `intervals` intervals (this one included). A phase whose sizes change as it goes (a prompt of
+// another length changes the KV cache's rows and every attention's) would otherwise keep a set
+// of blocks per size it ever asked for until it ends, which an endless stream never does.
+// `intervals` >= 1.
+void trim_cpu_block_cache(int64_t intervals);
+
 // Bytes the cache keeps free for reuse, and bytes of cached-size blocks in use (tests, benchmarks).
 struct CpuBlockCacheStats {
   int64_t kept_bytes = 0;
   int64_t in_use_bytes = 0;
   int64_t reuses = 0;  // allocations served from a kept block since start
+  int64_t sizes = 0;   // sizes the cache tracks: those with blocks kept or asked for since the last trim
 };
 CpuBlockCacheStats cpu_block_cache_stats();
 

@@ -22,6 +22,11 @@ struct CausalHeld {
   int64_t position_shift = 0;
   // prompt-switch=recache: the bytes of the kept chunks' commit inputs held for a recache.
   int64_t recache_bytes = 0;
+  // The CPU block cache's (the process's, every stream's): the free blocks it keeps for the next
+  // chunk's forwards and the sizes it tracks, both bounded by what the last chunks asked for
+  // (docs/causal.md "Memory stays flat").
+  int64_t cached_block_bytes = 0;
+  int64_t cached_block_sizes = 0;
 };
 
 }  // namespace h3

@@ -1,12 +1,16 @@
 // The CPU block cache (common/cpu_block_cache.h): a large block freed on a thread in scope is
 // handed to the next allocation of its rounded size; small blocks, threads out of scope and
-// blocks freed out of scope are LibTorch's default; release gives every kept block back.
+// blocks freed out of scope are LibTorch's default; release gives every kept block back; a trim
+// gives back the sizes no allocation asked for in its last intervals.
 #include "common/cpu_block_cache.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+
+#include "h3/error.h"
 
 namespace h3 {
 namespace {
@@ -84,6 +88,44 @@ TEST_F(CpuBlockCache, OnlyBlocksFreedInScopeAreKeptAndReleaseGivesEverythingBack
   EXPECT_EQ(held.sum().item<double>(), 1.5 * 6 * kMiB / 4);
   held = at::Tensor();
   EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 6 * kMiB);
+}
+
+// An endless stream's chunks are intervals: a size asked for in the last `intervals` of them keeps
+// its blocks, one not asked for since goes back, and the cache stops tracking it.
+TEST_F(CpuBlockCache, ATrimGivesBackTheSizesNotAskedForInItsLastIntervals) {
+  CpuBlockCacheScope scope;
+  block(2 * kMiB);  // allocated and freed at once: kept
+  block(3 * kMiB);
+  EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 5 * kMiB);
+  EXPECT_EQ(cpu_block_cache_stats().sizes, 2);
+  trim_cpu_block_cache(2);  // both asked for in the interval that ends
+  EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 5 * kMiB);
+  block(2 * kMiB);                    // the 2 MiB size again, from its kept block
+  at::Tensor held = block(4 * kMiB);  // in use across the trims
+  trim_cpu_block_cache(2);            // 3 MiB was asked for one interval ago: still within 2
+  EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 5 * kMiB);
+  trim_cpu_block_cache(2);  // 3 MiB two intervals ago: given back; 2 MiB one ago: kept
+  EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 2 * kMiB);
+  EXPECT_EQ(cpu_block_cache_stats().sizes, 2) << "2 MiB kept, 4 MiB asked for one interval ago";
+  trim_cpu_block_cache(2);  // both asked for two intervals ago: 2 MiB given back, 4 MiB untracked
+  EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 0);
+  EXPECT_EQ(cpu_block_cache_stats().sizes, 0) << "a size nobody asks for any more is still tracked";
+  held = at::Tensor();  // freed now, in scope: kept, and tracked from this interval
+  EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 4 * kMiB);
+  EXPECT_EQ(cpu_block_cache_stats().sizes, 1);
+  trim_cpu_block_cache(2);
+  trim_cpu_block_cache(2);
+  EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 4 * kMiB);
+  trim_cpu_block_cache(2);
+  EXPECT_EQ(cpu_block_cache_stats().kept_bytes, 0);
+  EXPECT_EQ(cpu_block_cache_stats().sizes, 0);
+  EXPECT_EQ(cpu_block_cache_stats().in_use_bytes, 0);
+  try {
+    trim_cpu_block_cache(0);
+    FAIL() << "a trim of 0 intervals was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "trim_cpu_block_cache: 0 intervals (at least 1: the one ending)");
+  }
 }
 
 }  // namespace

@@ -19,6 +19,11 @@
 namespace h3::engine_detail {
 namespace {
 
+// The chunks whose block sizes the CPU block cache keeps for the next (common/cpu_block_cache.h):
+// a record's rows follow its chunk's 28 or 29 audio latents, so the cache's rows, and the sizes
+// a chunk asks for, repeat every 3 chunks; one more for margin.
+constexpr int64_t kBlockCacheChunks = 4;
+
 // The sampler's chunks as the decode and the soundtrack read them. Keeps only the latents a
 // later clip may still ask for (the decode never goes back before the first index it asked
 // for) and the audio latents the audio decoder may still read.
@@ -158,6 +163,12 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
       throw Error(ErrorKind::kInternal, what);
     }
     forwards_done_ += steps;
+    // The blocks kept for sizes the last chunks no longer asked for go back: a prompt of another
+    // length changes the cache's rows and so every attention's sizes, and an endless stream never
+    // reaches the end of the phase that would release them. Every rank of this process ends an
+    // interval here (thread ranks share the process's cache), so the sizes of the last
+    // kBlockCacheChunks chunks stay at least.
+    trim_cpu_block_cache(kBlockCacheChunks * c_.group.size());
     video_ = video_.defined() ? at::cat({video_, chunk.video}, 2) : chunk.video;
     if (job_.request.audio || keep_all_) {
       const at::Tensor audio = dit::audio_latent_of(chunk.audio);
@@ -184,6 +195,9 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
                           (audio_.defined() ? static_cast<int64_t>(audio_.nbytes()) : 0);
     e.held.position_shift = sampler_.position_shift();
     e.held.recache_bytes = sampler_.recache_bytes();
+    const CpuBlockCacheStats blocks = cpu_block_cache_stats();
+    e.held.cached_block_bytes = blocks.kept_bytes;
+    e.held.cached_block_sizes = blocks.sizes;
     c_.mailbox.post(std::move(e));
   }
 

@@ -459,6 +459,48 @@ TEST(EngineLive, AnEndlessStreamHoldsAtChunk40WhatItHeldAtChunk8) {
   EXPECT_LE(most_audio, endless_audio_latents(e->model()));
 }
 
+// Flat with prompt changes: a prompt of another length changes the KV cache's first record and
+// the sizes every forward asks for. Prompt A from chunk 12, 24 and 36 (B, C and D, three other
+// lengths, in between): what the stream holds after chunk 41 (the cache, the latents, and the
+// CPU block cache's kept blocks and tracked sizes) is what it held after chunk 17: the same
+// prompt for as long before it, the same place in the rows' 3-chunk cycle. A block cache that
+// kept the sizes of every prompt it saw fails it.
+TEST(EngineLive, AStreamWithPromptChangesHoldsAtChunk41WhatItHeldAtChunk17) {
+  auto e = open_tiny(1);
+  GenerationRequest r = causal(0, true);
+  const std::string a = "a red circle moving right on a black background";
+  r.prompt = a;
+  r.prompt_timeline = {
+      {dit::chunk_start_seconds(6), "a blue square"},
+      {dit::chunk_start_seconds(12), a},
+      {dit::chunk_start_seconds(18), "a green triangle bouncing on a gray background at night, slowly"},
+      {dit::chunk_start_seconds(24), a},
+      {dit::chunk_start_seconds(30), "an orange square moving down"},
+      {dit::chunk_start_seconds(36), a}};
+  std::vector<CausalHeld> held;
+  GenerateExtras extras;
+  extras.on_causal_chunk = [&](const CausalHeld& h) { held.push_back(h); };
+  const Stream s = run_endless(*e, r, 42, {}, extras);
+  ASSERT_EQ(s.frames.size(), 42u);
+  ASSERT_EQ(s.prompts.size(), 6u);
+  ASSERT_GE(held.size(), 42u);
+  auto fields = [](const CausalHeld& h) {
+    return std::make_tuple(h.kv_records, h.kv_rows, h.kv_bytes, h.video_latents, h.audio_latents,
+                           h.latent_bytes, h.cached_block_bytes, h.cached_block_sizes);
+  };
+  for (const size_t c : {17u, 23u, 29u, 35u, 41u})
+    std::printf(
+        "held after chunk %zu: kv %lld rows, %lld bytes; latents %lld bytes; block cache %lld bytes, %lld "
+        "sizes\n",
+        c, (long long)held[c].kv_rows, (long long)held[c].kv_bytes, (long long)held[c].latent_bytes,
+        (long long)held[c].cached_block_bytes, (long long)held[c].cached_block_sizes);
+  EXPECT_EQ(fields(held[41]), fields(held[17]));
+  EXPECT_EQ(fields(held[29]), fields(held[17]));
+  // The other prompts' lengths differ from A's: the prompt's record is what changed.
+  EXPECT_NE(held[23].kv_rows, held[17].kv_rows);
+  EXPECT_NE(held[35].kv_rows, held[17].kv_rows);
+}
+
 // ---- Timelines of several entries and changes due at one boundary (docs/causal.md "Live") ----
 
 // A 73-frame causal clip (chunks 0-3 of 5 latents, chunk 4 the 2-latent tail; chunk c starts at
