@@ -298,8 +298,6 @@ int run(Args& a) {
     std::fprintf(stderr, "h3 bench live: --pace-runs %s: give off, on or off,on\n", runs.c_str());
     return 2;
   }
-  const PromptSwitch mode = parse_prompt_switch(a.string_or("prompt-switch", to_string(PromptSwitch::kKeep)));
-  const int64_t changes = a.int_or("changes", 1, 1, 1000);
   o.prompt_switch = parse_prompt_switch(a.string_or("prompt-switch", to_string(PromptSwitch::kKeep)));
   o.changes = a.int_or("changes", 1, 1, 1000);
   a.finish();
