@@ -66,9 +66,8 @@ void install_request_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_PACE,
       g_param_spec_enum("pace", "Pace",
-                        "sampler=causal: off, or steps: fewer forwards per chunk (4 -> 3 -> 2) while the "
-                        "stream falls behind real time (a live stream's own lateness, downstream QoS), more "
-                        "again once it has caught up; each change posted as h3-pace",
+                        "sampler=causal: steps lowers the forwards per chunk (down to 2) while the stream "
+                        "is late, raises them once caught up; posts h3-pace",
                         pace_get_type(), static_cast<gint>(d.pace), kReady));
   g_object_class_install_property(
       klass, PROP_LORA,
@@ -111,12 +110,10 @@ void install_request_properties(GObjectClass* klass) {
           static_cast<gint>(h3::kMinWindow), static_cast<gint>(h3::kMaxWindow), d.window, kReady));
   g_object_class_install_property(
       klass, PROP_POSITIONS,
-      g_param_spec_enum(
-          "positions", "Positions",
-          "sampler=causal: where chunks sit on the DiT's media clock; relative moves the window and "
-          "the current chunk back once the stream passes the model's trained length; auto: "
-          "relative for an endless stream, absolute for a clip",
-          positions_get_type(), static_cast<gint>(d.positions), kReady));
+      g_param_spec_enum("positions", "Positions",
+                        "sampler=causal: relative keeps a long stream's positions within the trained length "
+                        "(window moved back); auto: relative when endless",
+                        positions_get_type(), static_cast<gint>(d.positions), kReady));
   g_object_class_install_property(
       klass, PROP_PROMPT_SWITCH,
       g_param_spec_enum(
@@ -178,9 +175,8 @@ void install_engine_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_QUEUE_CHUNKS,
       g_param_spec_int("queue-chunks", "Queued chunks",
-                       "Decoded chunks that may wait for downstream before the engine is held back "
-                       "(bounds the frames in flight); 0: one, and with is-live=true the engine begins "
-                       "each chunk just in time, so that a prompt change waits behind one chunk",
+                       "Decoded chunks that may wait downstream before the engine is held (0: one, and "
+                       "live streams begin each chunk just in time)",
                        0, kMaxQueueChunks, d.queue_chunks, kReady));
   g_object_class_install_property(
       klass, PROP_IS_LIVE,
