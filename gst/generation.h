@@ -106,7 +106,8 @@ class Generation {
   // same chunk); before the request runs, both queues end at once. stop() joins the worker later.
   void end();
   // A new prompt for the running causal request from its first chunk at or after `at_seconds`
-  // (0: the next chunk); ignored unless a request runs.
+  // (0: the chunk being made, made again, or the next: docs/causal.md); ignored unless a request
+  // runs.
   void change_prompt(const std::string& prompt, double at_seconds);
   // New forwards per chunk for the running causal request from its next chunk boundary; ignored
   // unless a request runs.

@@ -27,7 +27,7 @@ bool Lifecycle::set_property(guint id, const GValue* value, GParamSpec* pspec) {
   const int others = engine_property(id) ? generation_.others_started_on_engine() : 0;
   GST_OBJECT_LOCK(element_);
   if (id == PROP_PROMPT && started_ && active_.sampler == h3::Sampler::kCausal) {
-    // A causal stream takes a new prompt while it plays: from its next chunk on.
+    // A causal stream takes a new prompt while it plays: from the chunk being made or the next.
     const gchar* text = g_value_get_string(value);
     props_.prompt = text ? text : "";
     GST_OBJECT_UNLOCK(element_);

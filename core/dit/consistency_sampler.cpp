@@ -140,6 +140,11 @@ void CausalSampler::change_text(at::Tensor text, at::Tensor text_tags) {
   pending_tags_ = std::move(text_tags);
 }
 
+void CausalSampler::remake_with_text(at::Tensor text, at::Tensor text_tags) {
+  change_text(std::move(text), std::move(text_tags));
+  remake_ = true;
+}
+
 void CausalSampler::change_steps(int64_t steps) {
   CausalSettings s = req_.settings;
   s.steps = steps;
@@ -228,41 +233,8 @@ void CausalSampler::recache() {
   cache_.take_keys_values(std::move(rebuilt));
 }
 
-CausalChunk CausalSampler::next(const CausalStepCallback& on_step) {
-  if (done()) throw Error(ErrorKind::kInternal, "causal sampler: every chunk was delivered");
-  commit_previous();
-  const ChunkSpan sp = span(next_);
-  if (req_.settings.relative_positions) {
-    // Past the trained length the window and this chunk move back (in steps of 3 chunks): the
-    // cache's window keys turn by the step, the sink's and the prompt's stay.
-    const bool tail = !req_.endless && sp.video_latents() == kTailLatents;
-    const int64_t shift = relative_shift(sp.index, tail, req_.settings.trained_chunks, anchor_);
-    if (shift > shift_) {
-      move_window_back(model_, cache_, shift - shift_);
-      shift_ = shift;
-    }
-  }
-  if (pending_text_.defined()) {
-    // A new prompt from this chunk on: its prefill takes the cache's first record; the chunks
-    // the cache keeps (and the media clock's origin) stay, so the motion carries on; recache:
-    // their records are recomputed under the new prompt.
-    prefill_text(model_, pending_text_, pending_tags_, cache_);
-    ++forwards_;
-    pending_text_ = pending_tags_ = at::Tensor();
-    if (req_.settings.recache_on_switch) recache();
-  }
-  ChunkDraws d;
-  if (req_.endless) {
-    // The stream's contract: the chunk's own four draws at its start, then its steps' draws.
-    const auto& c = model_.config();
-    d.noise_v = draw({1, c.in_channels, sp.video_latents(), req_.latent_h, req_.latent_w});
-    d.noise_a = draw({1, c.audio_in_channels, 2, sp.audio_latents()});
-    d.clean_v = draw({1, c.in_channels, sp.video_latents(), req_.latent_h, req_.latent_w});
-    d.clean_a = draw({1, c.audio_in_channels, 2, sp.audio_latents()});
-  } else {
-    d = std::move(draws_[static_cast<size_t>(next_)]);
-  }
-  at::Tensor xv = std::move(d.noise_v), xa = std::move(d.noise_a);
+bool CausalSampler::run_steps(const ChunkSpan& sp, at::Tensor& xv, at::Tensor& xa,
+                              const CausalStepCallback& on_step) {
   const int64_t n = req_.settings.steps;
   for (int64_t k = 0; k < n; ++k) {
     ChunkInputs in;
@@ -286,11 +258,64 @@ CausalChunk CausalSampler::next(const CausalStepCallback& on_step) {
     xv = x0v.mul(static_cast<float>(1.0 - nv)).add(ev.mul(static_cast<float>(nv)));
     xa = x0a.mul(static_cast<float>(1.0 - na)).add(ea.mul(static_cast<float>(na)));
     if (on_step) on_step(sp, k, n, x0v, x0a);
+    if (remake_) {
+      remake_ = false;
+      return false;
+    }
     if (k + 1 == n) {
       // The last step's x0 is the chunk (the update to sigma 0 gives it back exactly).
       xv = x0v;
       xa = x0a;
     }
+  }
+  return true;
+}
+
+CausalChunk CausalSampler::next(const CausalStepCallback& on_step) {
+  if (done()) throw Error(ErrorKind::kInternal, "causal sampler: every chunk was delivered");
+  commit_previous();
+  const ChunkSpan sp = span(next_);
+  if (req_.settings.relative_positions) {
+    // Past the trained length the window and this chunk move back (in steps of 3 chunks): the
+    // cache's window keys turn by the step, the sink's and the prompt's stay.
+    const bool tail = !req_.endless && sp.video_latents() == kTailLatents;
+    const int64_t shift = relative_shift(sp.index, tail, req_.settings.trained_chunks, anchor_);
+    if (shift > shift_) {
+      move_window_back(model_, cache_, shift - shift_);
+      shift_ = shift;
+    }
+  }
+  // The generator where it stands at the chunk's start, and a finite clip's draws for it: what a
+  // remake (remake_with_text) starts from again.
+  at::Generator at_start;  // undefined on the ranks that draw nothing
+  if (gen_) at_start = gen_->clone();
+  const ChunkDraws drawn = req_.endless ? ChunkDraws{} : std::move(draws_[static_cast<size_t>(next_)]);
+  ChunkDraws d;
+  at::Tensor xv, xa;
+  for (;;) {
+    if (pending_text_.defined()) {
+      // A new prompt from this chunk on: its prefill takes the cache's first record; the chunks
+      // the cache keeps (and the media clock's origin) stay, so the motion carries on; recache:
+      // their records are recomputed under the new prompt.
+      prefill_text(model_, pending_text_, pending_tags_, cache_);
+      ++forwards_;
+      pending_text_ = pending_tags_ = at::Tensor();
+      if (req_.settings.recache_on_switch) recache();
+    }
+    if (req_.endless) {
+      // The stream's contract: the chunk's own four draws at its start, then its steps' draws.
+      const auto& c = model_.config();
+      d.noise_v = draw({1, c.in_channels, sp.video_latents(), req_.latent_h, req_.latent_w});
+      d.noise_a = draw({1, c.audio_in_channels, 2, sp.audio_latents()});
+      d.clean_v = draw({1, c.in_channels, sp.video_latents(), req_.latent_h, req_.latent_w});
+      d.clean_a = draw({1, c.audio_in_channels, 2, sp.audio_latents()});
+    } else {
+      d = drawn;  // the same tensors: nothing below writes into them
+    }
+    xv = d.noise_v;
+    xa = d.noise_a;
+    if (run_steps(sp, xv, xa, on_step)) break;
+    if (at_start.defined()) gen_ = at_start.clone();
   }
   CausalChunk out;
   out.span = sp;

@@ -107,6 +107,14 @@ class CausalSampler {
   // cache keeps stay (recache_on_switch: recomputed under it), and so does the media clock's
   // origin (the first prompt's length). Every rank calls it between the same two next() calls.
   void change_text(at::Tensor text, at::Tensor text_tags);
+  // The same change for the chunk in the making: called from next()'s step callback, it makes
+  // that chunk begin again once the callback returns, under the new prompt (its prefill, and
+  // with recache_on_switch the kept chunks' records) and from the chunk's own draws (the
+  // generator goes back to where it stood at the chunk's start), so the stream is the one whose
+  // change came at that chunk's boundary. A prompt given while a chunk is being made then shows
+  // from that chunk, not the next (docs/causal.md "Live"); the forwards already run are lost.
+  // Every rank calls it in the same step's callback.
+  void remake_with_text(at::Tensor text, at::Tensor text_tags);
   // Forwards per chunk from the next chunk on (>= 1; throws h3::Error(kInvalidArgument) else): its
   // grid is built for the new count; the RNG contract draws that many steps' noise for it, so the
   // same seed and the same changes at the same chunks give the same stream. Every rank calls it
@@ -144,6 +152,9 @@ class CausalSampler {
   at::Tensor draw(at::IntArrayRef shape);  // the next draw of the contract, the same on every rank
   void commit_previous();
   void recache();  // the kept chunks' records again, under the prompt record 0 now holds
+  // The chunk's steps from its initial noise; false when a step callback asked for it to be made
+  // again (remake_with_text), the chunk's x0 in xv / xa otherwise.
+  bool run_steps(const ChunkSpan& sp, at::Tensor& xv, at::Tensor& xa, const CausalStepCallback& on_step);
 
   const Transformer& model_;
   CausalRequest req_;
@@ -155,6 +166,7 @@ class CausalSampler {
   std::vector<ChunkDraws> draws_;
   Pending pending_;
   at::Tensor pending_text_, pending_tags_;  // a prompt change waiting for the next chunk
+  bool remake_ = false;                     // remake_with_text: the chunk in the making begins again
   int64_t origin_ = 0;                      // the media clock's origin: the first prompt's length
   int64_t anchor_ = 0;                      // relative positions: see anchor()
   int64_t shift_ = 0;                       // relative positions: the window's shift, in chunks

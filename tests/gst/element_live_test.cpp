@@ -144,14 +144,14 @@ TEST(H3SrcLive, APromptEventLandsAtItsChunkAndGivesTheFramesOfTheSameTimelineUpF
   for (size_t i = 0; i < live.size(); ++i) EXPECT_TRUE(live[i] == up_front[i]) << "frame " << i;
 }
 
-// Sets the `prompt` property from the engine's own thread when it reports the first denoising step
-// of chunk `chunk` (a step's report is handed to the element and waited for): the engine is then
-// inside that chunk, whose prompt it took at its start, so the change lands on the next chunk,
-// however fast or loaded the machine is.
+// Sets the `prompt` property from the engine's own thread when it reports forward `forward`
+// (1-based) of chunk `chunk` (a step's report is handed to the element and waited for, and the
+// engine looks for a change right after it), so where the change lands does not hang on how fast
+// or loaded the machine is.
 class PromptDuringChunk {
  public:
-  PromptDuringChunk(GstElement* pipeline, GstElement* src, int chunk, int steps, const char* prompt)
-      : bus_(gst_element_get_bus(pipeline)), src_(src), step_(chunk * steps + 1), prompt_(prompt) {
+  PromptDuringChunk(GstElement* pipeline, GstElement* src, int chunk, int steps, int forward, const char* prompt)
+      : bus_(gst_element_get_bus(pipeline)), src_(src), step_(chunk * steps + forward), prompt_(prompt) {
     gst_bus_set_sync_handler(bus_, &PromptDuringChunk::on_message, this, nullptr);
   }
   ~PromptDuringChunk() {
@@ -180,48 +180,50 @@ class PromptDuringChunk {
   std::atomic<bool> set_{false};
 };
 
-TEST(H3SrcLive, ThePromptPropertySetDuringAChunkGivesTheNewPromptsFramesFromTheNextChunkOn) {
-  // Four chunks of 17 frames, two forwards each; the prompt is set during chunk 1, so chunk 2
-  // (frames 34 to 67, from 34 / 24 s) is the first under it.
-  const char* kite = "a red kite over the sea";
-  const std::string clip = "seed=5 steps=2 num-frames=68";
-  std::vector<std::string> live, timeline, unchanged;
-  {
-    Pipeline p(clip);
-    PromptDuringChunk during(p.pipeline, p.src, /*chunk=*/1, /*steps=*/2, kite);
-    ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
-    live = p.pull_frames(68);
-    EXPECT_TRUE(during.set());
-    gchar* now = nullptr;
-    g_object_get(p.src, "prompt", &now, nullptr);
-    EXPECT_STREQ(now, kite);
-    g_free(now);
-    const auto applied = prompts_applied(p.pipeline);
-    ASSERT_EQ(applied.size(), 1u);
-    EXPECT_EQ(applied[0].first, 2);
-    EXPECT_EQ(applied[0].second, gst_util_uint64_scale(34, GST_SECOND, 24));  // frame 34's running time
-  }
-  {
-    // The same change up front: chunk 2 is the first to start at or after 1.4 s (34 / 24 s).
-    const h3::test::TempDir dir("live-kite");
+// Four chunks of 17 frames, two forwards each, the prompt set during chunk 1's forward `forward`:
+// the frames, and the prompt changes the bus reported (chunk, running time).
+struct KiteRun {
+  std::vector<std::string> frames;
+  std::vector<std::pair<gint64, guint64>> applied;
+};
+constexpr const char* kKite = "a red kite over the sea";
+constexpr const char* kKiteClip = "seed=5 steps=2 num-frames=68";
+
+KiteRun kite_during_chunk_1(int forward) {
+  KiteRun run;
+  Pipeline p(kKiteClip);
+  PromptDuringChunk during(p.pipeline, p.src, /*chunk=*/1, /*steps=*/2, forward, kKite);
+  EXPECT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+  run.frames = p.pull_frames(68);
+  EXPECT_TRUE(during.set());
+  gchar* now = nullptr;
+  g_object_get(p.src, "prompt", &now, nullptr);
+  EXPECT_STREQ(now, kKite);
+  g_free(now);
+  run.applied = prompts_applied(p.pipeline);
+  return run;
+}
+
+// The same clip with `timeline` (a prompt-timeline file's text; empty: none).
+std::vector<std::string> kite_clip(const std::string& timeline) {
+  const h3::test::TempDir dir("live-kite");
+  std::string props = kKiteClip;
+  if (!timeline.empty()) {
     const std::string file = dir / "timeline.txt";
-    std::ofstream(file) << "1.4 " << kite << "\n";
-    Pipeline p(clip + " prompt-timeline=" + file);
-    ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
-    timeline = p.pull_frames(68);
+    std::ofstream(file) << timeline;
+    props += " prompt-timeline=" + file;
   }
-  {
-    Pipeline p(clip);
-    ASSERT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
-    unchanged = p.pull_frames(68);
-  }
+  Pipeline p(props);
+  EXPECT_EQ(gst_element_set_state(p.pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+  return p.pull_frames(68);
+}
+
+// Frame by frame: `live` equals `timeline`, and differs from `unchanged` exactly from `first_changed`.
+void expect_changed_from(const std::vector<std::string>& live, const std::vector<std::string>& timeline,
+                         const std::vector<std::string>& unchanged, size_t first_changed) {
   ASSERT_EQ(live.size(), 68u);
   ASSERT_EQ(timeline.size(), 68u);
   ASSERT_EQ(unchanged.size(), 68u);
-  // Chunk 2 is the first synthesised under the new prompt, but the decode of chunk 1's frames reads
-  // chunk 2's first two latents (the VAE's temporal overlap, core/vae/chunk_plan.h): the new prompt
-  // shows from chunk 1's second frame on.
-  const size_t first_changed = 17 + 1;
   for (size_t i = 0; i < live.size(); ++i) {
     EXPECT_TRUE(live[i] == timeline[i]) << "frame " << i << " differs from the timeline's";
     if (i < first_changed) {
@@ -230,6 +232,33 @@ TEST(H3SrcLive, ThePromptPropertySetDuringAChunkGivesTheNewPromptsFramesFromTheN
       EXPECT_FALSE(live[i] == unchanged[i]) << "frame " << i << " (under the new prompt) is the old prompt's";
     }
   }
+}
+
+TEST(H3SrcLive, ThePromptPropertySetDuringAChunksLastForwardGivesTheNewPromptsFramesFromTheNextChunkOn) {
+  // Set during chunk 1's last forward: chunk 1 is made, so chunk 2 (frames 34 to 67, from 34 / 24 s)
+  // is the first under it.
+  const KiteRun live = kite_during_chunk_1(/*forward=*/2);
+  ASSERT_EQ(live.applied.size(), 1u);
+  EXPECT_EQ(live.applied[0].first, 2);
+  EXPECT_EQ(live.applied[0].second, gst_util_uint64_scale(34, GST_SECOND, 24));  // frame 34's running time
+  // The same change up front: chunk 2 is the first to start at or after 1.4 s (34 / 24 s). Chunk 2
+  // is the first synthesised under the new prompt, but the decode of chunk 1's frames reads chunk
+  // 2's first two latents (the VAE's temporal overlap, core/vae/chunk_plan.h): the new prompt shows
+  // from chunk 1's second frame on.
+  expect_changed_from(live.frames, kite_clip(std::string("1.4 ") + kKite + "\n"), kite_clip(""), 17 + 1);
+}
+
+TEST(H3SrcLive, ThePromptPropertySetDuringAChunksFirstForwardRemakesThatChunkUnderIt) {
+  // Set during chunk 1's first forward: chunk 1 begins again under the new prompt (docs/causal.md
+  // "Live"), so it is the first under it, from frame 17 (17 / 24 s), and the clip is the one whose
+  // timeline changes the prompt at chunk 1's start. Chunk 0's frames are decoded from a clip that
+  // takes chunk 1's first two latents, and the first clip's frames are not cross-faded with
+  // anything before them: the change shows from frame 0 on.
+  const KiteRun live = kite_during_chunk_1(/*forward=*/1);
+  ASSERT_EQ(live.applied.size(), 1u);
+  EXPECT_EQ(live.applied[0].first, 1);
+  EXPECT_EQ(live.applied[0].second, gst_util_uint64_scale(17, GST_SECOND, 24));
+  expect_changed_from(live.frames, kite_clip(std::string("0.7 ") + kKite + "\n"), kite_clip(""), 0);
 }
 
 // h3videosrc, 16 frames a second, 80x48: `props` added; the video's frames.

@@ -90,14 +90,39 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
     }
     prompt = c_.group.broadcast_string(prompt, 0);
     change_steps(next);
-    if (prompt.empty()) return;
+    if (!prompt.empty()) apply_prompt(prompt, next, false);
+  }
+
+  // Inside a chunk, after each of its forwards but the last: a live change given since the chunk
+  // began (rank 0 takes it, every rank gets it) remakes the chunk under it, at most once a chunk,
+  // instead of waiting for the next chunk (docs/causal.md "Live"): a change shows a chunk sooner
+  // for at most the forwards already run. After the last forward the chunk is made and its
+  // decode may be reading it: a change then waits for the next boundary as before.
+  bool remake_for_live_change(int64_t chunk) {
+    std::string prompt;
+    if (c_.root()) {
+      if (auto live = c_.cancel.take_prompt(dit::chunk_start_seconds(chunk))) prompt = *live;
+    }
+    prompt = c_.group.broadcast_string(prompt, 0);
+    if (prompt.empty()) return false;
+    apply_prompt(prompt, chunk, true);
+    return true;
+  }
+
+  // Every rank encodes the new prompt (the text encoder's shards) for chunk `chunk` on; rank 0
+  // reports it taken.
+  void apply_prompt(const std::string& prompt, int64_t chunk, bool remake) {
     GenerationRequest r = job_.request;
     r.prompt = prompt;
     r.embeds_path.clear();
     const text::Conditioning cond = conditioning_stage(c_, r, job_.free_text_encoder);
-    sampler_.change_text(cond.embeds, cond.tags);
+    if (remake) {
+      sampler_.remake_with_text(cond.embeds, cond.tags);
+    } else {
+      sampler_.change_text(cond.embeds, cond.tags);
+    }
     if (c_.root()) {
-      Event e = c_.progress_event(Phase::kPrompt, 0, 0, next, dit::chunk_first_frame(next));
+      Event e = c_.progress_event(Phase::kPrompt, 0, 0, chunk, dit::chunk_first_frame(chunk));
       e.progress.prompt = prompt;
       c_.mailbox.post(std::move(e));
     }
@@ -135,13 +160,20 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
       return "chunk " + std::to_string(i + 1) +
              (chunks > 0 ? " of " + std::to_string(chunks) : std::string());
     };
+    // The forwards a remake ran again: the step reports go on counting up.
+    int64_t redone = 0;
+    bool remade = false;
     auto on_step = [&](const dit::ChunkSpan& s, int64_t k, int64_t, const at::Tensor&, const at::Tensor&) {
       index = s.index;
-      c_.report_step(forwards_done_ + k + 1, total);
+      c_.report_step(forwards_done_ + redone + k + 1, total < 0 ? total : total + redone);
       if (c_.agreed_cancel()) {
         throw Error(ErrorKind::kCancelled, "cancelled during denoising (" + chunk_name(s.index) +
                                                ", after step " + std::to_string(k + 1) + " of " +
                                                std::to_string(steps) + ")");
+      }
+      if (!remade && k + 1 < steps && remake_for_live_change(s.index)) {
+        remade = true;
+        redone += k + 1;
       }
     };
     dit::CausalChunk chunk;
@@ -162,7 +194,7 @@ class CausalLatents : public vae::LatentSource, public AudioLatents {
       c_.group.report_failure(what);
       throw Error(ErrorKind::kInternal, what);
     }
-    forwards_done_ += steps;
+    forwards_done_ += steps + redone;
     // The blocks kept for sizes the last chunks no longer asked for go back: a prompt of another
     // length changes the cache's rows and so every attention's sizes, and an endless stream never
     // reaches the end of the phase that would release them. Every rank of this process ends an

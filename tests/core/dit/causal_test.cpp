@@ -254,6 +254,50 @@ TEST(CausalSampler, TheWholeClipDrawsAreTheSeedsBitForBit) {
   EXPECT_TRUE(at::equal(at::randn(t.at("clean_eps_audio").sizes(), gen, o), t.at("clean_eps_audio")));
 }
 
+// remake_with_text in a step's callback makes the chunk again from its own draws under the new
+// text: a finite clip's latents are, bit for bit, those of change_text before that chunk (the
+// whole-clip draws kept for it, the per-step noise from the generator put back), with the kept
+// chunks' records as they were or recomputed (recache); only the forwards differ, by those run
+// before the remake.
+TEST(CausalSampler, AChunkRemadeUnderANewTextIsTheChunkThatTextWouldHaveGiven) {
+  const auto& spec = case_spec("k4_sink2_window2");
+  const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
+  const Transformer model = tiny_with_lora();
+  for (const bool recache : {false, true}) {
+    CausalRequest r = request_of(spec, t);
+    r.settings.recache_on_switch = recache;
+    const at::Tensor other = r.text.flip(0).mul(0.5).contiguous();
+    auto run = [&](bool remake) {
+      CausalSampler s(model, r);
+      std::vector<at::Tensor> v, a;
+      while (!s.done()) {
+        if (!remake && s.next_index() == 2) s.change_text(other, {});
+        bool remade = false;
+        auto chunk = s.next([&](const ChunkSpan& span, int64_t step, int64_t, const at::Tensor&, const at::Tensor&) {
+          if (remake && span.index == 2 && step == 1 && !remade) {
+            s.remake_with_text(other, {});
+            remade = true;
+          }
+        });
+        v.push_back(chunk.video);
+        a.push_back(chunk.audio);
+      }
+      return std::make_tuple(at::cat(v, 2), at::cat(a, 0), s.forwards());
+    };
+    const auto [v_changed, a_changed, f_changed] = run(false);
+    const auto [v_remade, a_remade, f_remade] = run(true);
+    const char* mode = recache ? "recache" : "keep";
+    EXPECT_TRUE(at::equal(v_changed, v_remade)) << mode;
+    EXPECT_TRUE(at::equal(a_changed, a_remade)) << mode;
+    EXPECT_EQ(f_remade, f_changed + 2) << mode;  // chunk 2's first two forwards, run again
+    // And the text changed the clip: not the unchanged run's latents from chunk 2 on.
+    CausalSampler plain(model, r);
+    std::vector<at::Tensor> v;
+    while (!plain.done()) v.push_back(plain.next().video);
+    EXPECT_FALSE(at::equal(at::cat(v, 2), v_changed)) << mode;
+  }
+}
+
 TEST(CausalSampler, TwoRanksMatchTheReferenceAndEachOther) {
   for (const char* name :
        {"k2_sink2_window2", "k4_sink2_window2", "k2_sink1_window1_steps3", "k4_sink1_window0"}) {

@@ -385,6 +385,52 @@ TEST(EngineLive, APromptChangedWhilePlayingLandsAtTheNextChunkAndEqualsTheSameTi
   EXPECT_FALSE(at::equal(unchanged.frames[3].frames, live.frames[3].frames));
 }
 
+// A change given while a chunk is being made, before its last forward, remakes that chunk under
+// it (docs/causal.md "Live"): the stream is the one whose timeline changes the prompt at that
+// chunk's start, on one and two ranks, with either switch mode; a chunk is remade once at most (a
+// second change given in the remade chunk waits for the next), and the step reports go on counting
+// up through the remake (one forward run again here).
+TEST(EngineLive, APromptGivenInsideAChunkRemakesItAndEqualsTheSameTimelineUpFront) {
+  const int64_t steps = 4;
+  const char* kA = "a blue cube spinning";
+  const char* kB = "a green field";
+  struct Case {
+    int ranks;
+    PromptSwitch mode;
+  };
+  for (const Case c : {Case{1, PromptSwitch::kKeep}, Case{2, PromptSwitch::kKeep}, Case{1, PromptSwitch::kRecache}}) {
+    const std::string name = std::to_string(c.ranks) + " rank(s), " +
+                             (c.mode == PromptSwitch::kKeep ? "keep" : "recache");
+    auto e = open_tiny(c.ranks);
+    GenerationRequest r = causal(0, false);
+    r.prompt_switch = c.mode;
+    std::vector<int64_t> reported;
+    // Step 5 is chunk 1's first forward: A remakes chunk 1; step 6 is the remade chunk's first: B
+    // waits for chunk 2.
+    const Stream live = run_endless(*e, r, 4, [&](const Progress& p, StreamControl& t) {
+      if (p.phase != Phase::kDenoising) return;
+      reported.push_back(p.step);
+      if (p.step == steps + 1) t.change_prompt(kA);
+      if (p.step == steps + 2) t.change_prompt(kB);
+    });
+    ASSERT_EQ(live.prompts.size(), 2u) << name;
+    EXPECT_EQ(live.prompts[0].first, 1) << name;
+    EXPECT_EQ(live.prompts[1].first, 2) << name;
+    // Four chunks delivered are five made (chunk 3's frames read chunk 4's first latents), and one
+    // forward of chunk 1 ran twice.
+    ASSERT_EQ(reported.size(), static_cast<size_t>(5 * steps + 1)) << name;
+    for (size_t i = 0; i < reported.size(); ++i) EXPECT_EQ(reported[i], static_cast<int64_t>(i + 1)) << name;
+    GenerationRequest timed = r;
+    timed.prompt_timeline = {{dit::chunk_start_seconds(1), kA}, {dit::chunk_start_seconds(2), kB}};
+    const Stream up_front = run_endless(*e, timed, 4);
+    ASSERT_EQ(live.frames.size(), 4u) << name;
+    ASSERT_EQ(up_front.frames.size(), 4u) << name;
+    for (size_t i = 0; i < live.frames.size(); ++i) {
+      EXPECT_TRUE(at::equal(live.frames[i].frames, up_front.frames[i].frames)) << name << ", chunk " << i;
+    }
+  }
+}
+
 TEST(EngineLive, APromptChangeWithTheTextEncoderFreedReadsItAgain) {
   EngineOptions o;
   o.model_dir = default_model_dir();
