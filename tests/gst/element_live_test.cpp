@@ -150,7 +150,8 @@ TEST(H3SrcLive, APromptEventLandsAtItsChunkAndGivesTheFramesOfTheSameTimelineUpF
 // or loaded the machine is.
 class PromptDuringChunk {
  public:
-  PromptDuringChunk(GstElement* pipeline, GstElement* src, int chunk, int steps, int forward, const char* prompt)
+  PromptDuringChunk(GstElement* pipeline, GstElement* src, int chunk, int steps, int forward,
+                    const char* prompt)
       : bus_(gst_element_get_bus(pipeline)), src_(src), step_(chunk * steps + forward), prompt_(prompt) {
     gst_bus_set_sync_handler(bus_, &PromptDuringChunk::on_message, this, nullptr);
   }

@@ -273,12 +273,13 @@ TEST(CausalSampler, AChunkRemadeUnderANewTextIsTheChunkThatTextWouldHaveGiven) {
       while (!s.done()) {
         if (!remake && s.next_index() == 2) s.change_text(other, {});
         bool remade = false;
-        auto chunk = s.next([&](const ChunkSpan& span, int64_t step, int64_t, const at::Tensor&, const at::Tensor&) {
-          if (remake && span.index == 2 && step == 1 && !remade) {
-            s.remake_with_text(other, {});
-            remade = true;
-          }
-        });
+        auto chunk =
+            s.next([&](const ChunkSpan& span, int64_t step, int64_t, const at::Tensor&, const at::Tensor&) {
+              if (remake && span.index == 2 && step == 1 && !remade) {
+                s.remake_with_text(other, {});
+                remade = true;
+              }
+            });
         v.push_back(chunk.video);
         a.push_back(chunk.audio);
       }

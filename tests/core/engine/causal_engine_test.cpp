@@ -398,9 +398,10 @@ TEST(EngineLive, APromptGivenInsideAChunkRemakesItAndEqualsTheSameTimelineUpFron
     int ranks;
     PromptSwitch mode;
   };
-  for (const Case c : {Case{1, PromptSwitch::kKeep}, Case{2, PromptSwitch::kKeep}, Case{1, PromptSwitch::kRecache}}) {
-    const std::string name = std::to_string(c.ranks) + " rank(s), " +
-                             (c.mode == PromptSwitch::kKeep ? "keep" : "recache");
+  for (const Case c :
+       {Case{1, PromptSwitch::kKeep}, Case{2, PromptSwitch::kKeep}, Case{1, PromptSwitch::kRecache}}) {
+    const std::string name =
+        std::to_string(c.ranks) + " rank(s), " + (c.mode == PromptSwitch::kKeep ? "keep" : "recache");
     auto e = open_tiny(c.ranks);
     GenerationRequest r = causal(0, false);
     r.prompt_switch = c.mode;
