@@ -340,6 +340,12 @@ void Lifecycle::stamp_frame(GstBuffer* buf, int64_t n, gint fps_n, gint fps_d) {
 
 void Lifecycle::frame_pushed(int64_t n, GstClockTime running_time) {
   const Published pub = published();
+  if (pub.have_plan && n == pub.plan.positions_leave_frame) {
+    // The stream's positions pass the trained length from this frame's chunk on: told now, as it
+    // plays, not at the start (ClipPlan::positions_warning).
+    GST_ELEMENT_WARNING(element_, LIBRARY, SETTINGS, ("%s", pub.plan.positions_warning.c_str()),
+                        ("positions=absolute, frame %" G_GINT64_FORMAT, n));
+  }
   const int64_t chunk = prompt_times_.pushed(n, frame_time(n, pub.fps_n, pub.fps_d), running_time);
   if (chunk < 0) return;
   gst_element_post_message(

@@ -126,6 +126,10 @@ int run(Args& a) {
   auto engine = Engine::open(eo, progress);
   const ClipPlan plan = engine->plan(req);
   for (const auto& w : plan.warnings) std::fprintf(stderr, "h3 generate: warning: %s\n", w.c_str());
+  // A file is written, not watched: the positions' warning is told up front too.
+  if (!plan.positions_warning.empty()) {
+    std::fprintf(stderr, "h3 generate: warning: %s\n", plan.positions_warning.c_str());
+  }
   if (!quiet && plan.sampler == Sampler::kCausal) {
     std::fprintf(stderr,
                  "h3 generate: causal sampler: %lld chunks of %lld forwards, sink %lld, window %lld, shifts "

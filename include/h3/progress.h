@@ -35,7 +35,8 @@ using ProgressFn = std::function<void(const Progress&)>;
 // Thread-safe: any thread may cancel. The engine polls it at step and chunk boundaries and
 // agrees on it across ranks; a token stays cancelled until reset().
 // The caller's hold on a running request. Besides cancel: a causal request's prompt and step
-// changes and the end of an endless one (docs/causal.md "Live"), both taken at its next chunk boundary.
+// changes and the end of an endless one (docs/causal.md "Live"), taken at its next chunk boundary
+// (a prompt change also inside the chunk being made).
 class StreamControl {
  public:
   void cancel() { flag_.store(true, std::memory_order_release); }
@@ -45,8 +46,9 @@ class StreamControl {
   void finish() { finish_.store(true, std::memory_order_release); }
   bool finish_requested() const { return finish_.load(std::memory_order_acquire); }
   // A new prompt for a causal request from its first chunk that starts at or after
-  // `at_seconds` into the clip (0: its next chunk); the engine reports each one applied with a
-  // Phase::kPrompt progress. An empty prompt is ignored.
+  // `at_seconds` into the clip (0: the chunk being made, made again under it if its last forward
+  // has not run, else the next; docs/causal.md "A change inside a chunk"); the engine reports
+  // each one applied with a Phase::kPrompt progress. An empty prompt is ignored.
   void change_prompt(std::string prompt, double at_seconds = 0) {
     if (prompt.empty()) return;
     std::lock_guard<std::mutex> lock(mutex_);

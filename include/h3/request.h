@@ -166,6 +166,14 @@ struct ClipPlan {
   // (kMaxEndlessChunks chunks), after which it ends.
   bool endless = false;
   double video_shift = 0, audio_shift = 0;  // the shifts the sampler runs with
+  // causal: what a prompt change does to the kept chunks (GenerationRequest::prompt_switch); with
+  // recache the sampler holds their commit inputs, which the memory estimate counts.
+  PromptSwitch prompt_switch = PromptSwitch::kKeep;
+  // causal, positions = absolute, past the model's trained length: the first frame of the first
+  // chunk whose positions pass it (-1: none), and what the caller should be told when that frame
+  // is delivered (it is not among `warnings`, which are told before the clip starts).
+  int64_t positions_leave_frame = -1;
+  std::string positions_warning;
   // What the caller should be told before the clip starts (e.g. a causal request without a
   // LoRA: the base model was not trained for chunk-causal sampling).
   std::vector<std::string> warnings;

@@ -268,6 +268,15 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
     e.dit_bytes = s.ranks_here * (dit_bytes_per_rank(c, chunk_rows, s) +
                                   chunk_rows * (cache_rows + chunk_rows) * (c.num_heads / tp) * kF32) +
                   e.kv_bytes;
+    if (p.prompt_switch == PromptSwitch::kRecache) {
+      // The kept chunks' commit inputs, fp32 in host memory also with GPUs (the sampler's
+      // latents live on the CPU), on every rank (CausalSampler::recache_bytes): one
+      // per chunk record the cache keeps (cache_records - 1: not the text's), each a chunk's video
+      // latents and its audio rows (a chunk has at most 29 audio latents a channel).
+      const int64_t records = p.cache_records < 0 ? 0 : std::max<int64_t>(0, p.cache_records - 1);
+      const int64_t per_chunk = c.in_channels * dit::kChunkLatents * lh * lw + 2 * 29 * c.audio_in_channels;
+      e.recache_bytes = s.ranks_here * records * per_chunk * kF32;
+    }
   } else {
     // The condition blocks and the pictures' vision blocks are rows of every forward too.
     e.dit_rows = kTextRowsReserve + p.vision_rows + p.condition_rows + audio_rows + video_rows;
@@ -288,7 +297,8 @@ MemoryEstimate estimate_request_memory(const ModelInfo& m, const ClipPlan& p, co
   const int64_t waveform = p.endless ? 0 : 2 * std::max<int64_t>(0, p.audio_samples) * kF32;
   e.state_bytes = s.ranks_here * 5 * latent_values * kF32 + waveform;
   e.margin_bytes =
-      (e.state_bytes + e.dit_bytes + e.decode_bytes + e.conditioning_bytes) / 10 + (int64_t{64} << 20);
+      (e.state_bytes + e.dit_bytes + e.decode_bytes + e.conditioning_bytes + e.recache_bytes) / 10 +
+      (int64_t{64} << 20);
   return e;
 }
 

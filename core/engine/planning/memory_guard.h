@@ -44,6 +44,9 @@ struct MemoryEstimate {
   int64_t decode_bytes = 0;  // the video decode of one clip (tiles gathered, stitched, blended)
   int64_t state_bytes = 0;   // latents, noise and the sampler's state, held through the request
   int64_t margin_bytes = 0;  // a tenth of the rest and 64 MiB: allocator slack, the sink's copies
+  // Causal with prompt_switch = recache: the commit inputs the sampler keeps beside the cache to
+  // recompute the kept chunks' records at a switch, in host memory (also with GPUs). 0 otherwise.
+  int64_t recache_bytes = 0;
   // FL2VA (keyframes in the plan): the VAE encoder's and the vision tower's weights, which the
   // first such request loads beside the model's (counted whole on every rank: an upper bound
   // under tensor parallelism), and the larger of their activations on one keyframe.
@@ -51,7 +54,9 @@ struct MemoryEstimate {
   // The phases add up rather than take turns: much of what the DiT phase frees stays resident
   // (the allocator keeps freed blocks below its mmap threshold in the heap), measured against the
   // peak RSS of the tiny model (docs/performance-engine.md, "Memory guard").
-  int64_t peak() const { return state_bytes + dit_bytes + decode_bytes + conditioning_bytes + margin_bytes; }
+  int64_t peak() const {
+    return state_bytes + dit_bytes + decode_bytes + conditioning_bytes + recache_bytes + margin_bytes;
+  }
 };
 
 // The text rows the estimate reserves (longer prompts are a few kB of rows: noise next to video).

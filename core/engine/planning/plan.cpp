@@ -409,7 +409,8 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
                                        : std::min(p.causal_chunks, req.sink + req.window);
     // Asked for absolute positions (auto gives a clip them silently: today's clips, the parity
     // vectors' layout), a stream or clip longer than the model's trained length is told where its
-    // positions leave it. A whole chunk at the trained clip's tail index already runs past it.
+    // positions leave it, when that chunk is delivered. A whole chunk at the trained clip's tail
+    // index already runs past it.
     const int64_t trained = dit::clip_chunks(m.defaults.num_frames), past = trained - 1;
     if (req.positions == CausalPositions::kAbsolute && (p.endless || p.causal_chunks > trained)) {
       std::ostringstream w;
@@ -420,8 +421,10 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
         << m.defaults.num_frames
         << " frames, the model's default), where RoPE extrapolates and the picture may drift; positions = "
            "relative keeps them within (auto's choice for an endless stream)";
-      p.warnings.push_back(w.str());
+      p.positions_leave_frame = dit::chunk_first_frame(past);
+      p.positions_warning = w.str();
     }
+    p.prompt_switch = req.prompt_switch;
   } else {
     p.evaluations = dit::make_schedule(p.steps, m.video_shift).evaluations();
   }

@@ -60,7 +60,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClipPlan, width, height, num_frames, canvas_w
                                    evaluations, audio_latents, audio_samples, audio_rate, sampler,
                                    causal_chunks, cache_records, min_steps, video_shift, audio_shift,
                                    warnings, endless, keyframe_anchors, references, condition_rows,
-                                   vision_rows)
+                                   vision_rows, prompt_switch, positions_leave_frame, positions_warning)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TimedPrompt, seconds, prompt)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GenerationRequest, prompt, embeds_path, width, height, num_frames, steps,
                                    seed, audio, sampler, sink, window, positions, prompt_switch, video_shift,

@@ -300,6 +300,32 @@ TEST(MemoryGuard, TheCausalEstimateGrowsWithTheWindowAndTheSizeAndItsKvCacheIsTh
   EXPECT_EQ(estimate_request_memory(m, make_plan(m, request(256, 160, 141)), MemoryShape{}).kv_bytes, 0);
 }
 
+// prompt-switch = recache keeps each kept chunk's commit input beside the cache (fp32 video
+// latents and audio rows, CausalSampler::recache_bytes): the estimate counts them on every rank,
+// in host memory also with GPUs; keep holds none.
+TEST(MemoryGuard, ARecachingStreamCountsTheCommitInputsItKeeps) {
+  const ModelInfo m = tiny();
+  GenerationRequest r = causal(256, 160, kEndless, 2);
+  const ClipPlan keep = make_plan(m, r);
+  EXPECT_EQ(keep.prompt_switch, PromptSwitch::kKeep);
+  r.prompt_switch = PromptSwitch::kRecache;
+  const ClipPlan recache = make_plan(m, r);
+  EXPECT_EQ(recache.prompt_switch, PromptSwitch::kRecache);
+  ASSERT_EQ(recache.cache_records, 4);  // the text, chunk 0 and the window's 2
+  // 3 chunks: 24 x 5 x 10 x 16 video latents and 2 x 29 x 32 audio rows, 4 bytes each (0.08 MiB).
+  const int64_t per_chunk = (24 * 5 * 10 * 16 + 2 * 29 * 32) * 4;
+  EXPECT_EQ(estimate_request_memory(m, keep, MemoryShape{}).recache_bytes, 0);
+  const MemoryEstimate one = estimate_request_memory(m, recache, MemoryShape{});
+  EXPECT_EQ(one.recache_bytes, 3 * per_chunk);
+  EXPECT_GT(one.peak(), estimate_request_memory(m, keep, MemoryShape{}).peak());
+  MemoryShape two;
+  two.ranks_here = 2;
+  EXPECT_EQ(estimate_request_memory(m, recache, two).recache_bytes, 2 * 3 * per_chunk);
+  MemoryShape gpus;
+  gpus.on_gpus = true;
+  EXPECT_EQ(estimate_request_memory(m, recache, gpus).recache_bytes, 3 * per_chunk);
+}
+
 // An endless stream's plan has -1 for every length (num_frames, chunks, frames, evaluations,
 // samples): its estimate reads none of them. It reserves the latents the stream keeps at a time
 // (causal_engine_test.cpp measures them), and its KV cache is that of any clip long enough to
