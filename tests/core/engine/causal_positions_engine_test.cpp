@@ -91,9 +91,10 @@ TEST(EngineCausalPositions, AnEndlessStreamPlacesChunk41WhereChunk8Was) {
   GenerationRequest abs = r;
   abs.positions = CausalPositions::kAbsolute;
   const ClipPlan p = e->plan(abs);
-  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_TRUE(p.warnings.empty()) << "told when chunk 3 plays, not at the start";
+  EXPECT_EQ(p.positions_leave_frame, 51);
   EXPECT_EQ(
-      p.warnings[0],
+      p.positions_warning,
       "positions = absolute on an endless stream: from chunk 3 (counted from 0, 2.125 s in) its positions "
       "pass those of a clip of the model's trained length (48 frames, the model's default), where RoPE "
       "extrapolates and the picture may drift; positions = relative keeps them within (auto's choice for "
@@ -159,16 +160,19 @@ TEST(EngineCausalPositions, SettingsThatCannotApplyAreRefusedNamingThem) {
   // A clip asked for absolute positions past the trained length is told; auto's clip is not.
   r = stream();
   r.num_frames = 141;
-  EXPECT_TRUE(e->plan(r).warnings.empty());
+  EXPECT_TRUE(e->plan(r).positions_warning.empty());
+  EXPECT_EQ(e->plan(r).positions_leave_frame, -1);
   r.positions = CausalPositions::kAbsolute;
   const ClipPlan p = e->plan(r);
-  ASSERT_EQ(p.warnings.size(), 1u);
-  EXPECT_EQ(
-      p.warnings[0].rfind("positions = absolute on a clip longer than the trained length: from chunk 3", 0),
-      0u)
-      << p.warnings[0];
+  EXPECT_TRUE(p.warnings.empty());
+  EXPECT_EQ(p.positions_leave_frame, 51);
+  EXPECT_EQ(p.positions_warning.rfind(
+                "positions = absolute on a clip longer than the trained length: from chunk 3", 0),
+            0u)
+      << p.positions_warning;
   r.num_frames = 56;  // the trained length itself
-  EXPECT_TRUE(e->plan(r).warnings.empty());
+  EXPECT_TRUE(e->plan(r).positions_warning.empty());
+  EXPECT_EQ(e->plan(r).positions_leave_frame, -1);
 }
 
 }  // namespace
