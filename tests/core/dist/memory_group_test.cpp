@@ -10,6 +10,7 @@
 #include "dist/group.h"
 #include "dist/world.h"
 #include "dist_test_util.h"
+#include "h3/error.h"
 
 namespace h3::dist {
 namespace {
@@ -92,6 +93,102 @@ TEST(MemoryGroup, TwoWorldsAtOnceDoNotMix) {
   std::thread a(world, 2, 1.0), b(world, 3, 10.0);
   a.join();
   b.join();
+}
+
+// Ranks out of step: one skipped a collective its peer runs, or ran one more. The meetings of
+// different collectives used to pair up anyway (a meeting is a count): each rank copied by its
+// own layout, their counts of ranks at work went apart, and the rank that then timed out waited
+// for ever for a peer to stop working (a live stream whose ranks ran different step counts hung
+// past 400 s). Now every rank's collective fails at the first meeting where they differ, naming
+// each rank's collective; the group is broken afterwards. The short timeout only bounds a rank
+// that waits for a peer which has left; the test's meson timeout bounds a hang.
+TEST(MemoryGroup, RanksOutOfStepFailOnEveryRankNamingEachRanksCollective) {
+  WorldOptions o;
+  o.timeout = std::chrono::seconds(2);
+  const std::string why =
+      "; a rank skipped, added or reordered a collective (every rank must run the same collectives in the "
+      "same order)";
+  // Rank 1 skips the all_reduce: its all_gather meets rank 0's all_reduce (metadata rows of 104
+  // bytes each, alike in size: only the operation tells them apart).
+  const std::string skipped =
+      "the ranks are out of step: rank 0 is in all_reduce (meeting 1 of 2, 208 bytes), "
+      "rank 1 is in all_gather (meeting 1 of 2, 208 bytes)" +
+      why;
+  auto results = run_threads(
+      2,
+      [](Group& g) {
+        at::Tensor t = at::ones({4});
+        if (g.rank() == 0) g.all_reduce(t);
+        g.all_gather(t);
+      },
+      o);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[0].ok);
+  EXPECT_EQ(results[0].error, "rank 0: all_reduce: " + skipped);
+  EXPECT_FALSE(results[1].ok);
+  EXPECT_EQ(results[1].error, "rank 1: all_gather: " + skipped);
+  for (const auto& r : results) {
+    try {
+      std::rethrow_exception(r.exception);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kDistributed) << "rank " << r.rank;
+    } catch (...) {
+      ADD_FAILURE() << "rank " << r.rank << ": not an h3::Error";
+    }
+  }
+
+  // Rank 1 runs one all_reduce more (a forward more) before the step count both broadcast: its
+  // all_reduce meets rank 0's broadcast_int. Then the group is broken on both.
+  const std::string added =
+      "the ranks are out of step: rank 0 is in broadcast_int (meeting 1 of 2, 32 bytes), "
+      "rank 1 is in all_reduce (meeting 1 of 2, 208 bytes)" +
+      why;
+  std::vector<std::string> after(2);
+  results = run_threads(
+      2,
+      [&](Group& g) {
+        at::Tensor t = at::ones({4});
+        g.all_reduce(t);
+        try {
+          if (g.rank() == 1) g.all_reduce(t);
+          g.broadcast_int(3, 0);
+        } catch (const Error&) {
+          EXPECT_TRUE(g.broken());
+          try {
+            g.barrier();
+          } catch (const Error& e) {
+            after[static_cast<size_t>(g.rank())] = e.what();
+          }
+          throw;
+        }
+      },
+      o);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].error, "rank 0: broadcast_int: " + added);
+  EXPECT_EQ(results[1].error, "rank 1: all_reduce: " + added);
+  EXPECT_EQ(after[0],
+            "rank 0: cannot run barrier: the group failed earlier (rank 0: broadcast_int: " + added + ")");
+  EXPECT_EQ(after[1],
+            "rank 1: cannot run barrier: the group failed earlier (rank 1: all_reduce: " + added + ")");
+
+  // Three ranks, rank 2 one broadcast ahead: the ranks in step are named alike.
+  results = run_threads(
+      3,
+      [](Group& g) {
+        at::Tensor b = at::zeros({3});
+        if (g.rank() != 2) g.broadcast(b, 0);
+        g.barrier();
+      },
+      o);
+  const std::string three =
+      "the ranks are out of step: rank 0 is in broadcast (meeting 1 of 2, 312 bytes), "
+      "rank 1 is in broadcast (meeting 1 of 2, 312 bytes), rank 2 is in barrier "
+      "(meeting 1 of 1, 0 bytes)" +
+      why;
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].error, "rank 0: broadcast: " + three);
+  EXPECT_EQ(results[1].error, "rank 1: broadcast: " + three);
+  EXPECT_EQ(results[2].error, "rank 2: barrier: " + three);
 }
 
 }  // namespace
