@@ -73,7 +73,9 @@ void install_request_properties(GObjectClass* klass) {
       klass, PROP_LORA,
       g_param_spec_string("lora", "LoRA",
                           "A PEFT LoRA on the DiT (adapter_model.safetensors or its folder), e.g. "
-                          "RAVEN-Streaming's for sampler=causal",
+                          "RAVEN-Streaming's for sampler=causal; unset, sampler=causal takes the model's "
+                          "own causal adapter where it ships one (MODEL/causal-lora/: the embedded default "
+                          "does); \"none\": no adapter at all",
                           nullptr, kReady));
   for (auto [id, name, nick, blurb] :
        {std::tuple<Property, const char*, const char*, const char*>{

@@ -3,6 +3,7 @@
 #include <glib.h>
 
 #include "h3/model_clock.h"
+#include "h3/model_lora.h"
 #include "marking/model_digest.h"
 
 namespace h3gst {
@@ -44,7 +45,10 @@ void StreamRecord::begin(const Settings& s, const std::string& element, const h3
   r.window = s.window;
   r.positions = h3::to_string(s.positions);
   r.prompt_switch = h3::to_string(s.prompt_switch);
-  if (!s.lora.empty()) {
+  if (s.lora == h3::kNoLora) {
+    // No adapter at all (not the model's own causal adapter either): a name without a file.
+    r.lora_name = h3::kNoLora;
+  } else if (!s.lora.empty()) {
     r.lora_name = basename_of(s.lora);
     r.lora_sha256 = h3::marking::model_sha256(s.lora);
   }

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/model/model.h"
 #include "engine/planning/memory_guard.h"
+#include "engine/planning/request_lora.h"
 #include "h3/error.h"
 #include "h3/model_clock.h"
 #include "h3/prompt_timeline.h"
@@ -131,12 +132,13 @@ int run(Args& a) {
     std::fprintf(stderr, "h3 generate: warning: %s\n", plan.positions_warning.c_str());
   }
   if (!quiet && plan.sampler == Sampler::kCausal) {
+    const std::string lora = request_lora(engine->model(), req);
     std::fprintf(stderr,
                  "h3 generate: causal sampler: %lld chunks of %lld forwards, sink %lld, window %lld, shifts "
                  "%g / %g, positions %s, prompt switch %s%s%s\n",
                  (long long)plan.causal_chunks, (long long)plan.steps, (long long)req.sink,
                  (long long)req.window, plan.video_shift, plan.audio_shift, to_string(req.positions),
-                 to_string(req.prompt_switch), req.lora.empty() ? "" : ", LoRA ", req.lora.c_str());
+                 to_string(req.prompt_switch), lora.empty() ? "" : ", LoRA ", lora.c_str());
   }
   if (!quiet) {
     std::fprintf(
@@ -242,7 +244,9 @@ H3_REGISTER_COMMAND(
     "                       after the last step; causal: RAVEN-Streaming's chunk-causal sampler, each\n"
     "                       chunk finished against a KV cache and decoded at once (docs/causal.md)\n"
     "  --lora FILE          a PEFT LoRA (adapter_model.safetensors or its folder) on the DiT, e.g.\n"
-    "                       RAVEN-Streaming's for --sampler causal or a step-distilled one\n"
+    "                       RAVEN-Streaming's for --sampler causal or a step-distilled one; without\n"
+    "                       it, --sampler causal takes the model's own causal adapter where it ships\n"
+    "                       one (MODEL/causal-lora/: the embedded default does); `none`: no adapter\n"
     "  --sink N             causal: KV-cache records pinned, the text first (default 2)\n"
     "  --window N           causal: recent chunks kept in the KV cache (default 2; -1: all)\n"
     "  --positions auto|absolute|relative  causal: where chunks sit on the DiT's clock; relative moves\n"

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "h3/error.h"
 #include "h3/model_clock.h"
+#include "h3/model_lora.h"
 #include "marking/model_digest.h"
 #include "marking/xmp.h"
 #include "tools/command.h"
@@ -273,7 +274,9 @@ int run(Args& a) {
                     ": not the same weights. Pass --model with the folder that made it");
   }
   GenerationRequest req;
-  if (!r.lora_name.empty()) {
+  if (r.lora_name == kNoLora && r.lora_sha256.empty()) {
+    req.lora = kNoLora;  // made with lora=none: the model bare, not its own causal adapter
+  } else if (!r.lora_name.empty()) {
     if (!lora) {
       throw Error(ErrorKind::kInvalidArgument, path + " was made with the LoRA '" + r.lora_name +
                                                    "' (sha256 " + r.lora_sha256 + "): pass it with --lora");

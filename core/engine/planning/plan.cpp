@@ -13,6 +13,7 @@
 #include "dit/chunk_layout.h"
 #include "dit/frames.h"
 #include "dit/sampler.h"
+#include "engine/planning/request_lora.h"
 #include "engine/stages/reference_frames.h"
 #include "h3/error.h"
 #include "image/keyframes.h"
@@ -329,7 +330,7 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
   }
   p.video_shift = req.video_shift != 0 ? req.video_shift : m.video_shift;
   p.audio_shift = req.audio_shift != 0 ? req.audio_shift : m.audio_shift;
-  if (!req.lora.empty() && !fs::exists(req.lora)) {
+  if (!req.lora.empty() && req.lora != kNoLora && !fs::exists(req.lora)) {
     throw Error(
         ErrorKind::kNotFound,
         "lora '" + req.lora + "' does not exist: give a PEFT adapter_model.safetensors or its folder");
@@ -357,7 +358,9 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
         "positions = relative needs a window: it moves the window's chunks back as the clip advances, "
         "and window = -1 keeps every chunk; give a window of 0 or more, or positions = absolute");
   }
-  if (causal && req.lora.empty()) {
+  // A model may ship its own causal adapter (the embedded default does): a causal request without
+  // a lora runs with it (request_lora.h); lora = "none" runs the base model bare.
+  if (causal && request_lora(m, req).empty()) {
     p.warnings.push_back(
         "the causal sampler runs without a LoRA: the base model was not trained for chunk-causal sampling, "
         "so expect a clip that drifts from the prompt; give a RAVEN-Streaming LoRA (lora)");

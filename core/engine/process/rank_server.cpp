@@ -11,6 +11,7 @@
 #include "dist/agree.h"
 #include "dit/frames.h"
 #include "engine/model/compute_dtype.h"
+#include "engine/planning/request_lora.h"
 #include "engine/process/job.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/scheduler/session.h"
@@ -418,7 +419,7 @@ void RankServer::run_job(dist::Group& g, RankParts& parts, RankSessions& shared,
     }
     // Before any work, so that a model without audio_vae/ fails at once.
     if (j.request.audio) load_audio_decoder(c);
-    adapter_stage(c, j.request.lora);
+    adapter_stage(c, request_lora(model_, j.request));  // the request's, or the model's causal adapter
     // FL2VA: the keyframes onto the canvas, then what the text encoder sees of them (unless the
     // prompt comes as embeddings) and their latents.
     const KeyframePictures pictures = keyframe_pictures_stage(c, mine ? &mine->job.request : nullptr);
