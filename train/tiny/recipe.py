@@ -13,7 +13,13 @@ Stages, each cached in --work under a key of its inputs (a rerun skips what is a
   audio_dataset  the same clips' soundtracks (2.325 s of stereo) encoded (the audio VAE is constructed,
                  not trained: audio_vae.py)
   dit            flow matching on the dataset (normalised latents)
-then export (a staging folder renamed into place) and the manifest.
+then export (a staging folder renamed into place) and the manifest, then
+  causal         the chunk-causal adapter (causal.py): a LoRA trained by teacher forcing on endless streams
+                 through the engine's causal forward, written as OUT/causal-lora/ (PEFT) into the manifest.
+
+    python recipe.py --h3 BUILD/tools/h3 --causal-only [--base data/default] --out DIR
+                 only the causal stage, from a finished model (default: the committed data/default):
+                 DIR is BASE with causal-lora/ (re)made and the manifest updated.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import numpy as np
 import torch
 
 import audio_vae
+import causal
 import data
 import dit
 import manifest
@@ -39,7 +46,7 @@ import video_vae
 
 DEFAULT_SEED = 20261201
 THREADS = 2
-STEPS = {"vae": 1500, "dit": 18000, "dit_whole": 2500}
+STEPS = {"vae": 1500, "dit": 18000, "dit_whole": 2500, "causal": 80}
 CLIPS = 400
 FRAMES = 56                # what the engine generates for the default 48 frames (17 * 3 + 5, trimmed)
 LATENT = (17, 10, 16)      # video latent frames, height, width for 56 frames at 256 x 160
@@ -80,10 +87,13 @@ def cached(work: Path, name: str, key: dict, make):
     return value
 
 
-def stage_text(h3: str, work: Path) -> dict:
-    base = work / "base"
-    if not (base / "model_index.json").exists():
-        subprocess.run([h3, "make-tiny", "--quiet", "--out", str(base), "--seed", str(TEXT_ENCODER_SEED)], check=True)
+def stage_text(h3: str, work: Path, base: Path | None = None) -> dict:
+    """Every caption's encoder rows; `base`: a model folder holding this text encoder (default: make it)."""
+    if base is None:
+        base = work / "base"
+        if not (base / "model_index.json").exists():
+            subprocess.run([h3, "make-tiny", "--quiet", "--out", str(base), "--seed", str(TEXT_ENCODER_SEED)],
+                           check=True)
     from safetensors.torch import load_file
     embeds = {}
     for spec in data.all_specs():
@@ -93,6 +103,37 @@ def stage_text(h3: str, work: Path) -> dict:
         # a copy: load_file maps the file, which the next caption's run overwrites
         embeds[spec.caption] = load_file(out)["embeds"].to(torch.float32).clone()
     return embeds
+
+
+def stage_text_direct(h3: str, work: Path, base: Path) -> dict:
+    """Every caption's encoder rows computed here, with transformers' Qwen3-VL on `base`'s text encoder
+    (hidden_states[K] of the caption's tokens, no template): a process for all 324 captions, where `h3
+    encode-prompt` takes seconds per caption. Checked against `h3 encode-prompt` on the first caption
+    (they agree to float32 rounding, 2.4e-7 when written); a difference beyond 1e-5 stops the recipe."""
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, Qwen3VLForConditionalGeneration
+    layer = json.loads((base / "model_index.json").read_text())["text_encoder_layer"]
+    tokenizer = AutoTokenizer.from_pretrained(base / "tokenizer")
+    encoder = Qwen3VLForConditionalGeneration.from_pretrained(base / "text_encoder", torch_dtype=torch.float32).eval()
+    embeds = {}
+    with torch.no_grad():
+        for spec in data.all_specs():
+            ids = tokenizer(spec.caption, add_special_tokens=False, return_tensors="pt").input_ids
+            out = encoder.model.language_model(input_ids=ids, output_hidden_states=True)
+            embeds[spec.caption] = out.hidden_states[layer][0].to(torch.float32).clone()
+    first = data.all_specs()[0].caption
+    out = work / "embeds.safetensors"
+    subprocess.run([h3, "encode-prompt", "--model", str(base), "--prompt", first, "--out", str(out)], check=True,
+                   stdout=subprocess.DEVNULL)
+    difference = float((load_file(out)["embeds"].to(torch.float32) - embeds[first]).abs().max())
+    print(f"text         {len(embeds)} captions; against h3 encode-prompt: max |diff| {difference:.2e}", flush=True)
+    if difference > 1e-5:
+        sys.exit(f"text: transformers' encoder differs from h3 encode-prompt by {difference:.2e} on '{first}'")
+    return embeds
+
+
+# The text stage's cache key; the causal-only run encodes with the base model's copy of the same encoder.
+TEXT_KEY = {"seed": TEXT_ENCODER_SEED, "captions": len(data.all_specs()), "copied": True}
 
 
 def clip_rng(seed: int, i: int) -> np.random.Generator:
@@ -214,6 +255,72 @@ def export(out: Path, work: Path, seed: int, vae, avae, transformer, stats: dict
     staging.rename(out)
 
 
+def read_stats(base: Path) -> dict:
+    """The latent statistics the recipe wrote into the VAEs' configs."""
+    v = json.loads((base / "vae" / "config.json").read_text())
+    a = json.loads((base / "audio_vae" / "config.json").read_text())
+    return {"video_mean": v["latents_mean"], "video_std": v["latents_std"], "audio_mean": a["latents_mean"],
+            "audio_std": a["latents_std"]}
+
+
+def stage_causal(base: Path, out: Path, work: Path, seed: int, embeds: dict, log, force: bool) -> None:
+    """The chunk-causal adapter (causal.py) for the finished model in `base`, written with `base`'s files
+    into `out` (a staging folder renamed into place; `out` may be `base`) as causal-lora/, the manifest
+    updated (the adapter's files, its steps and losses, the check against the reference lane)."""
+    from diffusers import MiniMaxH3Transformer3DModel
+    transformer_file = base / "transformer" / "diffusion_pytorch_model.safetensors"
+    shifts = tuple(json.loads((base / part / "scheduler_config.json").read_text())["shift"]
+                   for part in ("scheduler", "audio_scheduler"))
+    stats = read_stats(base)
+    key = {"base": manifest.sha256(transformer_file), "seed": seed, "steps": STEPS["causal"], "rank": causal.RANK,
+           "alpha": causal.ALPHA, "targets": causal.TARGETS, "chunks": causal.CHUNKS, "sink": causal.SINK,
+           "window": causal.WINDOW, "grid_share": causal.GRID_SHARE, "switch_share": causal.SWITCH_SHARE,
+           "later_share": causal.LATER_SHARE, "context_noise": causal.CONTEXT_NOISE, "lr": causal.LR,
+           "warmup": causal.WARMUP, "noise_forwards": "last + one",
+           "batch": causal.BATCH, "shifts": shifts}
+
+    def load():
+        return MiniMaxH3Transformer3DModel.from_pretrained(base / "transformer").to(torch.float32).eval()
+
+    difference = cached(work, "causal_check", {"base": key["base"], "seed": seed},
+                        lambda: causal.check_against_lane(load(), embeds, stats, shifts, seed + 10))
+    print(f"causal       packed forward vs the reference lane: max |dv| {difference:.2e}", flush=True)
+
+    def make():
+        if difference > 1e-4:
+            sys.exit(f"causal: the packed training forward is not the engine's causal forward (max |dv| "
+                     f"{difference:.2e} against bench/reference/causal's lane)")
+        t0, c0 = time.time(), time.process_time()
+        lora, losses = causal.train(load(), embeds, stats, shifts, STEPS["causal"], seed + 9, log)
+        return {"tensors": lora.tensors(), "config": lora.config(), "losses": losses,
+                "lane_difference": difference, "seconds": round(time.time() - t0), "cpu_seconds": round(time.process_time() - c0)}
+
+    made = cached(work, "causal", key, make)
+    staging = out.with_name(out.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(base, staging, ignore=shutil.ignore_patterns("causal-lora"))
+    adapter = staging / "causal-lora"
+    adapter.mkdir()
+    from safetensors.torch import save_file
+    save_file(made["tensors"], adapter / "adapter_model.safetensors", metadata={"format": "pt"})
+    write_json(adapter / "adapter_config.json", made["config"])
+    record = json.loads((staging / "manifest.json").read_text())
+    record["steps"]["causal"] = STEPS["causal"]
+    record["losses"]["causal"] = summary(made["losses"])
+    record["causal"] = {"trained_by": "train/tiny/causal.py (teacher forcing)", "seed": seed + 9,
+                        "rank": causal.RANK, "alpha": causal.ALPHA, "targets": list(causal.TARGETS),
+                        "chunks": causal.CHUNKS, "sink": causal.SINK, "window": causal.WINDOW,
+                        "batch": causal.BATCH, "seconds": made["seconds"], "cpu_seconds": made["cpu_seconds"],
+                        "lane_max_abs_difference": float(f"{made['lane_difference']:.3g}"),
+                        "parameters": sum(t.numel() for t in made["tensors"].values())}
+    record["files"] = {str(p.relative_to(staging)): manifest.sha256(p) for p in sorted(staging.rglob("*"))
+                       if p.is_file() and p.name != "manifest.json"}
+    write_json(staging / "manifest.json", record)
+    if out.exists():
+        shutil.rmtree(out) if force or out == base else sys.exit(f"{out}: exists (use --force to replace it)")
+    staging.rename(out)
+
+
 def check(folder: Path) -> int:
     bad = manifest.problems(folder)
     for line in bad:
@@ -230,12 +337,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--force", action="store_true", help="replace an existing --out")
     ap.add_argument("--check", type=Path, help="only check a folder's files against its manifest")
+    ap.add_argument("--causal-only", action="store_true",
+                    help="only the chunk-causal adapter's stage, from the finished model --base")
+    ap.add_argument("--base", type=Path, default=Path(__file__).resolve().parent.parent.parent / "data" / "default",
+                    help="--causal-only: the finished model (default: the committed data/default)")
     ap.add_argument("--smoke", action="store_true",
                     help="a few steps of every stage on 6 clips (checks the recipe and its determinism; an untrained model)")
     args = ap.parse_args()
     global CLIPS
     if args.smoke:
-        STEPS.update(vae=3, dit=5, dit_whole=3)
+        STEPS.update(vae=3, dit=5, dit_whole=3, causal=3)
         CLIPS = 6
     if args.check:
         return check(args.check)
@@ -251,8 +362,12 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     seed = args.seed
     log = Log()
-    embeds = cached(work, "text", {"seed": TEXT_ENCODER_SEED, "captions": len(data.all_specs()), "copied": True},
-                    lambda: stage_text(args.h3, work))
+    if args.causal_only:
+        base = args.base.resolve()
+        embeds = cached(work, "text_direct", TEXT_KEY, lambda: stage_text_direct(args.h3, work, base))
+        stage_causal(base, args.out.resolve(), work, seed, embeds, log, args.force)
+        return check(args.out)
+    embeds = cached(work, "text", TEXT_KEY, lambda: stage_text(args.h3, work))
 
     torch.manual_seed(seed)  # the decoder's initial weights (torch's own initial seed is not fixed)
     vae = video_vae.build()
@@ -317,6 +432,7 @@ def main() -> int:
     transformer.load_state_dict(whole["state"])
     losses = {"vae": decoder["losses"], "dit": trained["losses"], "dit_whole": whole["losses"]}
     export(args.out, work, seed, vae, avae, transformer, stats, losses, round(audio_error, 6), args.force)
+    stage_causal(args.out.resolve(), args.out.resolve(), work, seed, embeds, log, True)
     return check(args.out)
 
 
