@@ -15,6 +15,7 @@
 
 #include "../../clip_check.h"
 #include "engine_test_util.h"
+#include "h3/model_lora.h"
 #include "h3_config.h"
 
 namespace h3 {
@@ -97,13 +98,14 @@ class DefaultModel : public ::testing::Test {
   }
   // A clip of the model's default size, length and steps, with its soundtrack.
   Verdict run(const std::string& dir, const Prompted& p, ClipPlan* plan_out = nullptr,
-              Sampler sampler = Sampler::kEuler) {
+              Sampler sampler = Sampler::kEuler, const std::string& lora = "") {
     Engine& e = engine(dir);
     GenerationRequest r;
     r.prompt = p.prompt;
     r.seed = 1;
     r.audio = true;
     r.sampler = sampler;
+    r.lora = lora;
     const ClipPlan plan = e.plan(r);
     if (plan_out) *plan_out = plan;
     test::CollectSink sink;
@@ -148,12 +150,22 @@ TEST_F(DefaultModel, EachPromptsColourMotionAndToneAreThere) {
 }
 
 // The chunk-causal sampler (RAVEN-Streaming's, as the live source runs it; docs/causal.md) on the
-// same model, with no causal adapter: the recipe trains none yet (train/tiny/README.md), yet each
+// same model, with the causal adapter it ships (data/default/causal-lora, taken by default): each
 // 17-frame chunk, finished against the cache of the ones before, keeps the prompt's colour, motion
-// and tone over the default clip. What a prompt change or an endless stream does is not checked here.
+// and tone over the default clip. Endless streams and prompt changes: default_causal_test.cpp.
 TEST_F(DefaultModel, TheCausalSamplerShowsEachPromptToo) {
+  expect_each_prompt_shown([&](const Prompted& p, ClipPlan* plan) {
+    const Verdict v = run(kTrained, p, plan, Sampler::kCausal);
+    EXPECT_TRUE(plan->warnings.empty()) << "the default's own adapter is taken: " << plan->warnings.front();
+    return v;
+  });
+}
+
+// ... and without it (lora = "none"): the bidirectional DiT alone still shows each prompt over 48
+// frames; the adapter is for what comes later (default_causal_test.cpp).
+TEST_F(DefaultModel, TheCausalSamplerWithoutTheAdapterShowsEachPromptToo) {
   expect_each_prompt_shown(
-      [&](const Prompted& p, ClipPlan* plan) { return run(kTrained, p, plan, Sampler::kCausal); });
+      [&](const Prompted& p, ClipPlan* plan) { return run(kTrained, p, plan, Sampler::kCausal, kNoLora); });
 }
 
 // The same checks on the random tiny model (the tests' build/data/tiny): its clip is coloured static
