@@ -303,9 +303,10 @@ TEST_F(DefaultCausal, ASwitchAtChunk100ShowsTheNewPromptFromChunk102Keep) {
   }
 }
 
-// The recache switch (the retained chunks' keys and values recomputed under the new prompt) is
-// helper h51-positions' GenerationRequest::prompt_switch = PromptSwitch::kRecache; where it exists,
-// this test is the keep test's with `r.prompt_switch = PromptSwitch::kRecache;` in set_mode.
+// The recache switch (the retained chunks' keys and values recomputed under the new prompt):
+// GenerationRequest::prompt_switch = PromptSwitch::kRecache. This test is the keep test's with
+// `r.prompt_switch = PromptSwitch::kRecache;` in set_mode; it was written before that mode was on
+// this branch and has not been run with it, so it is skipped until it has.
 TEST_F(DefaultCausal, ASwitchAtChunk100ShowsTheNewPromptFromChunk102Recache) {
   GTEST_SKIP()
       << "the recache prompt-switch mode (GenerationRequest::prompt_switch = PromptSwitch::kRecache) "
