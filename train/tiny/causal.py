@@ -14,12 +14,15 @@ What the engine runs (docs/causal.md, "The chunk-causal DiT") and what a trainin
 - a prompt switch (`keep`, the engine's default) replaces record 0 by the new prompt's prefill before
   the chunk that takes it; the chunks the cache keeps stay as they were committed.
 
-One sample is a stream of CHUNKS = 4 chunks: sink chunk + window + 1 is the most a chunk ever sees, and
-with relative positions (an endless stream's default) the engine gives every chunk past the third the
-positions of chunk 3 of such a clip, so these 4 chunks' absolute positions are the layout a chunk of a
-long stream runs in. The sink chunk is the stream's first 17 frames; the three after it are either
-frames 17..68 or a stretch from later in the same endless motion (as the cache of a long stream holds
-chunk 0 beside the latest two). Every group of rows is packed into one differentiable forward whose
+One sample is a stream of CHUNKS = 4 chunks: sink chunk + window + 1 is the most a chunk ever sees. With
+relative positions (an endless stream's default, docs/causal.md "Positions") the engine keeps the
+prompt and the sink chunk where they are and moves the window and the current chunk back in steps of 3
+chunks, so a late chunk sits at place p = 3, 4 or 5 (the anchor A = 5 of the tiny default: sink 2,
+window 2, 4 trained chunks) with the window's two at p - 2 and p - 1. A sample draws p and puts its 4
+chunks at places [0, p - 2, p - 1, p]: the layouts a chunk of a long stream runs in. The sink chunk is
+the stream's first 17 frames; the three after it are either the frames of their places or a stretch
+from later in the same endless motion (as the cache of a long stream holds chunk 0 beside the latest
+two). Every group of rows is packed into one differentiable forward whose
 attention is computed per group over exactly the keys the engine's forward of that chunk sees: text
 rows over their prompt; the clean (committing) copy of chunk j and the noisy copy of chunk c over
 [the records retained before them | their own rows].
@@ -48,9 +51,10 @@ import data
 import video_vae
 
 CHUNKS = 4                # sink chunk + window + 1
+ANCHOR = 5                # the last place relative positions put a chunk at (docs/causal.md, "Positions")
 SINK, WINDOW = 2, 2       # records (the prompt is record 0): the engine's defaults
 CHUNK_FRAMES, CHUNK_LATENTS = 17, 5
-FRAMES = CHUNKS * CHUNK_FRAMES
+FRAMES = (ANCHOR + 1) * CHUNK_FRAMES   # the frames up to the last place a chunk is put at
 LATENT_H, LATENT_W = 10, 16   # 256 x 160
 PATCH = (1, 2, 2)
 CLEAN_T = 0.999
@@ -63,7 +67,7 @@ GRID_SHARE = 0.75
 SWITCH_SHARE = 0.35       # samples whose prompt changes at a chunk boundary
 LATER_SHARE = 0.5         # samples whose chunks 1-3 come from later in the stream than chunk 0
 CONTEXT_NOISE = 0.3       # the largest deviation of the context corruption (normalised latents)
-LR, WARMUP, BATCH = 1e-3, 10, 1
+LR, WARMUP, BATCH = 1e-3, 30, 1   # cosine from LR after the warmup down to LR / 10 (video_vae.cosine_lr)
 
 
 def shifted(u: float, shift: float) -> float:
@@ -142,25 +146,30 @@ def encode_audio(waveform: np.ndarray) -> torch.Tensor:
 @dataclass
 class Stream:
     captions: list          # per chunk
-    video: torch.Tensor     # [24, CHUNKS * 5, h, w] normalised latents
-    audio: torch.Tensor     # [2, 32, A] normalised latents (A = audio_span(CHUNKS - 1)[1])
+    places: list            # per chunk: the chunk of a clip whose positions it runs at ([0, p - 2, p - 1, p])
+    video: torch.Tensor     # [24, CHUNKS * 5, h, w] normalised latents of the sample's chunks
+    audio: torch.Tensor     # [2, 32, A] normalised latents of the frames up to the last place
+                            # (A = audio_span(places[-1])[1]; a chunk's rows are those of its place)
 
 
 def make_stream(rng: np.random.Generator, specs: list, stats: dict) -> Stream:
-    """A sample: its chunks' captions and latents. Chunk 0 is the stream's first 17 frames; chunks 1-3 the
-    17 frames after it, or (LATER_SHARE) a stretch from later on. A prompt switch (SWITCH_SHARE) at chunk
-    k: from k on another caption's stream (its own track over the same clock), an abrupt cut."""
+    """A sample: its chunks' captions, places and latents. Chunk 0 is the stream's first 17 frames at place 0;
+    chunks 1-3 sit at places p - 2 .. p (p = 3, 4 or 5) and show the frames of those places, or (LATER_SHARE)
+    a stretch from later on. A prompt switch (SWITCH_SHARE) at chunk k: from k on another caption's stream
+    (its own track over the same clock), an abrupt cut."""
     import audio_vae
+    last = int(rng.integers(CHUNKS - 1, ANCHOR + 1))
+    places = [0] + list(range(last - CHUNKS + 2, last + 1))
     spec_a = specs[int(rng.integers(len(specs)))]
     switch = int(rng.integers(1, CHUNKS)) if rng.random() < SWITCH_SHARE else CHUNKS
     spec_b = specs[int(rng.integers(len(specs)))] if switch < CHUNKS else spec_a
     gap = int(rng.integers(CHUNK_FRAMES, 40 * CHUNK_FRAMES)) if rng.random() < LATER_SHARE else 0
     fresh = rng.random() < 0.5
-    local = np.arange(FRAMES)
+    local = np.arange((last + 1) * CHUNK_FRAMES)
     clock = np.where(local < CHUNK_FRAMES, local, local + gap)   # the global frame of each frame shown
-    a_latents = audio_span(CHUNKS - 1)[1]
+    a_latents = audio_span(last)[1]
     samples = a_latents * audio_vae.HOP
-    cut = switch * CHUNK_FRAMES
+    cut = places[switch] * CHUNK_FRAMES if switch < CHUNKS else len(local)
     track = endless_track(spec_a, clock, rng, fresh)
     video = data.render_video(spec_a, data.Track(track.x[:cut], track.y[:cut], track.r[:cut], []))
     # the soundtrack over the same frames (render_audio holds a sample to its frame's place)
@@ -169,15 +178,15 @@ def make_stream(rng: np.random.Generator, specs: list, stats: dict) -> Stream:
         track = endless_track(spec_b, clock, rng, fresh)
         later = data.Track(track.x[cut:], track.y[cut:], track.r[cut:], [])
         video = np.concatenate([video, data.render_video(spec_b, later)])
-        a0 = audio_span(switch)[0]
+        a0 = audio_span(places[switch])[0]
         audio[..., a0:] = encode_audio(data.render_audio(spec_b, track, samples))[..., a0:]
     x = video_vae.to_model_space(video)[None].contiguous()
-    latents = torch.cat([video_vae.pool_clip(x[:, :, c * CHUNK_FRAMES:(c + 1) * CHUNK_FRAMES]).chunk(2, dim=1)[0]
-                         for c in range(CHUNKS)], dim=2)[0]
+    latents = torch.cat([video_vae.pool_clip(x[:, :, p * CHUNK_FRAMES:(p + 1) * CHUNK_FRAMES]).chunk(2, dim=1)[0]
+                         for p in places], dim=2)[0]
     vm, vs = torch.tensor(stats["video_mean"]).view(-1, 1, 1, 1), torch.tensor(stats["video_std"]).view(-1, 1, 1, 1)
     am, as_ = torch.tensor(stats["audio_mean"]).view(1, -1, 1), torch.tensor(stats["audio_std"]).view(1, -1, 1)
     captions = [spec_a.caption if c < switch else spec_b.caption for c in range(CHUNKS)]
-    return Stream(captions, (latents - vm) / vs, (audio - am) / as_)
+    return Stream(captions, places, (latents - vm) / vs, (audio - am) / as_)
 
 
 # --- the layout -------------------------------------------------------------------------------------------
@@ -193,7 +202,7 @@ def chunk_positions(text_rows: int, chunk: int) -> torch.Tensor:
     audio = torch.zeros(2 * n, 3, dtype=torch.float64)
     audio[:, 0] = float(text_rows) + torch.arange(a0, a1, dtype=torch.float64).repeat(2)
     audio[:n, 2], audio[n:, 2] = float(width_grid[0]), float(width_grid[-1])
-    times = _temporal_position_grid(CHUNKS * CHUNK_LATENTS + 2, float(text_rows))
+    times = _temporal_position_grid((chunk + 1) * CHUNK_LATENTS, float(text_rows))
     per_frame = frame_grid.shape[0]
     video = torch.empty(CHUNK_LATENTS, per_frame, 3, dtype=torch.float64)
     video[:, :, 0] = times[chunk * CHUNK_LATENTS:(chunk + 1) * CHUNK_LATENTS, None]
@@ -207,10 +216,10 @@ def retained(commits: int) -> list[int]:
 
 
 def chunk_rows(stream: Stream, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A chunk's video rows [5 * 40, 96] (patches) and audio rows [2a, 32] (left, then right)."""
+    """A chunk's video rows [5 * 40, 96] (patches) and audio rows [2a, 32] (left, then right; its place's)."""
     from diffusers.modular_pipelines.minimax_h3.before_denoise import patchify_video_latents
     v = stream.video[:, chunk * CHUNK_LATENTS:(chunk + 1) * CHUNK_LATENTS]
-    a0, a1 = audio_span(chunk)
+    a0, a1 = audio_span(stream.places[chunk])
     a = stream.audio[..., a0:a1]
     return patchify_video_latents(v[None], PATCH), a.permute(0, 2, 1).reshape(-1, a.shape[1])
 
@@ -266,18 +275,20 @@ class Packed:
         self.lane = lane        # bench/reference/causal's CausalLane: the engine's numerical order
         self.m = lane.m
 
-    def forward(self, texts: dict, prompt_of: list, noisy: list, clean: list, only=None):
+    def forward(self, texts: dict, prompt_of: list, noisy: list, clean: list, only=None, places=None):
         """texts: caption -> [L, 32] encoder rows; prompt_of[c]: chunk c's caption; noisy[c] = (video x_t,
         audio x_t, video sigma, audio sigma) rows of every chunk; clean[j] = (video x0, audio x0, video eps,
         audio eps) rows of the chunks before the last, which the forward commits as the engine does
         (t * x0 + (1 - t) * eps at t = 0.999, in fp32). only: the chunks whose noise forward runs (default
-        all). Returns those chunks' (video v, audio v), in order."""
+        all). places[c]: the chunk of a clip whose positions chunk c runs at (default c). Returns those chunks'
+        (video v, audio v), in order."""
         lane, m = self.lane, self.m
         dtype = torch.float32
         origin = texts[prompt_of[0]].shape[0]   # the media clock's origin: the first prompt's length
         t_clean = fp32(CLEAN_T)
         c_eps = fp32_one_minus(t_clean)
         chunks = list(range(len(noisy))) if only is None else list(only)
+        places = list(range(len(noisy))) if places is None else list(places)
         noisy = [(v, a, fp32_one_minus(s_v), fp32_one_minus(s_a)) for v, a, s_v, s_a in noisy]
         ts = sorted({t_clean} | {n[2] for n in noisy} | {n[3] for n in noisy})
         t_index = {t: i for i, t in enumerate(ts)}
@@ -309,7 +320,7 @@ class Packed:
             n_a = audio.shape[0]
             rows_mod = torch.cat([torch.full((n_a,), t_index[t_a] * 3 + 2),
                                   torch.full((video.shape[0],), t_index[t_v] * 3 + 0)])
-            return h, chunk_positions(origin, c), rows_mod
+            return h, chunk_positions(origin, places[c]), rows_mod
 
         record_group = {}   # chunk j -> its clean group (record j + 1)
 
@@ -437,7 +448,7 @@ def train(model, texts: dict, stats: dict, shifts, steps: int, seed: int, log):
             noisy, clean, targets = sample_inputs(stream, rng, gen, shifts, rng.random() < 0.5)
             # the last chunk (the layout of every chunk of a long stream) and one of the others
             only = [int(rng.integers(CHUNKS - 1)), CHUNKS - 1]
-            out = packed.forward(texts, stream.captions, noisy, clean, only)
+            out = packed.forward(texts, stream.captions, noisy, clean, only, stream.places)
             targets = [targets[c] for c in only]
             loss_v = sum((pv - tv).pow(2).mean() for (pv, _), (tv, _) in zip(out, targets)) / len(only)
             loss_a = sum((pa - ta).pow(2).mean() for (_, pa), (_, ta) in zip(out, targets)) / len(only)
@@ -490,8 +501,8 @@ class RecordCache:
 @torch.no_grad()
 def check_against_lane(model, texts: dict, stats: dict, shifts, seed: int) -> float:
     """The packed training forward against bench/reference/causal's lane (the engine's causal forward,
-    chunk by chunk through a KV cache) on one sample with a prompt switch and a non-zero LoRA: the largest
-    absolute difference of the noisy chunks' velocities."""
+    chunk by chunk through a KV cache) on one sample at places 0, 3, 4, 5 with a prompt switch and a
+    non-zero LoRA: the largest absolute difference of the noisy chunks' velocities."""
     causal_lane, lane = lane_of(model)
     torch.manual_seed(seed)
     lora = Lora(model)
@@ -500,19 +511,21 @@ def check_against_lane(model, texts: dict, stats: dict, shifts, seed: int) -> fl
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
     stream = make_stream(rng, data.training_specs(), stats)
+    while stream.places[-1] != ANCHOR:   # the window and the current chunk moved back: places 0, 3, 4, 5
+        stream = make_stream(rng, data.training_specs(), stats)
     stream.captions[2:] = [data.all_specs()[0].caption] * (CHUNKS - 2)   # a switch at chunk 2
     noisy, clean, _ = sample_inputs(stream, rng, gen, shifts, False)
-    packed = Packed(lane).forward(texts, stream.captions, noisy, clean)
+    packed = Packed(lane).forward(texts, stream.captions, noisy, clean, places=stream.places)
     origin = texts[stream.captions[0]].shape[0]
     lane.layout_mod = SimpleNamespace(text_position_ids=lambda L: torch.stack(
         [torch.arange(L, dtype=torch.float64), torch.zeros(L, dtype=torch.float64), torch.zeros(L, dtype=torch.float64)], 1))
     chunks = []
     for c in range(CHUNKS):
-        a0, a1 = audio_span(c)
+        a0, a1 = audio_span(stream.places[c])
         chunks.append(SimpleNamespace(audio_rows=2 * (a1 - a0), rows=2 * (a1 - a0) + CHUNK_LATENTS * 40,
                                       video_latents=CHUNK_LATENTS))
     layout = SimpleNamespace(chunks=chunks, latent_h=LATENT_H, latent_w=LATENT_W,
-                             chunk_position_ids=lambda c: chunk_positions(origin, c))
+                             chunk_position_ids=lambda c: chunk_positions(origin, stream.places[c]))
     cache = RecordCache()
     lane.prefill_text(texts[stream.captions[0]][None], cache=cache)
 
