@@ -2,13 +2,14 @@
 # docs/causal.md's contact sheet of an endless stream, and what the default-model checks measure of
 # it: h3videosrc on the embedded default model (data/default; a causal request takes its causal
 # adapter, causal-lora/, unless the properties say otherwise), sampler=causal, num-frames=-1, "a red
-# circle moving right on a black background", seed 3, switched at chunk 300 (212.5 s) to "a blue
-# square moving left on a white background" (a combination the model never saw in training). The
-# sheet: three frames (0, 8 and 16 of 17) of chunks 0, 100, 500 and 1,000, a row a chunk, at full
-# size (256 x 160), one PNG; real engine output, nothing retouched but the palette. The checks
-# (scripts/endless_look.py, those of tests/core/engine/default_causal_test.cpp) on chunks 5-7 and
-# 200-202 (red circle), 302-304 and 1,000-1,002 (blue square). The stream ends by num-buffers after
-# chunk 1,002 (17,051 frames).
+# circle moving right on a black background", seed 3, switched at chunk 100 (70.8 s) to "a blue
+# square moving left on a white background" (a combination the model never saw in training): the
+# stream of tests/core/engine/default_causal_test.cpp. The sheet: three frames (0, 8 and 16 of 17)
+# of chunks 0, 100 (the first of the new prompt), 500 and 1,000, a row a chunk, at full size
+# (256 x 160), one PNG; real engine output, nothing retouched but the palette. The checks
+# (scripts/endless_look.py, those of the test) on chunks 5-7 and 96-98 (red circle), 102-104,
+# 105-107, 108-110, 200-202, 500-502 and 1,000-1,002 (blue square). The stream ends by num-buffers
+# after chunk 1,002 (17,051 frames).
 #
 #   bash scripts/endless-sheet.sh [OUT.png] [ELEMENT PROPERTIES...]
 #       OUT default docs/endless-sheet.png ("-": no sheet, the checks only); BUILD=build;
@@ -26,7 +27,7 @@ shift || true
 CHUNKS=(0 100 500 1000)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/h3-endless.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-printf '212.49 a blue square moving left on a white background\n' >"$tmp/timeline.txt"
+printf '70.82 a blue square moving left on a white background\n' >"$tmp/timeline.txt"
 picks=()
 for c in "${CHUNKS[@]}"; do
   for f in 0 8 16; do picks+=(--frame $((c * 17 + f))); done
@@ -35,8 +36,9 @@ start=$(date +%s)
 gst-launch-1.0 -q h3videosrc model="$here/data/default" sampler=causal num-frames=-1 seed=3 \
   prompt="a red circle moving right on a black background" prompt-timeline="$tmp/timeline.txt" \
   num-buffers=$((1003 * 17)) "$@" ! video/x-raw,format=RGB,width=256,height=160 ! fdsink fd=1 |
-  "$PY" scripts/endless_look.py --window 5:3:red:black --window 200:3:red:black \
-    --window 302:3:blue:white --window 1000:3:blue:white "${picks[@]}" --out "$tmp"
+  "$PY" scripts/endless_look.py --window 5:3:red:black --window 96:3:red:black --window 102:3:blue:white \
+    --window 105:3:blue:white --window 108:3:blue:white --window 200:3:blue:white --window 500:3:blue:white \
+    --window 1000:3:blue:white "${picks[@]}" --out "$tmp"
 echo "endless-sheet: the stream took $(( $(date +%s) - start )) s"
 [ "$out" = - ] && exit 0
 inputs=()

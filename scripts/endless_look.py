@@ -3,7 +3,7 @@
 of chunks asked, prints what tests/clip_check.h measures of a clip of the embedded default model
 (train/tiny/data.py's palette): the share of frames whose foreground is mostly the prompted colour,
 the share of pixels nearest the prompted background, and the median step of that colour's centroid
-between frames (steps over 40 px, a wrap or a jump, left out), as tests/core/engine/
+over 4 frames, in px a frame (steps over 40 px, a wrap or a jump, left out), as tests/core/engine/
 default_causal_test.cpp does; and writes chosen frames as raw RGB files for a contact sheet.
 
     ... ! video/x-raw,format=RGB,width=256,height=160 ! fdsink fd=1 | \\
@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 W, H, CHUNK = 256, 160, 17
+SPAN = 4   # frames a latent decodes into (a chunk's 17 frames: 1 + 4 x 4)
 PALETTE = {"red": (225, 35, 35), "green": (40, 190, 60), "blue": (45, 85, 235), "yellow": (240, 220, 40),
            "purple": (150, 55, 205), "orange": (250, 140, 25), "black": (8, 8, 8), "white": (245, 245, 245),
            "gray": (120, 120, 120)}
@@ -33,7 +34,7 @@ def classify(frame):
 
 def look(frames, colour, background):
     share, steps, bg = 0, [], 0.0
-    last = None
+    last = []
     for f in frames:
         k = classify(f)
         bg += float((k == NAMES.index(background)).mean())
@@ -49,11 +50,13 @@ def look(frames, colour, background):
         if dominant == colour:
             ys, xs = np.nonzero(k == top)
             centre = (xs.mean() + 0.5, ys.mean() + 0.5)
-        if centre is not None and last is not None:
-            dx, dy = centre[0] - last[0], centre[1] - last[1]
+        # the step over SPAN frames: the VAE decodes a latent into 4 near-identical frames, so the
+        # shape moves in jumps every 4th frame (a frame-to-frame median would be about 0)
+        if centre is not None and len(last) >= SPAN and last[-SPAN] is not None:
+            dx, dy = centre[0] - last[-SPAN][0], centre[1] - last[-SPAN][1]
             if abs(dx) <= 40 and abs(dy) <= 40:
-                steps.append((dx, dy))
-        last = centre
+                steps.append((dx / SPAN, dy / SPAN))
+        last.append(centre)
     median = tuple(float(np.median([s[i] for s in steps])) if steps else 0.0 for i in (0, 1))
     return share / len(frames), bg / len(frames), median
 

@@ -5,7 +5,7 @@
 #   bash train/tiny/run.sh [--force] [--out DIR] [--seed S] [--smoke]
 #   bash train/tiny/run.sh --causal-only [--base DIR] [--out DIR] [--force]
 #       only the adapter's stage, from a finished model (default: the committed data/default): OUT is
-#       that model with causal-lora/ made again and the manifest updated (its 80 steps: 10 min on
+#       that model with causal-lora/ made again and the manifest updated (its 300 steps: 10 min on
 #       a busy 2-core machine)
 #
 # Uses the reference virtual environment (scripts/reference-venv.sh: torch at the project's LibTorch

@@ -358,9 +358,10 @@ ClipPlan make_plan(const ModelInfo& m, const GenerationRequest& req) {
         "positions = relative needs a window: it moves the window's chunks back as the clip advances, "
         "and window = -1 keeps every chunk; give a window of 0 or more, or positions = absolute");
   }
-  // A model may ship its own causal adapter (the embedded default does): a causal request without
-  // a lora runs with it (request_lora.h); lora = "none" runs the base model bare.
-  if (causal && request_lora(m, req).empty()) {
+  // A model may ship its own causal adapter (the embedded default does): an endless causal request
+  // without a lora runs with it (request_lora.h); a clip runs the model bare, as the model's maker
+  // meant (no warning); lora = "none" runs it bare.
+  if (causal && request_lora(m, req).empty() && (req.lora == kNoLora || model_causal_lora(m.dir).empty())) {
     p.warnings.push_back(
         "the causal sampler runs without a LoRA: the base model was not trained for chunk-causal sampling, "
         "so expect a clip that drifts from the prompt; give a RAVEN-Streaming LoRA (lora)");

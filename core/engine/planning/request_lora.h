@@ -1,7 +1,7 @@
-// Which LoRA a request runs with (docs/causal.md, "LoRA"): the one it names; else, with the causal
-// sampler, the model's own chunk-causal adapter where its folder ships one (causal-lora/ holding
-// adapter_model.safetensors: the embedded default's, trained by train/tiny); none for
-// lora = kNoLora (h3/model_lora.h) or where neither exists.
+// Which LoRA a request runs with (docs/causal.md, "LoRA"): the one it names; else, for an endless
+// stream with the causal sampler, the model's own chunk-causal adapter where its folder ships one
+// (causal-lora/ holding adapter_model.safetensors: the embedded default's, trained by train/tiny);
+// none for lora = kNoLora (h3/model_lora.h), for a clip that names none, or where neither exists.
 #pragma once
 
 #include <string>
