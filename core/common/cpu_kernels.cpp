@@ -1,6 +1,5 @@
 #include "common/cpu_kernels.h"
 
-#include <ATen/Context.h>
 #include <ATen/cpu/Utils.h>
 #include <c10/util/Logging.h>
 
@@ -17,15 +16,10 @@
 namespace h3 {
 namespace {
 
-// The "model name", "cpu MHz" and "vendor_id" lines of /proc/cpuinfo's first processor (empty
-// and 0 without them).
-struct ProcCpuinfo {
-  std::string model, vendor;
-  double mhz = 0;
-};
-ProcCpuinfo proc_cpuinfo() {
+// The "model name" and "cpu MHz" lines of /proc/cpuinfo's first processor ({"", 0} without them).
+std::pair<std::string, double> proc_cpuinfo() {
   std::ifstream in("/proc/cpuinfo");
-  std::string line, model, vendor;
+  std::string line, model;
   double mhz = 0;
   auto value = [](const std::string& l) {
     const auto colon = l.find(':');
@@ -34,10 +28,9 @@ ProcCpuinfo proc_cpuinfo() {
   while (std::getline(in, line)) {
     if (model.empty() && line.rfind("model name", 0) == 0) model = value(line);
     if (mhz == 0 && line.rfind("cpu MHz", 0) == 0) mhz = std::atof(value(line).c_str());
-    if (vendor.empty() && line.rfind("vendor_id", 0) == 0) vendor = value(line);
-    if (!model.empty() && mhz > 0 && !vendor.empty()) break;
+    if (!model.empty() && mhz > 0) break;
   }
-  return {model, vendor, mhz};
+  return {model, mhz};
 }
 
 CpuFeatures detect() {
@@ -57,10 +50,7 @@ CpuFeatures detect() {
   if (const auto it = caps.find("num_logical_cores"); it != caps.end() && it->second.isInt()) {
     f.logical_cores = static_cast<int>(it->second.toInt());
   }
-  const ProcCpuinfo proc = proc_cpuinfo();
-  const std::string& model = proc.model;
-  const double mhz = proc.mhz;
-  f.intel = proc.vendor == "GenuineIntel";
+  const auto [model, mhz] = proc_cpuinfo();
   f.model = model;
   if (f.model.empty()) {
     const auto it = caps.find("cpu_name");
@@ -148,7 +138,7 @@ std::string describe_features(const CpuFeatures& f) {
 }
 
 const char* to_string(GemmPath p) {
-  return p == GemmPath::kOnednnTiles ? "oneDNN tiles" : p == GemmPath::kMklTiles ? "MKL tiles" : "ATen";
+  return p == GemmPath::kOnednnTiles ? "oneDNN tiles" : "ATen";
 }
 
 const char* to_string(AttentionPath p) {
@@ -160,7 +150,7 @@ KernelOverrides kernel_overrides_from_env() {
 }
 
 CpuKernels choose_cpu_kernels(const CpuFeatures& f, at::ScalarType dtype, bool have_onednn,
-                              const KernelOverrides& o, bool have_mkl) {
+                              const KernelOverrides& o) {
   check_aten_capability(f, o.aten_capability);
   const bool bf16 = dtype == at::kBFloat16;
   const std::string cpu = "this CPU (" + f.model + ") ";
@@ -178,18 +168,10 @@ CpuKernels choose_cpu_kernels(const CpuFeatures& f, at::ScalarType dtype, bool h
                    : cpu + "has no AVX-512 (F, BW, VL and DQ) nor AMX-BF16" + capped +
                          ", where LibTorch refuses oneDNN's bf16 linear";
 
-  // H3_CPU_GEMM=mkl forces fp32's linears only (the MKL tiles are fp32's): bf16 chooses as unforced.
-  const bool forced = !o.gemm.empty() && !(o.gemm == "mkl" && bf16 && have_mkl);
-  if (!forced) {
+  if (o.gemm.empty()) {
     if (!have_onednn) {
       k.gemm = GemmPath::kAten;
       k.why = "GEMM: ATen (no oneDNN fused linears in this LibTorch)";
-    } else if (!bf16 && have_mkl && f.intel && f.avx512 && o.aten_capability != "avx2" &&
-               o.aten_capability != "default" && isa >= kIsaAvx512Core) {
-      // Measured on an AVX-512 Xeon: the tiles run alike through MKL and oneDNN, and MKL's, written
-      // in place, save each tile's copy into the output (docs/performance.md, "The CPU at hand").
-      k.gemm = GemmPath::kMklTiles;
-      k.why = "GEMM: MKL tiles (fp32 on an Intel AVX-512 CPU)";
     } else if (!bf16) {
       k.gemm = GemmPath::kOnednnTiles;
       k.why = "GEMM: oneDNN tiles (fp32 on any x86 CPU)";
@@ -208,18 +190,12 @@ CpuKernels choose_cpu_kernels(const CpuFeatures& f, at::ScalarType dtype, bool h
     }
     k.gemm = GemmPath::kOnednnTiles;
     k.why = "GEMM: oneDNN tiles (H3_CPU_GEMM)";
-  } else if (o.gemm == "mkl") {
-    if (!have_mkl) {
-      refuse("H3_CPU_GEMM", o.gemm, "this LibTorch has no MKL", "unset it or set it to onednn or aten");
-    }
-    k.gemm = GemmPath::kMklTiles;
-    k.why = "GEMM: MKL tiles (H3_CPU_GEMM)";
   } else if (o.gemm == "aten") {
     k.gemm = GemmPath::kAten;
     k.why = "GEMM: ATen (H3_CPU_GEMM)";
   } else {
     refuse("H3_CPU_GEMM", o.gemm, "not a GEMM path",
-           "set it to onednn, mkl or aten, or unset it (chosen by the CPU)");
+           "set it to onednn or aten, or unset it (chosen by the CPU)");
   }
 
   // ATen's own kernels (the flash attention's softmax and its packing) at AVX-512: unless the CPU
@@ -280,8 +256,8 @@ const CpuKernels& cpu_kernels(at::ScalarType dtype) {
   const at::ScalarType key = kernel_key(dtype);
   if (auto it = chosen.find(key); it != chosen.end()) return it->second;
   static const KernelOverrides overrides = kernel_overrides_from_env();
-  CpuKernels k = choose_cpu_kernels(cpu_features(), key, fused_linear_backend() == std::string("oneDNN"),
-                                    overrides, at::hasMKL());
+  CpuKernels k =
+      choose_cpu_kernels(cpu_features(), key, fused_linear_backend() == std::string("oneDNN"), overrides);
   return chosen.emplace(key, std::move(k)).first->second;
 }
 

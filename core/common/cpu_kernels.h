@@ -2,11 +2,8 @@
 // "The CPU at hand"): the GEMM path of its linears and the path of its attention, per compute
 // dtype. The machines this project runs on differ (AVX2 or AVX-512, with or without AVX512_BF16
 // or AMX), and a kernel that wins on one loses on another:
-//  - fp32 linears: in fixed tiles (common/fused_linear.h), so that the bits do not depend on
-//    the thread count: on an Intel AVX-512 CPU whose LibTorch has MKL, each tile is MKL's sgemm
-//    written in place into the output (oneDNN's operator returns a new tensor, copied into place:
-//    0.81x at::mm's rate there against the tiles' own rate alike); elsewhere oneDNN's fused
-//    linears (they beat ATen's sgemm on the AVX2 EPYC they were chosen on).
+//  - fp32 linears: oneDNN's fused linears in fixed tiles (common/fused_linear.h) everywhere
+//    LibTorch has them: they beat ATen's sgemm and keep the bits thread-count independent.
 //  - bf16 linears: the same oneDNN tiles where the CPU multiplies bf16 natively (AVX512_BF16 or
 //    AMX-BF16: oneDNN's JIT uses either, on any vendor); ATen's emulation elsewhere (LibTorch
 //    refuses oneDNN's bf16 linear without AVX-512).
@@ -29,8 +26,7 @@ namespace h3 {
 
 // What this CPU has, as LibTorch's cpuinfo detects it (plus the model name of /proc/cpuinfo).
 struct CpuFeatures {
-  std::string model;   // "Intel(R) Xeon(R) Processor"; cpuinfo's name where /proc has none
-  bool intel = false;  // /proc/cpuinfo's vendor_id is GenuineIntel (MKL's own vendor)
+  std::string model;  // "Intel(R) Xeon(R) Processor"; cpuinfo's name where /proc has none
   bool avx2 = false, fma = false;
   bool avx512 = false;  // AVX-512 F, BW, VL and DQ: what LibTorch's and oneDNN's AVX-512 kernels need
   bool avx512_vnni = false, avx512_bf16 = false, avx512_fp16 = false;
@@ -47,14 +43,14 @@ const CpuFeatures& cpu_features();
 // ("none of avx2, avx512, bf16" when none is).
 std::string describe_features(const CpuFeatures& f);
 
-enum class GemmPath { kOnednnTiles, kMklTiles, kAten };
+enum class GemmPath { kOnednnTiles, kAten };
 enum class AttentionPath { kGemmBlocks, kFusedSdpa };
 const char* to_string(GemmPath);
 const char* to_string(AttentionPath);
 
 // The environment's forced choices, as given (empty: not forced).
 struct KernelOverrides {
-  std::string gemm;             // H3_CPU_GEMM: "onednn", "mkl" or "aten"
+  std::string gemm;             // H3_CPU_GEMM: "onednn" or "aten"
   std::string attention;        // H3_CPU_ATTENTION: "gemm" or "sdpa"
   std::string aten_capability;  // ATEN_CPU_CAPABILITY: "default", "avx2" or "avx512"
   std::string onednn_max_isa;   // ONEDNN_MAX_CPU_ISA: oneDNN's cap ("AVX2", "AVX512_CORE_BF16", ...)
@@ -70,11 +66,11 @@ struct CpuKernels {
 };
 
 // The choice for `dtype` (kFloat or kBFloat16) on a CPU with `f`, LibTorch having oneDNN's fused
-// linears or not (`have_onednn`) and MKL or not (`have_mkl`). Throws h3::Error(kInvalidArgument)
-// naming the variable, its value, what the CPU or LibTorch lacks and what to do, for a forced
-// choice it cannot run or a value it does not know.
+// linears or not (`have_onednn`). Throws h3::Error(kInvalidArgument) naming the variable, its
+// value, what the CPU or LibTorch lacks and what to do, for a forced choice it cannot run or a
+// value it does not know.
 CpuKernels choose_cpu_kernels(const CpuFeatures& f, at::ScalarType dtype, bool have_onednn,
-                              const KernelOverrides& o, bool have_mkl = false);
+                              const KernelOverrides& o);
 
 // The choice for this process (this CPU, this LibTorch, this environment), made once per dtype;
 // throws as choose_cpu_kernels does (again at each call: a refused choice never runs).

@@ -46,21 +46,14 @@ const Ops& ops() {
   return o;
 }
 
-// The tiled path for x and w, as the CPU's kernel choice says (common/cpu_kernels.h): oneDNN's
-// for fp32 and bf16 (bf16 only where the CPU multiplies it natively), MKL's for fp32; ATen (none)
-// for CUDA, fp16, double and the rest.
-GemmPath tiled_path(const at::Tensor& x, const at::Tensor& w) {
-  if (!x.is_cpu() || !w.is_cpu() || x.scalar_type() != w.scalar_type()) return GemmPath::kAten;
-  const at::ScalarType t = x.scalar_type();
-  if (t != at::kFloat && t != at::kBFloat16) return GemmPath::kAten;
-  const GemmPath p = cpu_kernels(t).gemm;
-  if (p == GemmPath::kOnednnTiles && ops().unary && ops().binary) return p;
-  if (p == GemmPath::kMklTiles && t == at::kFloat) return p;
-  return GemmPath::kAten;
-}
-
 bool fast(const at::Tensor& x, const at::Tensor& w) {
-  return tiled_path(x, w) != GemmPath::kAten;
+  // fp32 and bf16, as the CPU's kernel choice says (common/cpu_kernels.h: bf16 only where the CPU
+  // multiplies it natively); CUDA, fp16 and double take ATen.
+  if (!x.is_cpu() || !w.is_cpu() || x.scalar_type() != w.scalar_type() || !ops().unary || !ops().binary) {
+    return false;
+  }
+  const at::ScalarType t = x.scalar_type();
+  return (t == at::kFloat || t == at::kBFloat16) && cpu_kernels(t).gemm == GemmPath::kOnednnTiles;
 }
 
 std::optional<at::Tensor> opt(const at::Tensor& b) {
@@ -97,34 +90,6 @@ at::Tensor tiled(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, 
                         : unary(xt, wt, bt, unary_attr);
   };
   const LinearTiles t = linear_tiles(m, k, n);
-  if (tiled_path(x, w) == GemmPath::kMklTiles) {
-    // Each tile's x W^T + b by MKL's sgemm straight into its place in the output (one MKL thread
-    // in a task: the bits follow the tile's shape alone), then the post-op on the tile while it is
-    // in cache.
-    at::Tensor out = at::empty({m, n}, x.options());
-    run_tasks(t.row_tiles * t.col_tiles, [&](int64_t task) {
-      const int64_t i0 = (task / t.col_tiles) * t.rows_per_tile, j0 = (task % t.col_tiles) * t.cols_per_tile;
-      const int64_t r = std::min(t.rows_per_tile, m - i0), c = std::min(t.cols_per_tile, n - j0);
-      at::Tensor place = out.narrow(0, i0, r).narrow(1, j0, c);
-      const at::Tensor xt = x2.narrow(0, i0, r), wt = wc.narrow(0, j0, c).t();
-      if (bc.defined()) {
-        at::addmm_out(place, bc.narrow(0, j0, c), xt, wt);
-      } else {
-        at::mm_out(place, xt, wt);
-      }
-      if (!binary_attr.empty()) {
-        const at::Tensor ot = o2.narrow(0, i0, r).narrow(1, j0, c);
-        if (binary_attr == "mul") {
-          place.mul_(ot);
-        } else {
-          place.add_(ot);
-        }
-      } else if (unary_attr == "swish") {
-        at::silu_(place);
-      }
-    });
-    return out.view(out_shape);
-  }
   if (t.row_tiles * t.col_tiles == 1) {
     at::Tensor out;
     run_tasks(1, [&](int64_t) { out = one(x2, wc, bc, o2.defined() ? o2.contiguous() : o2); });
@@ -204,7 +169,7 @@ at::Tensor linear_in_task(const at::Tensor& x, const at::Tensor& w, const at::Te
   return unary(x, w, b, "none");
 }
 
-bool tiled_linear(const at::Tensor& x, const at::Tensor& w) {
+bool onednn_linear(const at::Tensor& x, const at::Tensor& w) {
   return fast(x, w);
 }
 

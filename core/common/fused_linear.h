@@ -1,17 +1,14 @@
-// Linear layers with the elementwise step after them fused in. On the CPU they run in tiles on
-// oneDNN, through LibTorch's own `mkldnn::_linear_pointwise` operators (the kernels torch.compile
-// emits for CPU linears; the PyPI wheel's oneDNN reaches a higher fp32 rate than its MKL sgemm
-// behind at::linear on this project's AVX2 EPYC, and the fused post-op saves a pass over the
-// output), or, in fp32 on an Intel AVX-512 CPU (common/cpu_kernels.h), on MKL's sgemm written in
-// place into the output with the post-op on the tile after it (oneDNN's operator returns a new
-// tensor, and the copy into place cost 0.81x at::mm's rate there). On other devices, or a
-// LibTorch built without either, the plain ATen ops compute the same.
+// Linear layers with the elementwise step after them fused in. On the CPU they run on oneDNN
+// through LibTorch's own `mkldnn::_linear_pointwise` operators (the kernels torch.compile emits
+// for CPU linears; the PyPI wheel's oneDNN reaches a higher fp32 rate than its MKL sgemm behind
+// at::linear on this project's machines, and the fused post-op saves a pass over the output).
+// On other devices, or a LibTorch built without oneDNN, the plain ATen ops compute the same.
 //
-// The output is cut into tiles (linear_tiles: fixed by the GEMM's shape alone), each one
-// single-threaded GEMM, and the intra-op threads share the tiles (run_tasks): no GEMM is split
-// between threads, so the bits do not depend on the thread count. oneDNN and MKL split one large
-// GEMM differently at different thread counts (on AVX2 at 3 or 4 threads against 1, for
-// instance), and the ranks of one world, which run different counts, must agree.
+// On oneDNN the output is cut into tiles (linear_tiles: fixed by the GEMM's shape alone), each
+// one single-threaded oneDNN GEMM, and the intra-op threads share the tiles (run_tasks): no
+// GEMM is split between threads, so the bits do not depend on the thread count. oneDNN splits
+// one large GEMM differently at different thread counts (on AVX2 at 3 or 4 threads against 1,
+// for instance), and the ranks of one world, which run different counts, must agree.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,15 +25,13 @@ at::Tensor linear_silu(const at::Tensor& x, const at::Tensor& w, const at::Tenso
 at::Tensor linear_mul(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& other);
 at::Tensor linear_add(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const at::Tensor& other);
 
-// x W^T + b as one oneDNN GEMM on the calling thread alone, for a caller whose own tasks share
-// the threads (inside a run_tasks task: cpu_attention). Needs oneDNN's operators
-// (fused_linear_backend() is "oneDNN").
+// x W^T + b as one GEMM on the calling thread alone, for a caller whose own tasks share the
+// threads (inside a run_tasks task: cpu_attention). Needs onednn_linear(x, w).
 at::Tensor linear_in_task(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 
-// True when linear(x, w, b) runs in fixed tiles: both on the CPU, in fp32 or in bf16, where the
-// CPU's kernel choice (common/cpu_kernels.h) takes oneDNN's tiles (their operators present) or,
-// in fp32, MKL's.
-bool tiled_linear(const at::Tensor& x, const at::Tensor& w);
+// True when linear(x, w, b) runs on oneDNN: both on the CPU in fp32, or in bf16 where the CPU's
+// kernel choice takes oneDNN for it (common/cpu_kernels.h), and the operators present.
+bool onednn_linear(const at::Tensor& x, const at::Tensor& w);
 
 // "oneDNN" when the CPU path has the fused operators, else "ATen" (benchmarks print it).
 const char* fused_linear_backend();

@@ -49,7 +49,7 @@ struct ThreadCount {
 class CpuAttention : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!tiled_linear(at::ones({1, 1}), at::ones({1, 1})))
+    if (!onednn_linear(at::ones({1, 1}), at::ones({1, 1})))
       GTEST_SKIP() << "this LibTorch has no oneDNN linear operators: attention takes the fused kernel";
   }
 };
@@ -128,7 +128,7 @@ TEST(CpuAttentionBlocks, AppliesToFp32OnTheCpuOnly) {
   EXPECT_FALSE(cpu_attention_applies(d, d, d));
   EXPECT_FALSE(cpu_attention_applies(f, f, b));
   EXPECT_FALSE(cpu_attention_applies(f.view({4, 16}), f.view({4, 16}), f.view({4, 16})));
-  EXPECT_EQ(cpu_attention_applies(f, f, f), tiled_linear(f.select(1, 0), f.select(1, 0)));
+  EXPECT_EQ(cpu_attention_applies(f, f, f), onednn_linear(f.select(1, 0), f.select(1, 0)));
 }
 
 }  // namespace

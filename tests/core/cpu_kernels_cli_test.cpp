@@ -46,12 +46,12 @@ TEST(CpuKernelsCli, AForcedPathTheCpuCannotRunStopsBenchCpuWithTheReason) {
   const CpuFeatures& f = cpu_features();
   const bool can = f.avx512 || f.amx_bf16;
   const CliRun r =
-      run_h3("bench cpu --no-forward --repeat 1", can ? "H3_CPU_GEMM=blis" : "H3_CPU_GEMM=onednn");
+      run_h3("bench cpu --no-forward --repeat 1", can ? "H3_CPU_GEMM=mkl" : "H3_CPU_GEMM=onednn");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.code, -1) << "killed by a signal: " << r.output;
-  EXPECT_NE(r.output.find(can ? "H3_CPU_GEMM=blis: not a GEMM path"
-                              : "H3_CPU_GEMM=onednn: with compute-dtype bf16"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find(can ? "H3_CPU_GEMM=mkl: not a GEMM path" : "H3_CPU_GEMM=onednn: with compute-dtype bf16"),
+      std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("linears, engine"), std::string::npos) << r.output;
 }

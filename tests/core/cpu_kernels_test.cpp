@@ -175,47 +175,10 @@ TEST(CpuKernelChoice, AnUnknownValueIsRefusedNamingTheVariable) {
             "H3_CPU_ATTENTION=flash: not an attention path; set it to gemm or sdpa, or unset it (chosen by "
             "the CPU) (docs/performance.md, \"The CPU at hand\")");
   o = {};
-  o.gemm = "blis";
-  EXPECT_EQ(
-      refusal(amx_cpu(), at::kFloat, o),
-      "H3_CPU_GEMM=blis: not a GEMM path; set it to onednn, mkl or aten, or unset it (chosen by the CPU) "
-      "(docs/performance.md, \"The CPU at hand\")");
-}
-
-// fp32 on an Intel AVX-512 CPU whose LibTorch has MKL: MKL's tiles, written in place (measured on
-// the Xeon VM: docs/performance.md, "The CPU at hand"); every other CPU, an Intel one held to AVX2
-// and a LibTorch without MKL keep oneDNN's; bf16 keeps oneDNN's. H3_CPU_GEMM=mkl forces them for
-// fp32 where LibTorch has MKL (bf16 chooses as unforced), and is refused without MKL.
-TEST(CpuKernelChoice, Fp32OnAnIntelAvx512CpuWithMklTakesMklTiles) {
-  CpuFeatures intel = amx_cpu();
-  intel.intel = true;
-  CpuKernels k = choose_cpu_kernels(intel, at::kFloat, true, {}, /*have_mkl=*/true);
-  EXPECT_EQ(k.gemm, GemmPath::kMklTiles);
-  EXPECT_NE(k.why.find("GEMM: MKL tiles (fp32 on an Intel AVX-512 CPU)"), std::string::npos) << k.why;
-  EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa);
-  EXPECT_EQ(choose_cpu_kernels(intel, at::kFloat, true, {}, false).gemm, GemmPath::kOnednnTiles);
-  EXPECT_EQ(choose_cpu_kernels(intel, at::kBFloat16, true, {}, true).gemm, GemmPath::kOnednnTiles);
-  EXPECT_EQ(choose_cpu_kernels(avx512_bf16_cpu(), at::kFloat, true, {}, true).gemm, GemmPath::kOnednnTiles);
-  CpuFeatures intel_avx2 = avx2_cpu();
-  intel_avx2.intel = true;
-  EXPECT_EQ(choose_cpu_kernels(intel_avx2, at::kFloat, true, {}, true).gemm, GemmPath::kOnednnTiles);
-  KernelOverrides capped;
-  capped.aten_capability = "avx2";
-  EXPECT_EQ(choose_cpu_kernels(intel, at::kFloat, true, capped, true).gemm, GemmPath::kOnednnTiles);
-  capped = {};
-  capped.onednn_max_isa = "AVX2";
-  EXPECT_EQ(choose_cpu_kernels(intel, at::kFloat, true, capped, true).gemm, GemmPath::kOnednnTiles);
-  // Forced.
-  KernelOverrides o;
   o.gemm = "mkl";
-  k = choose_cpu_kernels(avx2_cpu(), at::kFloat, true, o, true);
-  EXPECT_EQ(k.gemm, GemmPath::kMklTiles);
-  EXPECT_NE(k.why.find("GEMM: MKL tiles (H3_CPU_GEMM)"), std::string::npos) << k.why;
-  EXPECT_EQ(refusal(intel, at::kFloat, o),  // refusal() asks without MKL
-            "H3_CPU_GEMM=mkl: this LibTorch has no MKL; unset it or set it to onednn or aten "
+  EXPECT_EQ(refusal(amx_cpu(), at::kFloat, o),
+            "H3_CPU_GEMM=mkl: not a GEMM path; set it to onednn or aten, or unset it (chosen by the CPU) "
             "(docs/performance.md, \"The CPU at hand\")");
-  // bf16 has no MKL tiles: it chooses as if nothing were forced.
-  EXPECT_EQ(choose_cpu_kernels(intel, at::kBFloat16, true, o, true).gemm, GemmPath::kOnednnTiles);
 }
 
 // On this machine: the process's choice decides which kernels the DiT's linears and attention run.
@@ -228,7 +191,7 @@ TEST(CpuKernelChoice, TheChoiceReachesTheLinearsAndTheAttention) {
     k.gemm = GemmPath::kAten;
     k.attention = AttentionPath::kFusedSdpa;
     const ScopedCpuKernels scoped(at::kFloat, k);
-    EXPECT_FALSE(tiled_linear(x, w));
+    EXPECT_FALSE(onednn_linear(x, w));
     EXPECT_FALSE(cpu_attention_applies(q, q, q));
   }
   {
@@ -236,9 +199,9 @@ TEST(CpuKernelChoice, TheChoiceReachesTheLinearsAndTheAttention) {
     k.gemm = GemmPath::kOnednnTiles;
     k.attention = AttentionPath::kGemmBlocks;
     const ScopedCpuKernels scoped(at::kFloat, k);
-    EXPECT_TRUE(tiled_linear(x, w));
+    EXPECT_TRUE(onednn_linear(x, w));
     EXPECT_TRUE(cpu_attention_applies(q, q, q));
-    EXPECT_FALSE(tiled_linear(x.to(at::kDouble), w.to(at::kDouble)));
+    EXPECT_FALSE(onednn_linear(x.to(at::kDouble), w.to(at::kDouble)));
   }
 }
 

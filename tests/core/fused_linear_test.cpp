@@ -9,12 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "common/cpu_kernels.h"
 #include "common/parallel_tasks.h"
 
 namespace h3 {
@@ -25,25 +23,13 @@ struct ThreadCount {
   ~ThreadCount() { at::set_num_threads(saved); }
 };
 
-// Each test on both tiled paths of fp32 (common/cpu_kernels.h): oneDNN's (AVX2 and non-Intel
-// CPUs) and MKL's (Intel AVX-512), whichever this CPU would choose.
-class FusedLinear : public ::testing::TestWithParam<GemmPath> {
+class FusedLinear : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (GetParam() == GemmPath::kOnednnTiles && fused_linear_backend() != std::string("oneDNN"))
-      GTEST_SKIP() << "this LibTorch has no oneDNN linear operators";
-    if (GetParam() == GemmPath::kMklTiles && !at::hasMKL()) GTEST_SKIP() << "this LibTorch has no MKL";
-    CpuKernels k = cpu_kernels(at::kFloat);
-    k.gemm = GetParam();
-    scoped_.emplace(at::kFloat, k);
-    ASSERT_TRUE(tiled_linear(at::ones({1, 1}), at::ones({1, 1})));
+    if (!onednn_linear(at::ones({1, 1}), at::ones({1, 1})))
+      GTEST_SKIP() << "this LibTorch has no oneDNN linear operators: the linears are at::linear";
   }
-  std::optional<ScopedCpuKernels> scoped_;
 };
-INSTANTIATE_TEST_SUITE_P(Paths, FusedLinear, ::testing::Values(GemmPath::kOnednnTiles, GemmPath::kMklTiles),
-                         [](const ::testing::TestParamInfo<GemmPath>& p) {
-                           return p.param == GemmPath::kMklTiles ? std::string("Mkl") : std::string("Onednn");
-                         });
 
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
@@ -56,7 +42,7 @@ std::vector<at::Tensor> all_four(const at::Tensor& x, const at::Tensor& w, const
           h3::linear_add(x, w, b, other)};
 }
 
-TEST_P(FusedLinear, EveryPostOpMatchesAtLinearOverTilesOfEveryKind) {
+TEST_F(FusedLinear, EveryPostOpMatchesAtLinearOverTilesOfEveryKind) {
   at::manual_seed(11);
   const struct {
     std::vector<int64_t> lead;
@@ -101,7 +87,7 @@ TEST_P(FusedLinear, EveryPostOpMatchesAtLinearOverTilesOfEveryKind) {
 // three timesteps' AdaLN rows) give the same bits at 1, 2, 3 and 4 intra-op threads. oneDNN splits
 // such GEMMs differently at 3 or 4 threads on AVX2 (meson test core_common_avx2 runs this with
 // oneDNN and MKL held to AVX2 on any x86 machine).
-TEST_P(FusedLinear, GivesTheSameBitsAtAnyThreadCount) {
+TEST_F(FusedLinear, GivesTheSameBitsAtAnyThreadCount) {
   ThreadCount restore;
   at::manual_seed(12);
   const struct {
@@ -128,7 +114,7 @@ TEST_P(FusedLinear, GivesTheSameBitsAtAnyThreadCount) {
 
 // The tasks run with one thread each, on the pool's threads or, for a single tile, on the caller's;
 // either way the caller's count is what it was.
-TEST_P(FusedLinear, LeavesTheCallersThreadCountAsItWas) {
+TEST_F(FusedLinear, LeavesTheCallersThreadCountAsItWas) {
   ThreadCount restore;
   at::set_num_threads(3);
   (void)h3::linear(at::randn({100, 64}), at::randn({64, 64}), {});  // one tile
