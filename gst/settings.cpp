@@ -71,13 +71,10 @@ void install_request_properties(GObjectClass* klass) {
                         pace_get_type(), static_cast<gint>(d.pace), kReady));
   g_object_class_install_property(
       klass, PROP_LORA,
-      g_param_spec_string(
-          "lora", "LoRA",
-          "A PEFT LoRA on the DiT (adapter_model.safetensors or its folder), e.g. "
-          "RAVEN-Streaming's for sampler=causal; unset, an endless sampler=causal stream takes "
-          "the model's own causal adapter where it ships one (MODEL/causal-lora/: the "
-          "embedded default does); \"none\": no adapter at all",
-          nullptr, kReady));
+      g_param_spec_string("lora", "LoRA",
+                          "A PEFT LoRA on the DiT (file or folder); unset, an endless sampler=causal stream "
+                          "takes the model's own causal-lora/; \"none\": no adapter",
+                          nullptr, kReady));
   for (auto [id, name, nick, blurb] :
        {std::tuple<Property, const char*, const char*, const char*>{
             PROP_FIRST_FRAME, "first-frame", "First frame",

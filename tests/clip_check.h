@@ -38,6 +38,19 @@ inline const std::array<Named, 9>& palette() {
   return p;
 }
 
+// The palette entry nearest one RGB pixel (squared distance).
+inline size_t nearest_colour(const uint8_t* px) {
+  const auto& p = palette();
+  size_t best = 0;
+  long best_d = -1;
+  for (size_t k = 0; k < p.size(); ++k) {
+    const long dr = px[0] - p[k].rgb.r, dg = px[1] - p[k].rgb.g, db = px[2] - p[k].rgb.b;
+    const long d = dr * dr + dg * dg + db * db;
+    if (best_d < 0 || d < best_d) best_d = d, best = k;
+  }
+  return best;
+}
+
 struct FrameLook {
   std::string dominant;    // the most frequent foreground colour ("" when there is no foreground)
   int64_t foreground = 0;  // pixels of any foreground colour
@@ -51,14 +64,7 @@ inline FrameLook look_at(const uint8_t* rgb, int64_t w, int64_t h, const std::st
   std::array<double, 9> sx{}, sy{};
   for (int64_t y = 0; y < h; ++y) {
     for (int64_t x = 0; x < w; ++x) {
-      const uint8_t* px = rgb + (y * w + x) * 3;
-      size_t best = 0;
-      long best_d = -1;
-      for (size_t k = 0; k < p.size(); ++k) {
-        const long dr = px[0] - p[k].rgb.r, dg = px[1] - p[k].rgb.g, db = px[2] - p[k].rgb.b;
-        const long d = dr * dr + dg * dg + db * db;
-        if (best_d < 0 || d < best_d) best_d = d, best = k;
-      }
+      const size_t best = nearest_colour(rgb + (y * w + x) * 3);
       if (p[best].background || background == p[best].name) continue;
       ++count[best];
       sx[best] += x + 0.5;

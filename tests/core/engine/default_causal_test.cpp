@@ -124,16 +124,7 @@ double background_share(const at::Tensor& frames, const std::string& background)
   const uint8_t* px = frames.data_ptr<uint8_t>();
   const int64_t n = frames.numel() / 3;
   int64_t hit = 0;
-  for (int64_t i = 0; i < n; ++i, px += 3) {
-    size_t best = 0;
-    long best_d = -1;
-    for (size_t c = 0; c < p.size(); ++c) {
-      const long dr = px[0] - p[c].rgb.r, dg = px[1] - p[c].rgb.g, db = px[2] - p[c].rgb.b;
-      const long d = dr * dr + dg * dg + db * db;
-      if (best_d < 0 || d < best_d) best_d = d, best = c;
-    }
-    hit += background == p[best].name ? 1 : 0;
-  }
+  for (int64_t i = 0; i < n; ++i, px += 3) hit += background == p[h3test::nearest_colour(px)].name ? 1 : 0;
   return static_cast<double>(hit) / static_cast<double>(std::max<int64_t>(n, 1));
 }
 
