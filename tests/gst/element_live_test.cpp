@@ -27,6 +27,21 @@ namespace {
 
 constexpr int kWidth = 80, kHeight = 48;
 
+// Up to `n` more frames from `sink` appended to `out` as bytes (fewer when the stream ends or
+// none comes within 120 s).
+void pull_frames_into(GstAppSink* sink, int n, std::vector<std::string>* out) {
+  for (int i = 0; i < n; ++i) {
+    GstSample* s = gst_app_sink_try_pull_sample(sink, 120 * GST_SECOND);
+    if (!s) break;
+    GstMapInfo m;
+    GstBuffer* b = gst_sample_get_buffer(s);
+    gst_buffer_map(b, &m, GST_MAP_READ);
+    out->emplace_back(reinterpret_cast<const char*>(m.data), m.size);
+    gst_buffer_unmap(b, &m);
+    gst_sample_unref(s);
+  }
+}
+
 struct Pipeline {
   GstElement* pipeline = nullptr;
   GstElement* src = nullptr;
@@ -54,16 +69,7 @@ struct Pipeline {
   // The next `n` frames' bytes.
   std::vector<std::string> pull_frames(int n) {
     std::vector<std::string> out;
-    for (int i = 0; i < n; ++i) {
-      GstSample* s = gst_app_sink_try_pull_sample(video, 120 * GST_SECOND);
-      if (!s) break;
-      GstMapInfo m;
-      GstBuffer* b = gst_sample_get_buffer(s);
-      gst_buffer_map(b, &m, GST_MAP_READ);
-      out.emplace_back(reinterpret_cast<const char*>(m.data), m.size);
-      gst_buffer_unmap(b, &m);
-      gst_sample_unref(s);
-    }
+    pull_frames_into(video, n, &out);
     return out;
   }
 };
@@ -283,18 +289,7 @@ struct VideoPipeline {
     gst_object_unref(src);
     gst_object_unref(pipeline);
   }
-  void pull_frames(int n, std::vector<std::string>* out) {
-    for (int i = 0; i < n; ++i) {
-      GstSample* s = gst_app_sink_try_pull_sample(video, 120 * GST_SECOND);
-      if (!s) break;
-      GstMapInfo m;
-      GstBuffer* b = gst_sample_get_buffer(s);
-      gst_buffer_map(b, &m, GST_MAP_READ);
-      out->emplace_back(reinterpret_cast<const char*>(m.data), m.size);
-      gst_buffer_unmap(b, &m);
-      gst_sample_unref(s);
-    }
-  }
+  void pull_frames(int n, std::vector<std::string>* out) { pull_frames_into(video, n, out); }
 };
 
 // queue-chunks=0 on a live stream (docs/element.md): the engine begins each chunk just in time, so
