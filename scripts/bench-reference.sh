@@ -123,7 +123,8 @@ e2e_ours() {
   echo "seconds $(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.3f", a - b }')" >> "$5"
 }
 
-# One run of the reference: THREADS OUT.mp4 LOG (`phase NAME S` lines, then `seconds S`).
+# One run of the reference: THREADS OUT.mp4 LOG (`phase NAME S` lines, generate-steps: its transformer
+# evaluations alone, then `seconds S`).
 e2e_reference() {
   local t0 t1
   t0=$EPOCHREALTIME

@@ -41,6 +41,16 @@ def load(model: Path):
     return pipe
 
 
+def time_transformer(pipe) -> list:
+    """Wall seconds of each transformer evaluation (forward hooks), so that the race can set the
+    reference's denoising beside ours: on a CPU where both sides' GEMMs run at the same library's rate
+    the steps bound the first-frame ratio (docs/performance.md)."""
+    spans, begun = [], []
+    pipe.transformer.register_forward_pre_hook(lambda *_: begun.append(time.perf_counter()))
+    pipe.transformer.register_forward_hook(lambda *_: spans.append(time.perf_counter() - begun.pop()))
+    return spans
+
+
 def generate(pipe, a):
     return pipe(
         prompt=a.prompt,
@@ -80,8 +90,10 @@ def main() -> None:
         pipe = load(a.model)
         pipe.set_progress_bar_config(disable=True)
         t = phase("load", t)
+        steps = time_transformer(pipe)
         state = generate(pipe, a)
         t = phase("generate", t)
+        print(f"phase generate-steps {sum(steps):.3f} ({len(steps)} evaluations)", flush=True)
     export(state, a.out)
     phase("export", t)
 
