@@ -11,9 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,44 +25,17 @@
 namespace h3::dit {
 namespace {
 
-using testing::golden_dir;
+using testing::causal_dir;
 using testing::max_abs_diff;
 using testing::read_tensors;
-
-std::string causal_dir() {
-  return testing::data_dir() + "/causal";
-}
-
-Transformer tiny_with_lora(dist::Group* g = nullptr) {
-  auto m = Transformer::load(golden_dir() + "/transformer_tiny", g);
-  m.attach_lora(causal_dir() + "/lora");
-  return m;
-}
+using testing::tiny_with_lora;
 
 // The reference case `name`'s request (tests/data/causal/cases.json).
 CausalRequest case_request(const std::string& name, std::map<std::string, at::Tensor>* tensors = nullptr) {
-  std::ifstream f(causal_dir() + "/cases.json");
-  const auto all = nlohmann::json::parse(f);
-  for (const auto& spec : all["cases"]) {
-    if (spec["name"] != name) continue;
-    const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
-    if (tensors) *tensors = t;
-    CausalRequest r;
-    r.text = t.at("text").select(0, 0);
-    r.seed = spec["sampler"]["seed"].get<uint64_t>();
-    r.video_latents = spec["layout"]["latent_t"].get<int64_t>();
-    r.latent_h = spec["layout"]["latent_h"].get<int64_t>();
-    r.latent_w = spec["layout"]["latent_w"].get<int64_t>();
-    r.audio_latents = spec["layout"]["audio_t"].get<int64_t>();
-    r.settings.steps = spec["sampler"]["steps"].get<int64_t>();
-    r.settings.sink = spec["sampler"]["sink"].get<int64_t>();
-    const auto& w = spec["sampler"]["window"];
-    r.settings.window = w.is_null() ? std::nullopt : std::optional<int64_t>(w.get<int64_t>());
-    r.settings.video_shift = spec["sampler"]["video_shift"].get<double>();
-    r.settings.audio_shift = spec["sampler"]["audio_shift"].get<double>();
-    return r;
-  }
-  throw std::runtime_error("no case " + name);
+  const auto& spec = testing::causal_case(name);
+  const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
+  if (tensors) *tensors = t;
+  return testing::causal_request(spec, t);
 }
 
 // An endless stream on a 4x4 latent canvas with the reference's text, sink 2, window 2, 2 steps.

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <nlohmann/json.hpp>
 
 #include "../../temp_dir.h"
 #include "dist/world.h"
@@ -25,54 +24,17 @@ namespace h3::dit {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::causal_dir;
 using testing::data_dir;
 using testing::golden_dir;
 using testing::max_abs_diff;
 using testing::read_tensors;
+using testing::tiny_with_lora;
 
 constexpr double kTolerance = 1e-4;  // per-chunk x0 and final latents (README: Tolerances)
 
-std::string causal_dir() {
-  return data_dir() + "/causal";
-}
 std::string lora_dir() {
   return causal_dir() + "/lora";
-}
-
-nlohmann::json cases_json() {
-  std::ifstream f(causal_dir() + "/cases.json");
-  return nlohmann::json::parse(f);
-}
-
-const nlohmann::json& case_spec(const std::string& name) {
-  static const nlohmann::json all = cases_json();
-  for (const auto& c : all["cases"]) {
-    if (c["name"] == name) return c;
-  }
-  throw std::runtime_error("no case " + name + " in cases.json");
-}
-
-Transformer tiny_with_lora(dist::Group* g = nullptr) {
-  auto m = Transformer::load(golden_dir() + "/transformer_tiny", g);
-  m.attach_lora(lora_dir());
-  return m;
-}
-
-CausalRequest request_of(const nlohmann::json& spec, const std::map<std::string, at::Tensor>& t) {
-  CausalRequest r;
-  r.text = t.at("text").select(0, 0);
-  r.seed = spec["sampler"]["seed"].get<uint64_t>();
-  r.video_latents = spec["layout"]["latent_t"].get<int64_t>();
-  r.latent_h = spec["layout"]["latent_h"].get<int64_t>();
-  r.latent_w = spec["layout"]["latent_w"].get<int64_t>();
-  r.audio_latents = spec["layout"]["audio_t"].get<int64_t>();
-  r.settings.steps = spec["sampler"]["steps"].get<int64_t>();
-  r.settings.sink = spec["sampler"]["sink"].get<int64_t>();
-  const auto& w = spec["sampler"]["window"];
-  r.settings.window = w.is_null() ? std::nullopt : std::optional<int64_t>(w.get<int64_t>());
-  r.settings.video_shift = spec["sampler"]["video_shift"].get<double>();
-  r.settings.audio_shift = spec["sampler"]["audio_shift"].get<double>();
-  return r;
 }
 
 // What one run of a case gives: every step's x0 by "chunk<c>.step<i>.x0_video" names, the
@@ -138,7 +100,7 @@ const char* const kCases[] = {"k1_sink2_window2",       "k1_sink1_window0", "k2_
 
 TEST(CausalLayout, ChunkCutAndRowsAreTheReferences) {
   for (const char* name : kCases) {
-    const auto& spec = case_spec(name);
+    const auto& spec = testing::causal_case(name);
     const auto& L = spec["layout"];
     const auto spans = cut_chunks(L["latent_t"].get<int64_t>(), L["audio_t"].get<int64_t>());
     ASSERT_EQ(static_cast<int64_t>(spans.size()), L["num_chunks"].get<int64_t>()) << name;
@@ -177,7 +139,7 @@ TEST(CausalLayout, PositionsAreTheDenseLayoutsRows) {
 }
 
 TEST(CausalSampler, GridsAndTimestepsAreTheReferences) {
-  const auto& spec = case_spec("k1_sink2_window2");
+  const auto& spec = testing::causal_case("k1_sink2_window2");
   const auto sv = consistency_sigmas(4, 12.0), sa = consistency_sigmas(4, 3.0);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_DOUBLE_EQ(sv[i], spec["sampler"]["video_sigmas"][i].get<double>());
@@ -218,10 +180,10 @@ class CausalCase : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CausalCase, EveryStepsX0MatchesTheReferenceAtOneRank) {
   const std::string name = GetParam();
-  const auto& spec = case_spec(name);
+  const auto& spec = testing::causal_case(name);
   const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
   auto model = tiny_with_lora();
-  const auto r = request_of(spec, t);
+  const auto r = testing::causal_request(spec, t);
   const auto run = run_case(model, r);
   expect_matches(name, run, t, "1 rank");
   // The cache at the end: records committed and retained as the reference's.
@@ -244,7 +206,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, CausalCase, ::testing::ValuesIn(kCases));
 
 TEST(CausalSampler, TheWholeClipDrawsAreTheSeedsBitForBit) {
   // The contract's first four draws, replayed from the seed.
-  const auto& spec = case_spec("k2_sink2_window2");
+  const auto& spec = testing::causal_case("k2_sink2_window2");
   const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
   auto gen = at::make_generator<at::CPUGeneratorImpl>(spec["sampler"]["seed"].get<uint64_t>());
   const auto o = at::TensorOptions().dtype(at::kFloat);
@@ -260,11 +222,11 @@ TEST(CausalSampler, TheWholeClipDrawsAreTheSeedsBitForBit) {
 // chunks' records as they were or recomputed (recache); only the forwards differ, by those run
 // before the remake.
 TEST(CausalSampler, AChunkRemadeUnderANewTextIsTheChunkThatTextWouldHaveGiven) {
-  const auto& spec = case_spec("k4_sink2_window2");
+  const auto& spec = testing::causal_case("k4_sink2_window2");
   const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
   const Transformer model = tiny_with_lora();
   for (const bool recache : {false, true}) {
-    CausalRequest r = request_of(spec, t);
+    CausalRequest r = testing::causal_request(spec, t);
     r.settings.recache_on_switch = recache;
     const at::Tensor other = r.text.flip(0).mul(0.5).contiguous();
     auto run = [&](bool remake) {
@@ -302,14 +264,14 @@ TEST(CausalSampler, AChunkRemadeUnderANewTextIsTheChunkThatTextWouldHaveGiven) {
 TEST(CausalSampler, TwoRanksMatchTheReferenceAndEachOther) {
   for (const char* name :
        {"k2_sink2_window2", "k4_sink2_window2", "k2_sink1_window1_steps3", "k4_sink1_window0"}) {
-    const auto& spec = case_spec(name);
+    const auto& spec = testing::causal_case(name);
     const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
     std::vector<CaseRun> runs(2);
     std::vector<int64_t> cache_bytes(2);
     auto results = dist::run_threads(2, [&](dist::Group& g) {
       at::set_num_threads(1);
       auto model = tiny_with_lora(&g);
-      runs[static_cast<size_t>(g.rank())] = run_case(model, request_of(spec, t));
+      runs[static_cast<size_t>(g.rank())] = run_case(model, testing::causal_request(spec, t));
     });
     for (const auto& r : results) ASSERT_TRUE(r.ok) << name << " rank " << r.rank << ": " << r.error;
     for (int r = 0; r < 2; ++r)
@@ -327,9 +289,9 @@ TEST(CausalSampler, TwoRanksMatchTheReferenceAndEachOther) {
 // held to AVX2, where a GEMM split between threads changes the bits.)
 TEST(CausalSampler, ALoraClipIsTheSameBitsWhateverThreadsEachRankRuns) {
   const int saved = at::get_num_threads();
-  const auto& spec = case_spec("k2_sink2_window2");
+  const auto& spec = testing::causal_case("k2_sink2_window2");
   const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
-  const CausalRequest r = request_of(spec, t);
+  const CausalRequest r = testing::causal_request(spec, t);
   auto one_rank = [&](int threads) {
     at::set_num_threads(threads);
     return testing::causal_outputs(tiny_with_lora(), r);
@@ -365,10 +327,10 @@ TEST(CausalSampler, ALoraClipIsTheSameBitsWhateverThreadsEachRankRuns) {
 
 TEST(CausalSampler, BadSettingsAreRefusedNamingTheSetting) {
   auto model = Transformer::load(golden_dir() + "/transformer_tiny");
-  const auto& spec = case_spec("k1_sink2_window2");
+  const auto& spec = testing::causal_case("k1_sink2_window2");
   const auto t = read_tensors(causal_dir() + "/" + spec["file"].get<std::string>());
   auto expect_refused = [&](const std::function<void(CausalRequest&)>& edit, const std::string& words) {
-    auto r = request_of(spec, t);
+    auto r = testing::causal_request(spec, t);
     edit(r);
     try {
       CausalSampler s(model, r);

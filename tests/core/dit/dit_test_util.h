@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -91,6 +95,49 @@ inline void expect_velocities_at_two_ranks(const std::vector<VelocityCase>& case
       }
     }
   }
+}
+
+// --- The chunk-causal reference cases (tests/data/causal, README there) ---------------------------
+
+inline std::string causal_dir() {
+  return data_dir() + "/causal";
+}
+
+// The tiny golden transformer with the reference's random LoRA (tests/data/causal/lora).
+inline Transformer tiny_with_lora(dist::Group* g = nullptr) {
+  auto m = Transformer::load(golden_dir() + "/transformer_tiny", g);
+  m.attach_lora(causal_dir() + "/lora");
+  return m;
+}
+
+// Case `name` of cases.json: its file, layout and sampler settings.
+inline const nlohmann::json& causal_case(const std::string& name) {
+  static const nlohmann::json all = [] {
+    std::ifstream f(causal_dir() + "/cases.json");
+    return nlohmann::json::parse(f);
+  }();
+  for (const auto& c : all["cases"]) {
+    if (c["name"] == name) return c;
+  }
+  throw std::runtime_error("no case " + name + " in " + causal_dir() + "/cases.json");
+}
+
+// The sampler request of case `spec` with its tensors `t` (the text among them).
+inline CausalRequest causal_request(const nlohmann::json& spec, const std::map<std::string, at::Tensor>& t) {
+  CausalRequest r;
+  r.text = t.at("text").select(0, 0);
+  r.seed = spec["sampler"]["seed"].get<uint64_t>();
+  r.video_latents = spec["layout"]["latent_t"].get<int64_t>();
+  r.latent_h = spec["layout"]["latent_h"].get<int64_t>();
+  r.latent_w = spec["layout"]["latent_w"].get<int64_t>();
+  r.audio_latents = spec["layout"]["audio_t"].get<int64_t>();
+  r.settings.steps = spec["sampler"]["steps"].get<int64_t>();
+  r.settings.sink = spec["sampler"]["sink"].get<int64_t>();
+  const auto& w = spec["sampler"]["window"];
+  r.settings.window = w.is_null() ? std::nullopt : std::optional<int64_t>(w.get<int64_t>());
+  r.settings.video_shift = spec["sampler"]["video_shift"].get<double>();
+  r.settings.audio_shift = spec["sampler"]["audio_shift"].get<double>();
+  return r;
 }
 
 }  // namespace h3::dit::testing

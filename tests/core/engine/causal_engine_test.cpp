@@ -18,7 +18,6 @@
 #include "audio/audio_decoder.h"
 #include "dit/config.h"
 #include "dit/frames.h"
-#include "dit/random_model.h"
 #include "engine/planning/memory_guard.h"
 #include "engine_test_util.h"
 #include "h3/error.h"
@@ -28,17 +27,7 @@ namespace h3 {
 namespace {
 
 using test::open_tiny;
-
-// A random LoRA for the tiny default model, written once per test program and removed at exit.
-const std::string& tiny_lora() {
-  struct Lora : test::TempDir {
-    Lora() : TempDir("tiny-lora") {
-      dit::write_random_lora(str(), dit::DitConfig::load(default_model_dir() + "/transformer"), 4, 8.0, 2029);
-    }
-  };
-  static const Lora lora;
-  return lora.str();
-}
+using test::tiny_lora;
 
 GenerationRequest causal(int64_t frames, bool audio) {
   GenerationRequest r;

@@ -10,7 +10,6 @@
 
 #include "../../temp_dir.h"
 #include "dit/config.h"
-#include "dit/random_model.h"
 #include "engine_test_util.h"
 #include "h3/error.h"
 #include "h3/model_clock.h"
@@ -19,16 +18,7 @@ namespace h3 {
 namespace {
 
 using test::open_tiny;
-
-const std::string& tiny_lora() {
-  struct Lora : test::TempDir {
-    Lora() : TempDir("tiny-lora-positions") {
-      dit::write_random_lora(str(), dit::DitConfig::load(default_model_dir() + "/transformer"), 4, 8.0, 2029);
-    }
-  };
-  static const Lora lora;
-  return lora.str();
-}
+using test::tiny_lora;
 
 // An endless causal stream on a 64x64 canvas (4x4 latents: cheap chunks), a LoRA, seed 11.
 GenerationRequest stream() {

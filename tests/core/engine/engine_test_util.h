@@ -9,6 +9,8 @@
 #include "../../temp_dir.h"
 #include "../text/golden_encoder.h"
 #include "../text/text_test_util.h"
+#include "dit/config.h"
+#include "dit/random_model.h"
 #include "engine/engine.h"
 #include "engine/model/model.h"
 #include "engine/planning/plan.h"
@@ -155,6 +157,18 @@ inline void expect_two_ranks_give_one_ranks_clip(const GenerationRequest& r, boo
   EXPECT_LT(max_abs_diff(one.video, two.video), 1e-4);
   EXPECT_LT(max_abs_diff(one.audio, two.audio), 1e-4);
   EXPECT_LE(max_abs_diff(one.frames.to(at::kInt), two.frames.to(at::kInt)), 1);
+}
+
+// A random LoRA for the tiny default model (rank 4, alpha 8, seed 2029), written once per test
+// program and removed at exit.
+inline const std::string& tiny_lora() {
+  struct Lora : TempDir {
+    Lora() : TempDir("tiny-lora") {
+      dit::write_random_lora(str(), dit::DitConfig::load(default_model_dir() + "/transformer"), 4, 8.0, 2029);
+    }
+  };
+  static const Lora lora;
+  return lora.str();
 }
 
 }  // namespace h3::test
