@@ -209,10 +209,6 @@ class GlooGroup final : public StoreBoardGroup {
     wait(start(what, [&] { return pg_->broadcast(tensors, o); }), what);
   }
 
-  void raw_barrier(const char* what) override {
-    wait(start(what, [&] { return pg_->barrier(); }), what);
-  }
-
  private:
   std::string here(const char* what) const { return "rank " + std::to_string(rank()) + ": " + what; }
 

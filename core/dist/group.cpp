@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "common/shape.h"
@@ -32,6 +34,23 @@ enum MetaStatus : int64_t {
   kMetaWrongPartCount = 3,  // all_to_all: not one part per rank
   kMetaMixedParts = 4,      // all_to_all: parts of different dtypes or trailing dims
 };
+
+// The collectives, as an opening row names them (its last entry).
+constexpr const char* kCollectives[] = {"all_reduce", "all_gather", "broadcast", "all_to_all",
+                                        "all_reduce_int", "broadcast_int", "barrier"};
+
+int64_t collective_code(const char* what) {
+  for (size_t i = 0; i < std::size(kCollectives); ++i) {
+    if (std::string_view(what) == kCollectives[i]) return static_cast<int64_t>(i) + 1;
+  }
+  return 0;
+}
+
+std::string collective_name(int64_t code) {
+  return code >= 1 && code <= static_cast<int64_t>(std::size(kCollectives))
+             ? kCollectives[code - 1]
+             : "an unknown collective (" + std::to_string(code) + ")";
+}
 
 // Dtypes that Gloo reduces natively; the others are reduced in float32 (half
 // precision) or refused (bool, complex) by every rank alike.
@@ -210,6 +229,32 @@ std::optional<PeerFailure> Group::peer_failure() {
   }
 }
 
+std::vector<int64_t> Group::open(std::vector<int64_t> row, const char* what) {
+  // The longest row: a tensor's metadata, or all_to_all's head and one count per rank.
+  const size_t len = static_cast<size_t>(std::max<int64_t>(kMetaLen, 3 + kMaxDims + size_)) + 1;
+  row.resize(len, 0);
+  row.back() = collective_code(what);
+  if (size_ == 1) return row;
+  at::Tensor mine = at::tensor(row, at::kLong).to(device_);
+  at::Tensor all = at::empty({size_ * static_cast<int64_t>(len)}, mine.options());
+  raw_all_gather(mine, all, what);
+  at::Tensor host = all.cpu();
+  const int64_t* p = host.data_ptr<int64_t>();
+  std::vector<int64_t> rows(p, p + size_ * static_cast<int64_t>(len));
+  bool same = true;
+  for (int r = 1; r < size_; ++r) same = same && rows[(r + 1) * len - 1] == rows[len - 1];
+  if (!same) {
+    std::string who;
+    for (int r = 0; r < size_; ++r) {
+      who += (r ? ", rank " : "rank ") + std::to_string(r) + " is in " + collective_name(rows[(r + 1) * len - 1]);
+    }
+    fail("rank " + std::to_string(rank_) + ": " + what + ": the ranks are out of step: " + who +
+         "; a rank skipped, added or reordered a collective (every rank must run the same collectives in the "
+         "same order)");
+  }
+  return rows;
+}
+
 // Every rank learns every rank's shape, dtype, device status and root in one
 // small all_gather, so each check below raises the same error on every rank.
 std::vector<Group::TensorMeta> Group::exchange_meta(const at::Tensor& t, int64_t root, const char* what) {
@@ -226,13 +271,10 @@ std::vector<Group::TensorMeta> Group::exchange_meta(const at::Tensor& t, int64_t
   if (size_ == 1) {
     metas[0] = TensorMeta{row[0], t.scalar_type(), root, t.numel(), t.sizes().vec()};
   } else {
-    at::Tensor mine = at::tensor(row, at::kLong).to(device_);
-    at::Tensor all = at::empty({size_ * kMetaLen}, mine.options());
-    raw_all_gather(mine, all, what);
-    at::Tensor host = all.cpu();
-    const int64_t* p = host.data_ptr<int64_t>();
+    const std::vector<int64_t> rows = open(row, what);
+    const size_t len = rows.size() / static_cast<size_t>(size_);
     for (int r = 0; r < size_; ++r) {
-      const int64_t* m = p + r * kMetaLen;
+      const int64_t* m = rows.data() + r * len;
       TensorMeta& meta = metas[r];
       meta.status = m[0];
       meta.dtype = static_cast<at::ScalarType>(m[1]);
@@ -386,12 +428,9 @@ std::vector<at::Tensor> Group::all_to_all(const std::vector<at::Tensor>& parts) 
   if (size_ == 1) {
     rows[0] = row;
   } else {
-    at::Tensor mine = at::tensor(row, at::kLong).to(device_);
-    at::Tensor all = at::empty({size_ * static_cast<int64_t>(row.size())}, mine.options());
-    raw_all_gather(mine, all, "all_to_all");
-    at::Tensor host = all.cpu();
-    const int64_t* p = host.data_ptr<int64_t>();
-    for (int r = 0; r < size_; ++r) rows[r].assign(p + r * row.size(), p + (r + 1) * row.size());
+    const std::vector<int64_t> all = open(row, "all_to_all");
+    const size_t len = all.size() / static_cast<size_t>(size_);
+    for (int r = 0; r < size_; ++r) rows[r].assign(all.begin() + r * len, all.begin() + r * len + row.size());
   }
   for (int r = 0; r < size_; ++r) {
     const auto& m = rows[r];
@@ -461,42 +500,44 @@ void Group::broadcast(at::Tensor& t, int root) {
   if (!work.is_same(t)) t.copy_(work);
 }
 
+// The barrier is an opening alone: no rank's gather ends before every rank has given its row.
 void Group::barrier() {
   check_usable("barrier");
-  if (size_ > 1) raw_barrier("barrier");
+  if (size_ > 1) open({}, "barrier");
 }
 
+// The integer collectives are an opening alone too: each rank's value travels in its row.
 int64_t Group::all_reduce_int(int64_t v, ReduceOp op) {
   check_usable("all_reduce_int");
   if (size_ == 1) return v;
-  at::Tensor t = at::full({1}, v, at::TensorOptions().dtype(at::kLong).device(device_));
-  raw_all_reduce(t, op, "all_reduce_int");
-  return t.cpu().item<int64_t>();
+  const std::vector<int64_t> rows = open({v}, "all_reduce_int");
+  const size_t len = rows.size() / static_cast<size_t>(size_);
+  int64_t out = rows[0];
+  for (int r = 1; r < size_; ++r) {
+    const int64_t x = rows[r * len];
+    out = op == ReduceOp::kSum ? out + x : std::max(out, x);
+  }
+  return out;
 }
 
-// Carried by an all_gather of (root, value) so that a rank naming another
-// root is an agreed error rather than a transport-level mismatch.
+// Carried by an opening of (root, value) so that a rank naming another root is an agreed error
+// rather than a transport-level mismatch.
 int64_t Group::broadcast_int(int64_t v, int root) {
   check_usable("broadcast_int");
-  at::Tensor mine = at::tensor(std::vector<int64_t>{root, v}, at::kLong).to(device_);
-  at::Tensor all = mine;
-  if (size_ > 1) {
-    all = at::empty({2 * size_}, mine.options());
-    raw_all_gather(mine, all, "broadcast_int");
-  }
-  at::Tensor host = all.cpu();
-  const int64_t* p = host.data_ptr<int64_t>();
+  const std::vector<int64_t> rows = open({root, v}, "broadcast_int");
+  const size_t len = rows.size() / static_cast<size_t>(size_);
+  const int64_t* p = rows.data();
   for (int r = 0; r < size_; ++r) {
-    if (p[2 * r] != p[0]) {
+    if (p[r * len] != p[0]) {
       fail("broadcast_int: ranks disagree on the root: rank 0 names " + std::to_string(p[0]) + ", rank " +
-           std::to_string(r) + " names " + std::to_string(p[2 * r]));
+           std::to_string(r) + " names " + std::to_string(p[r * len]));
     }
   }
   if (root < 0 || root >= size_) {
     fail("broadcast_int: root " + std::to_string(root) + " is not a rank of this group of " +
          std::to_string(size_));
   }
-  return p[2 * root + 1];
+  return p[root * len + 1];
 }
 
 std::string Group::broadcast_string(const std::string& s, int root) {
@@ -531,7 +572,6 @@ class SingleGroup final : public Group {
     out.copy_(in);
   }
   void raw_broadcast(at::Tensor&, int, const char*) override {}
-  void raw_barrier(const char*) override {}
   void post_failure(const PeerFailure&) override {}
   std::optional<PeerFailure> read_failure() override { return std::nullopt; }
   // run_on_owner never waits at size 1.

@@ -156,7 +156,6 @@ class Group {  // one rank's view of its process group; used from one thread at 
   virtual void raw_all_to_all(const at::Tensor& in, at::Tensor& out,
                               const std::vector<std::vector<int64_t>>& counts, const char* what) = 0;
   virtual void raw_broadcast(at::Tensor& t, int root, const char* what) = 0;
-  virtual void raw_barrier(const char* what) = 0;
   // The failure board shared by the ranks (the rendezvous store for Gloo and NCCL).
   virtual void post_failure(const PeerFailure& f) = 0;
   virtual std::optional<PeerFailure> read_failure() = 0;
@@ -182,6 +181,12 @@ class Group {  // one rank's view of its process group; used from one thread at 
  private:
   struct TensorMeta;
   std::vector<TensorMeta> exchange_meta(const at::Tensor& t, int64_t root, const char* what);
+  // Every collective opens with one all_gather of a row of the same length whatever the
+  // collective (its last entry names the collective): ranks out of step meet at an opening,
+  // which every backend carries alike, and all fail there naming each rank's collective, where
+  // Gloo would otherwise abort the process on payloads of different sizes. Returns every rank's
+  // row (`row` padded), rank after rank.
+  std::vector<int64_t> open(std::vector<int64_t> row, const char* what);
 
   int rank_;
   int size_;

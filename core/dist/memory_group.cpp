@@ -225,11 +225,6 @@ class MemoryGroup final : public Group {
     note_completed();
   }
 
-  void raw_barrier(const char* what) override {
-    meet(MeetingPlace{what, 1, 1, 0, digest({5})}, /*then_work=*/false, nullptr);
-    note_completed();
-  }
-
   void post_failure(const PeerFailure& f) override {
     {
       std::lock_guard<std::mutex> lk(w_->m);

@@ -95,7 +95,6 @@ class NcclGroup final : public StoreBoardGroup {
       release(true);
       throw Error(ErrorKind::kDistributed, "rank " + std::to_string(rank) + ": cudaEventCreate failed");
     }
-    barrier_ = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(device()));
   }
 
   ~NcclGroup() override {
@@ -155,12 +154,6 @@ class NcclGroup final : public StoreBoardGroup {
     run(what, [&](cudaStream_t s) {
       return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
                            nccl_type(t.scalar_type()), root, comm_, s);
-    });
-  }
-
-  void raw_barrier(const char* what) override {
-    run(what, [&](cudaStream_t s) {
-      return ncclAllReduce(barrier_.data_ptr(), barrier_.data_ptr(), 1, ncclInt32, ncclSum, comm_, s);
     });
   }
 
@@ -258,7 +251,6 @@ class NcclGroup final : public StoreBoardGroup {
 
   ncclComm_t comm_ = nullptr;
   cudaEvent_t done_ = nullptr;
-  at::Tensor barrier_;
 };
 
 }  // namespace

@@ -111,8 +111,8 @@ TEST(MemoryGroup, RanksOutOfStepFailOnEveryRankNamingEachRanksCollective) {
   // Rank 1 skips the all_reduce: its all_gather meets rank 0's all_reduce (metadata rows of 104
   // bytes each, alike in size: only the operation tells them apart).
   const std::string skipped =
-      "the ranks are out of step: rank 0 is in all_reduce (meeting 1 of 2, 208 bytes), "
-      "rank 1 is in all_gather (meeting 1 of 2, 208 bytes)" +
+      "the ranks are out of step: rank 0 is in all_reduce (meeting 1 of 2, 224 bytes), "
+      "rank 1 is in all_gather (meeting 1 of 2, 224 bytes)" +
       why;
   auto results = run_threads(
       2,
@@ -140,8 +140,8 @@ TEST(MemoryGroup, RanksOutOfStepFailOnEveryRankNamingEachRanksCollective) {
   // Rank 1 runs one all_reduce more (a forward more) before the step count both broadcast: its
   // all_reduce meets rank 0's broadcast_int. Then the group is broken on both.
   const std::string added =
-      "the ranks are out of step: rank 0 is in broadcast_int (meeting 1 of 2, 32 bytes), "
-      "rank 1 is in all_reduce (meeting 1 of 2, 208 bytes)" +
+      "the ranks are out of step: rank 0 is in broadcast_int (meeting 1 of 2, 224 bytes), "
+      "rank 1 is in all_reduce (meeting 1 of 2, 224 bytes)" +
       why;
   std::vector<std::string> after(2);
   results = run_threads(
@@ -181,14 +181,79 @@ TEST(MemoryGroup, RanksOutOfStepFailOnEveryRankNamingEachRanksCollective) {
       },
       o);
   const std::string three =
-      "the ranks are out of step: rank 0 is in broadcast (meeting 1 of 2, 312 bytes), "
-      "rank 1 is in broadcast (meeting 1 of 2, 312 bytes), rank 2 is in barrier "
-      "(meeting 1 of 1, 0 bytes)" +
+      "the ranks are out of step: rank 0 is in broadcast (meeting 1 of 2, 360 bytes), "
+      "rank 1 is in broadcast (meeting 1 of 2, 360 bytes), rank 2 is in barrier "
+      "(meeting 1 of 2, 360 bytes)" +
       why;
   ASSERT_EQ(results.size(), 3u);
   EXPECT_EQ(results[0].error, "rank 0: broadcast: " + three);
   EXPECT_EQ(results[1].error, "rank 1: broadcast: " + three);
   EXPECT_EQ(results[2].error, "rank 2: barrier: " + three);
+}
+
+// The same faults on Gloo (thread ranks asking for it; a process world runs the same group). Gloo
+// pairs a rank's payload with whatever its peer sends, and on payloads of different sizes its
+// transport thread aborted the whole process (`Received data size doesn't match expected
+// size`), possibly the application holding rank 0. Every collective now opens with a row of one
+// length whatever the collective (Group::open), so the ranks meet there and fail alike.
+TEST(GlooGroup, RanksOutOfStepFailOnEveryRankInsteadOfAbortingTheProcess) {
+  WorldOptions o;
+  o.timeout = std::chrono::seconds(5);
+  o.thread_transport = ThreadTransport::kGloo;
+  const std::string why =
+      "; a rank skipped, added or reordered a collective (every rank must run the same collectives in the "
+      "same order)";
+  // Rank 1 skips an all_reduce of 4 floats and goes on to an all_gather of 1,000: the payloads
+  // differ in size, the openings do not.
+  auto results = run_threads(
+      2,
+      [](Group& g) {
+        at::Tensor small = at::ones({4}), large = at::ones({1000});
+        if (g.rank() == 0) g.all_reduce(small);
+        g.all_gather(large);
+      },
+      o);
+  const std::string skipped = "the ranks are out of step: rank 0 is in all_reduce, rank 1 is in all_gather" + why;
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].error, "rank 0: all_reduce: " + skipped);
+  EXPECT_EQ(results[1].error, "rank 1: all_gather: " + skipped);
+  // Rank 1 runs one all_reduce more where rank 0 agrees on a step count (broadcast_int).
+  results = run_threads(
+      2,
+      [](Group& g) {
+        at::Tensor t = at::ones({64});
+        g.all_reduce(t);
+        if (g.rank() == 1) g.all_reduce(t);
+        g.broadcast_int(3, 0);
+      },
+      o);
+  const std::string added =
+      "the ranks are out of step: rank 0 is in broadcast_int, rank 1 is in all_reduce" + why;
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].error, "rank 0: broadcast_int: " + added);
+  EXPECT_EQ(results[1].error, "rank 1: all_reduce: " + added);
+  for (const auto& r : results) {
+    try {
+      std::rethrow_exception(r.exception);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kDistributed) << "rank " << r.rank;
+    } catch (...) {
+      ADD_FAILURE() << "rank " << r.rank << ": not an h3::Error";
+    }
+  }
+  // In step again, the integer collectives and the barrier still give their values on every rank.
+  std::vector<int64_t> got(6);
+  run_ok(
+      2,
+      [&](Group& g) {
+        const size_t r = static_cast<size_t>(g.rank());
+        got[r] = g.all_reduce_int(10 + g.rank());
+        got[2 + r] = g.all_reduce_int(10 + g.rank(), ReduceOp::kMax);
+        g.barrier();
+        got[4 + r] = g.broadcast_int(g.rank() == 1 ? 42 : -1, 1);
+      },
+      o);
+  EXPECT_EQ(got, (std::vector<int64_t>{21, 21, 11, 11, 42, 42}));
 }
 
 }  // namespace
