@@ -22,6 +22,19 @@ at::Tensor values_of(int rank, int64_t n) {
   return at::randn({n}, gen, at::TensorOptions().dtype(at::kFloat));
 }
 
+// Every rank failed with an h3::Error of kind kDistributed.
+void expect_distributed_errors(const std::vector<RankResult>& results) {
+  for (const auto& r : results) {
+    try {
+      std::rethrow_exception(r.exception);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kDistributed) << "rank " << r.rank;
+    } catch (...) {
+      ADD_FAILURE() << "rank " << r.rank << ": not an h3::Error";
+    }
+  }
+}
+
 TEST(MemoryGroup, ThreadRanksUseSharedMemoryUnlessGlooIsAsked) {
   run_ok(2, [](Group& g) { EXPECT_STREQ(g.backend(), "memory"); });
   WorldOptions gloo;
@@ -127,15 +140,7 @@ TEST(MemoryGroup, RanksOutOfStepFailOnEveryRankNamingEachRanksCollective) {
   EXPECT_EQ(results[0].error, "rank 0: all_reduce: " + skipped);
   EXPECT_FALSE(results[1].ok);
   EXPECT_EQ(results[1].error, "rank 1: all_gather: " + skipped);
-  for (const auto& r : results) {
-    try {
-      std::rethrow_exception(r.exception);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::kDistributed) << "rank " << r.rank;
-    } catch (...) {
-      ADD_FAILURE() << "rank " << r.rank << ": not an h3::Error";
-    }
-  }
+  expect_distributed_errors(results);
 
   // Rank 1 runs one all_reduce more (a forward more) before the step count both broadcast: its
   // all_reduce meets rank 0's broadcast_int. Then the group is broken on both.
@@ -232,15 +237,7 @@ TEST(GlooGroup, RanksOutOfStepFailOnEveryRankInsteadOfAbortingTheProcess) {
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].error, "rank 0: broadcast_int: " + added);
   EXPECT_EQ(results[1].error, "rank 1: all_reduce: " + added);
-  for (const auto& r : results) {
-    try {
-      std::rethrow_exception(r.exception);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::kDistributed) << "rank " << r.rank;
-    } catch (...) {
-      ADD_FAILURE() << "rank " << r.rank << ": not an h3::Error";
-    }
-  }
+  expect_distributed_errors(results);
   // In step again, the integer collectives and the barrier still give their values on every rank.
   std::vector<int64_t> got(6);
   run_ok(
