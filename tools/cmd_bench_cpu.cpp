@@ -58,9 +58,11 @@ double best_seconds(const std::function<void()>& run, int repeat) {
 }
 
 // FLOPs a cycle and a core, and what they assume. fp32: FMA units x lanes x 2. AVX-512 on an Intel
-// server core: two 512-bit FMA units; on AMD (Zen 4) the 512-bit operations run on two 256-bit
-// units, the rate of one; AVX2: two 256-bit units. bf16: AMX-BF16's tile multiply (1024 FLOPs a
-// cycle), AVX512_BF16's dot product (twice fp32's lanes), else fp32's (emulated: an upper bound).
+// server core and on AMD's Zen 5 (family 26): two 512-bit FMA units; on Zen 4 (family 25) the
+// 512-bit operations run on two 256-bit units, the rate of one; AVX2: two 256-bit units. bf16:
+// AMX-BF16's tile multiply (1024 FLOPs a cycle), AVX512_BF16's dot product (twice fp32's lanes),
+// else fp32's (emulated: an upper bound). (Zen 5's mobile parts keep 256-bit units: the estimate
+// is the server core's.)
 struct PeakPerCycle {
   double fp32 = 0, bf16 = 0;
   std::string fp32_why, bf16_why;
@@ -68,11 +70,13 @@ struct PeakPerCycle {
 
 PeakPerCycle peak_per_cycle(const CpuFeatures& f) {
   PeakPerCycle p;
-  const bool amd = f.model.find("AMD") != std::string::npos;
+  const bool amd = f.vendor == CpuVendor::kAmd;
   if (f.avx512 && !amd) {
     p.fp32 = 64, p.fp32_why = "2 x 512-bit FMA (an Intel server core)";
+  } else if (f.avx512 && f.family >= 26) {
+    p.fp32 = 64, p.fp32_why = "2 x 512-bit FMA (AMD Zen 5)";
   } else if (f.avx512) {
-    p.fp32 = 32, p.fp32_why = "512-bit FMA on 2 x 256-bit units (AMD)";
+    p.fp32 = 32, p.fp32_why = "512-bit FMA on 2 x 256-bit units (AMD Zen 4)";
   } else if (f.avx2 && f.fma) {
     p.fp32 = 32, p.fp32_why = "2 x 256-bit FMA";
   } else {
@@ -165,8 +169,11 @@ int run(Args& a) {
   at::set_num_threads(threads);
 
   const CpuFeatures& f = cpu_features();
-  std::printf("h3 bench cpu: %s, %d logical cores, %d intra-op threads used\n", f.model.c_str(),
-              f.logical_cores, threads);
+  const char* vendor = f.vendor == CpuVendor::kIntel ? "Intel"
+                       : f.vendor == CpuVendor::kAmd ? "AMD"
+                                                     : "other";
+  std::printf("h3 bench cpu: %s (%s, family %d), %d logical cores, %d intra-op threads used\n",
+              f.model.c_str(), vendor, f.family, f.logical_cores, threads);
   std::printf("features: %s; ATen's kernels: %s; linears: %s\n", describe_features(f).c_str(),
               at::get_cpu_capability().c_str(), fused_linear_backend());
   std::printf("kernels: %s\n", describe_cpu_kernels().c_str());

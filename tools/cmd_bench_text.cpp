@@ -1,7 +1,7 @@
 // `h3 bench text`: the prompt path's figures — tokenizer throughput on a long prompt, the text
-// encoder's time per token at the tiny and a medium width at TP 1 and TP 2, and the peak memory
-// of loading the first K of N layers against all of them, and the engine's memory with the
-// encoder freed after encoding against kept.
+// encoder's time per token at the tiny and a medium width at TP 1 and TP 2 in fp32 and bf16, and the peak
+// memory of loading the first K of N layers against all of them, and the engine's memory with the encoder
+// freed after encoding against kept.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <spawn.h>
@@ -62,14 +62,17 @@ size_t utf8_chars(const std::string& s) {
 
 // One forward of `tokens` random ids at `ranks` ranks, one compute thread each: the best wall and
 // per-rank CPU seconds of `repeat` runs (the slowest rank's).
-Timing encoder_timing(const std::string& dir, int64_t layer, int ranks, int64_t tokens, int repeat) {
+Timing encoder_timing(const std::string& dir, int64_t layer, int ranks, int64_t tokens, int repeat,
+                      at::ScalarType dtype) {
   const auto config = text::EncoderConfig::load(dir);
   auto ids = at::randint(config.vocab_size, {tokens}, at::TensorOptions().dtype(at::kLong));
   std::vector<int64_t> v(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + tokens);
   std::vector<Timing> best(static_cast<size_t>(ranks));
   auto body = [&](dist::Group* g) {
     at::set_num_threads(1);
-    const auto enc = text::TextEncoder::load(dir, layer, g);
+    text::EncoderOptions o;
+    o.dtype = dtype;
+    const auto enc = text::TextEncoder::load(dir, layer, g, o);
     enc.forward(v);  // warm-up
     Timing& mine = best[g ? static_cast<size_t>(g->rank()) : 0];
     for (int r = 0; r < repeat; ++r) {
@@ -253,13 +256,20 @@ int run(Args& a) {
     text::write_random_encoder(dir, w.config, 7);
     const int64_t k = w.config.num_layers - 1;
     for (int ranks : {1, 2}) {
-      const Timing t = encoder_timing(dir, k, ranks, tokens, repeat);
-      const double per = 1e3 / static_cast<double>(tokens);
-      std::printf(
-          "encoder %-6s (hidden %lld, %lld layers, %lld tokens) TP%d: %.4f ms/token of CPU time per "
-          "rank, %.4f ms/token of wall time\n",
-          w.name, (long long)w.config.hidden_size, (long long)k, (long long)tokens, ranks, t.cpu * per,
-          t.wall * per);
+      double fp32_cpu = 0;
+      for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+        const Timing t = encoder_timing(dir, k, ranks, tokens, repeat, dtype);
+        const double per = 1e3 / static_cast<double>(tokens);
+        const bool bf16 = dtype == at::kBFloat16;
+        if (!bf16) fp32_cpu = t.cpu;
+        char rate[48] = "";
+        if (bf16) std::snprintf(rate, sizeof rate, " (%.2fx fp32's rate)", fp32_cpu / t.cpu);
+        std::printf(
+            "encoder %-6s (hidden %lld, %lld layers, %lld tokens) TP%d %s: %.4f ms/token of CPU time per "
+            "rank, %.4f ms/token of wall time%s\n",
+            w.name, (long long)w.config.hidden_size, (long long)k, (long long)tokens, ranks,
+            bf16 ? "bf16" : "fp32", t.cpu * per, t.wall * per, rate);
+      }
     }
   }
 
@@ -315,7 +325,8 @@ H3_REGISTER_COMMAND("bench text", "tokenizer throughput, text encoder time per t
                     "Prints the H3 tokenizer's throughput on a long mixed prompt (characters/s), the\n"
                     "Qwen3-VL text encoder's time per token at the tiny default's width and at a medium\n"
                     "width (hidden 1024, 8 / 2 heads of 128), each at TP 1 and TP 2 (ranks as threads,\n"
-                    "one compute thread each; CPU time per rank and wall time),\n"
+                    "one compute thread each; CPU time per rank and wall time) in fp32 and in bf16 (with\n"
+                    "bf16's rate against fp32's),\n"
                     "and the resident memory of loading 50 layers against 64 (peak, loaded, after\n"
                     "TextEncoder::release()), each in a fresh process; then the engine's resident\n"
                     "memory after one prompt-conditioned clip with the text encoder kept and with\n"

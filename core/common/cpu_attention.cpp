@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string_view>
 
 #include "common/cpu_kernels.h"
@@ -32,8 +33,11 @@ int64_t cpu_attention_score_bytes(int64_t queries, int64_t keys, int64_t heads, 
   return std::min<int64_t>(std::max(1, threads), tasks) * block * keys * static_cast<int64_t>(sizeof(float));
 }
 
-at::Tensor cpu_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         int64_t max_score_elements) {
+namespace {
+
+// Both forms: every query against all keys, or (causal) query i against keys 0..i of as many.
+at::Tensor blocked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             int64_t max_score_elements, bool causal) {
   const int64_t s = q.size(0), sk = k.size(0), heads = q.size(1), d = q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   // Each head's rows contiguous: q pre-scaled [heads, S, D] (the GEMM's input), k [heads, Sk, D]
@@ -48,6 +52,9 @@ at::Tensor cpu_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
   at::Tensor out = at::empty({s, heads, d}, q.options());
   const int64_t block = cpu_attention_block_rows(s, sk, max_score_elements);
   const int64_t blocks = (s + block - 1) / block;
+  // Causal: a block's rows see the keys up to its last row, and within its own square of keys
+  // only those at or before their own (the strict upper triangle masked before the softmax).
+  const at::Tensor future = causal ? at::ones({block, block}, at::kBool).triu_(1) : at::Tensor();
   // The intra-op threads share the (head, block) tasks and each runs its GEMMs on its own
   // (run_tasks): no GEMM is split across threads, so every output is summed in the same order at
   // any thread count (the ranks of one world give the same frames whether they are threads or
@@ -55,11 +62,31 @@ at::Tensor cpu_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
   // a GEMM's rows change its bits. One block's scores exist per running task.
   run_tasks(heads * blocks, [&](int64_t task) {
     const int64_t h = task / blocks, i0 = (task % blocks) * block, b = std::min(block, s - i0);
-    at::Tensor scores = linear_in_task(qh.select(0, h).narrow(0, i0, b), kh.select(0, h), {});  // [b, Sk]
+    const int64_t keys = causal ? i0 + b : sk;
+    at::Tensor scores =
+        linear_in_task(qh.select(0, h).narrow(0, i0, b), kh.select(0, h).narrow(0, 0, keys), {});
+    if (causal) {
+      scores.narrow(1, i0, b).masked_fill_(future.narrow(0, 0, b).narrow(1, 0, b),
+                                           -std::numeric_limits<double>::infinity());
+    }
     at::_softmax_out(scores, scores, -1, false);  // in place, row by row
-    out.narrow(0, i0, b).select(1, h).copy_(linear_in_task(scores, vt.select(0, h), {}));
+    const at::Tensor vh = vt.select(0, h);
+    out.narrow(0, i0, b).select(1, h).copy_(
+        linear_in_task(scores, causal ? vh.narrow(1, 0, keys).contiguous() : vh, {}));
   });
   return out.view({s, heads * d});
+}
+
+}  // namespace
+
+at::Tensor cpu_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         int64_t max_score_elements) {
+  return blocked_attention(q, k, v, max_score_elements, false);
+}
+
+at::Tensor cpu_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                int64_t max_score_elements) {
+  return blocked_attention(q, k, v, max_score_elements, true);
 }
 
 }  // namespace h3

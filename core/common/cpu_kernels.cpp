@@ -16,21 +16,31 @@
 namespace h3 {
 namespace {
 
-// The "model name" and "cpu MHz" lines of /proc/cpuinfo's first processor ({"", 0} without them).
-std::pair<std::string, double> proc_cpuinfo() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, model;
+// What /proc/cpuinfo says of its first processor: "model name", "vendor_id", "cpu family" and
+// "cpu MHz" (empty or 0 where a line is absent).
+struct ProcCpuinfo {
+  std::string model, vendor;
+  int family = 0;
   double mhz = 0;
+};
+
+ProcCpuinfo proc_cpuinfo() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  ProcCpuinfo p;
   auto value = [](const std::string& l) {
     const auto colon = l.find(':');
-    return colon == std::string::npos ? std::string() : l.substr(l.find_first_not_of(" \t", colon + 1));
+    const auto start = colon == std::string::npos ? std::string::npos : l.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : l.substr(start);
   };
   while (std::getline(in, line)) {
-    if (model.empty() && line.rfind("model name", 0) == 0) model = value(line);
-    if (mhz == 0 && line.rfind("cpu MHz", 0) == 0) mhz = std::atof(value(line).c_str());
-    if (!model.empty() && mhz > 0) break;
+    if (line.empty()) break;  // the end of the first processor's block
+    if (p.model.empty() && line.rfind("model name", 0) == 0) p.model = value(line);
+    if (p.vendor.empty() && line.rfind("vendor_id", 0) == 0) p.vendor = value(line);
+    if (p.family == 0 && line.rfind("cpu family", 0) == 0) p.family = std::atoi(value(line).c_str());
+    if (p.mhz == 0 && line.rfind("cpu MHz", 0) == 0) p.mhz = std::atof(value(line).c_str());
   }
-  return {model, mhz};
+  return p;
 }
 
 CpuFeatures detect() {
@@ -50,13 +60,17 @@ CpuFeatures detect() {
   if (const auto it = caps.find("num_logical_cores"); it != caps.end() && it->second.isInt()) {
     f.logical_cores = static_cast<int>(it->second.toInt());
   }
-  const auto [model, mhz] = proc_cpuinfo();
-  f.model = model;
+  const ProcCpuinfo p = proc_cpuinfo();
+  f.model = p.model;
+  f.vendor = p.vendor == "GenuineIntel"   ? CpuVendor::kIntel
+             : p.vendor == "AuthenticAMD" ? CpuVendor::kAmd
+                                          : CpuVendor::kOther;
+  f.family = p.family;
   if (f.model.empty()) {
     const auto it = caps.find("cpu_name");
     f.model = it != caps.end() && it->second.isString() ? it->second.toStringRef() : "an unnamed CPU";
   }
-  f.nominal_ghz = mhz / 1000.0;
+  f.nominal_ghz = p.mhz / 1000.0;
   return f;
 }
 
@@ -201,20 +215,36 @@ CpuKernels choose_cpu_kernels(const CpuFeatures& f, at::ScalarType dtype, bool h
   // ATen's own kernels (the flash attention's softmax and its packing) at AVX-512: unless the CPU
   // lacks it or ATEN_CPU_CAPABILITY holds ATen below it.
   const bool aten_avx512 = f.avx512 && o.aten_capability != "avx2" && o.aten_capability != "default";
+  const bool intel = f.vendor == CpuVendor::kIntel;
+  const bool amx = f.amx_bf16 && isa >= kIsaAmx;
   if (o.attention.empty()) {
-    if (!bf16 && have_onednn && !aten_avx512) {
-      // Measured on an AVX2 EPYC: 0.55x the flash kernel's time at the DiT's shapes.
+    if (!bf16 && !have_onednn) {
+      k.attention = AttentionPath::kFusedSdpa;
+      k.why += "; attention: fused SDPA (no oneDNN)";
+    } else if (!bf16 && aten_avx512 && intel) {
+      // Measured on an AVX-512 Xeon: the flash kernel (its GEMMs MKL's) takes 0.77x the GEMM
+      // blocks' CPU time over the race's 20 steps (docs/performance.md, "The CPU at hand").
+      k.attention = AttentionPath::kFusedSdpa;
+      k.why += "; attention: fused SDPA (fp32 on an Intel AVX-512 CPU)";
+    } else if (!bf16) {
+      // Measured on an AVX2 EPYC: 0.55x the flash kernel's time; on an AVX-512 EPYC (Zen 5), where
+      // MKL's GEMMs run at half oneDNN's rate: 0.53x.
       k.attention = AttentionPath::kGemmBlocks;
-      k.why += "; attention: oneDNN GEMM blocks (fp32 without AVX-512)";
-    } else if (!bf16 && have_onednn) {
-      // Measured on an AVX-512 Xeon: the flash kernel takes 0.77x the GEMM blocks' CPU time over the
-      // race's 20 steps (docs/performance.md, "The CPU at hand").
+      k.why += aten_avx512
+                   ? "; attention: oneDNN GEMM blocks (fp32 on AVX-512 outside Intel, where MKL is slow)"
+                   : "; attention: oneDNN GEMM blocks (fp32 without AVX-512)";
+    } else if (amx || !(dnn_bf16 && onednn_runs)) {
+      // AMX: the flash kernel multiplies in AMX tiles (3.3x its fp32 rate on a Xeon); without
+      // oneDNN's native bf16 the GEMM blocks would be emulated too.
       k.attention = AttentionPath::kFusedSdpa;
-      k.why += "; attention: fused SDPA (fp32 on AVX-512)";
+      k.why += amx            ? "; attention: fused SDPA (bf16 on AMX, scores summed in fp32)"
+               : !have_onednn ? "; attention: fused SDPA (no oneDNN)"
+                              : "; attention: fused SDPA (no native bf16 for oneDNN" + capped + ")";
     } else {
-      k.attention = AttentionPath::kFusedSdpa;
-      k.why += bf16 ? "; attention: fused SDPA (bf16 scores summed in fp32)"
-                    : "; attention: fused SDPA (no oneDNN)";
+      // AVX512_BF16 without AMX: the flash kernel's bf16 GEMMs ran at its fp32 rate on a Zen 5,
+      // the GEMM blocks at 1.7x the fp32 attention's.
+      k.attention = AttentionPath::kGemmBlocks;
+      k.why += "; attention: oneDNN GEMM blocks (bf16 on AVX512_BF16 without AMX)";
     }
   } else if (o.attention == "gemm") {
     if (!onednn_runs) {

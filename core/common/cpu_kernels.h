@@ -7,10 +7,14 @@
 //  - bf16 linears: the same oneDNN tiles where the CPU multiplies bf16 natively (AVX512_BF16 or
 //    AMX-BF16: oneDNN's JIT uses either, on any vendor); ATen's emulation elsewhere (LibTorch
 //    refuses oneDNN's bf16 linear without AVX-512).
-//  - attention: fp32 on an AVX2 CPU as two oneDNN GEMMs per head and block of query rows
-//    (common/cpu_attention.h: 0.55x the flash kernel's time there); fp32 on AVX-512 and bf16
-//    through LibTorch's fused flash kernel (0.77x the GEMM blocks' CPU time on an AVX-512 Xeon;
-//    in bf16 it sums the scores in fp32, where the GEMM blocks would round them to bf16).
+//  - attention: two oneDNN GEMMs per head and block of query rows (common/cpu_attention.h)
+//    wherever oneDNN multiplies the dtype natively, except where LibTorch's fused flash kernel is
+//    at home: fp32 on an Intel AVX-512 CPU (its GEMMs are MKL's: 0.77x the GEMM blocks' CPU time
+//    on a Xeon) and bf16 on AMX (its GEMMs AMX tiles). Elsewhere the flash kernel loses: on an
+//    AVX2 EPYC 1.8x the GEMM blocks' time, on an AVX-512 EPYC (Zen 5) 1.9x in fp32, where MKL
+//    runs at half oneDNN's rate, and 3.2x in bf16 without AMX. The GEMM blocks round bf16's
+//    scores to bf16 where the flash kernel sums them in fp32: on the golden cases both stay
+//    within 0.8 % of max |v| of fp32 (tests/core/cpu_kernels_test.cpp).
 // The environment may force a path (H3_CPU_GEMM, H3_CPU_ATTENTION); a forced path this CPU or
 // LibTorch cannot run is refused with the reason (an h3::Error), as is an ATEN_CPU_CAPABILITY
 // above what the CPU has (ATen would take it on trust and die of an illegal instruction). A cap on
@@ -24,9 +28,14 @@
 
 namespace h3 {
 
-// What this CPU has, as LibTorch's cpuinfo detects it (plus the model name of /proc/cpuinfo).
+enum class CpuVendor { kIntel, kAmd, kOther };
+
+// What this CPU has, as LibTorch's cpuinfo detects it (plus the model name, vendor and family of
+// /proc/cpuinfo).
 struct CpuFeatures {
   std::string model;  // "Intel(R) Xeon(R) Processor"; cpuinfo's name where /proc has none
+  CpuVendor vendor = CpuVendor::kOther;
+  int family = 0;  // /proc/cpuinfo's "cpu family": 6 an Intel core, 25 AMD's Zen 3 and 4, 26 Zen 5
   bool avx2 = false, fma = false;
   bool avx512 = false;  // AVX-512 F, BW, VL and DQ: what LibTorch's and oneDNN's AVX-512 kernels need
   bool avx512_vnni = false, avx512_bf16 = false, avx512_fp16 = false;

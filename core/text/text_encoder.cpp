@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/cpu_attention.h"
 #include "common/fused_linear.h"
 #include "common/shape.h"
 #include "dit/tp.h"
@@ -22,6 +23,10 @@
 
 namespace h3::text {
 namespace {
+
+// The attention scores held at once per block of queries (per thread in the CPU's GEMM blocks):
+// 16 MiB of fp32, as the DiT's.
+constexpr int64_t kScoreElements = int64_t(1) << 22;
 
 // Reads one tensor (or this rank's part of it) into storage of its own, after checking its full
 // shape against the config; in `dtype`, or, with keep_narrower, as stored when it is bf16 or fp16
@@ -80,6 +85,11 @@ at::Tensor causal_gqa_attention(const at::Tensor& q, const at::Tensor& k, const 
   auto kh = (group == 1 ? k : k.repeat_interleave(group, 1)).transpose(0, 1);  // [heads, L, D]
   auto vh = (group == 1 ? v : v.repeat_interleave(group, 1)).transpose(0, 1);
   auto qh = q.transpose(0, 1);
+  if (cpu_attention_applies(q, kh.transpose(0, 1), vh.transpose(0, 1))) {
+    // The CPU's kernel choice (common/cpu_kernels.h): the GEMM blocks where the fused kernel is
+    // not at home (outside Intel's AVX-512 CPUs in fp32, bf16 without AMX).
+    return cpu_causal_attention(q, kh.transpose(0, 1), vh.transpose(0, 1), kScoreElements);
+  }
 #if H3_HAVE_FUSED_SDPA
   auto o = at::scaled_dot_product_attention(qh.unsqueeze(0), kh.unsqueeze(0), vh.unsqueeze(0), {}, 0.0,
                                             /*is_causal=*/true);
@@ -90,7 +100,7 @@ at::Tensor causal_gqa_attention(const at::Tensor& q, const at::Tensor& k, const 
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   auto qf = qh.to(at::kFloat).mul(scale), kf = kh.to(at::kFloat), vf = vh.to(at::kFloat);
   auto out = at::empty({heads, L, d}, qf.options());
-  const int64_t block = std::max<int64_t>(16, (int64_t(1) << 22) / std::max<int64_t>(1, heads * L));
+  const int64_t block = std::max<int64_t>(16, kScoreElements / std::max<int64_t>(1, heads * L));
   for (int64_t i0 = 0; i0 < L; i0 += block) {
     const int64_t b = std::min(block, L - i0), keys = i0 + b;
     auto scores = at::bmm(qf.narrow(1, i0, b), kf.narrow(1, 0, keys).transpose(1, 2));  // [heads, b, keys]

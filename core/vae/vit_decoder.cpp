@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cpu_attention.h"
 #include "common/fused_linear.h"
 #include "common/parallel_tasks.h"
 #include "common/row_norm.h"
@@ -108,14 +109,20 @@ namespace {
 // 256 (of 64 in a last, shorter block).
 constexpr int64_t kAttentionRows = 768;
 
-// softmax(q kᵀ / √hd) v of a tile's rows, q, k, v [S, H * hd] -> [S, H * hd], by LibTorch's fused
-// kernel. On the CPU one call per (head, block of kAttentionRows query rows) against all keys,
-// the intra-op threads sharing the calls and each running its own on one thread (run_tasks): the
-// kernel's GEMMs (MKL's) are then never split between threads, so a tile's bits do not depend on
-// the thread count (the ranks of one world, which decode their tiles at different counts, agree).
+// softmax(q kᵀ / √hd) v of a tile's rows, q, k, v [S, H * hd] -> [S, H * hd]. On the CPU the path
+// the CPU's kernel choice gives the DiT (common/cpu_kernels.h): the oneDNN GEMM blocks where
+// LibTorch's fused kernel is not at home (its GEMMs MKL's, at half oneDNN's rate on an AMD
+// CPU), else the fused kernel, one call per (head, block of kAttentionRows query rows) against
+// all keys. Either way the intra-op threads share the calls and each runs its own on one thread
+// (run_tasks): no GEMM is split between threads, so a tile's bits do not depend on the thread
+// count (the ranks of one world, which decode their tiles at different counts, agree).
 at::Tensor tile_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t H,
                           int64_t hd) {
   const int64_t S = q.size(0);
+  if (q.is_cpu()) {
+    const at::Tensor q3 = q.view({S, H, hd}), k3 = k.view({S, H, hd}), v3 = v.view({S, H, hd});
+    if (cpu_attention_applies(q3, k3, v3)) return cpu_attention(q3, k3, v3, kAttentionScoreElements);
+  }
   if (!q.is_cpu()) {
     // [1, H, S, hd] -> [S, D]: the output is laid out [S, H, hd] already.
     return at::scaled_dot_product_attention(as_heads(q, H, hd), as_heads(k, H, hd), as_heads(v, H, hd))

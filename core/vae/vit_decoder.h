@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ DecoderWeights bind_decoder_weights(const VaeConfig& c,
 
 // The same weights on `device` (copies; the CUDA decode).
 DecoderWeights to_device(const DecoderWeights& w, const c10::Device& device);
+
+// The attention scores a CPU thread holds at once in decode_tile where the CPU's kernel choice
+// takes the GEMM blocks (common/cpu_attention.h): 16 MiB of fp32, as the DiT's.
+constexpr int64_t kAttentionScoreElements = int64_t(1) << 22;
 
 // Decodes one latent tile of denormalised latents [C, t, h, w] (or [1, C, t, h, w]) to
 // ImageNet-normalised pixels [3, 4t, 16h, 16w] (fp32). RoPE coordinates are local to

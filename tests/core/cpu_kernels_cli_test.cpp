@@ -19,7 +19,13 @@ TEST(CpuKernelsCli, BenchCpuPrintsTheCpuItsFeaturesAndTheKernels) {
       run_h3("bench cpu --no-forward --repeat 1 --threads 1 --frames 7 --latent-height 4 --latent-width 4");
   ASSERT_EQ(r.code, 0) << r.output;
   const CpuFeatures& f = cpu_features();
-  EXPECT_NE(r.output.find("h3 bench cpu: " + f.model + ", "), std::string::npos) << r.output;
+  const char* vendor = f.vendor == CpuVendor::kIntel ? "Intel"
+                       : f.vendor == CpuVendor::kAmd ? "AMD"
+                                                     : "other";
+  EXPECT_NE(r.output.find("h3 bench cpu: " + f.model + " (" + vendor + ", family " +
+                          std::to_string(f.family) + "), "),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("features: " + describe_features(f) + ";"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("kernels: " + describe_cpu_kernels() + "\n"), std::string::npos) << r.output;
   for (const char* row : {"fp32  linears, engine", "fp32  attention, engine", "bf16  linears, engine",

@@ -18,9 +18,11 @@
 namespace h3 {
 namespace {
 
-CpuFeatures avx2_cpu() {
+CpuFeatures avx2_cpu() {  // Zen 3
   CpuFeatures f;
   f.model = "AMD EPYC 7B13";
+  f.vendor = CpuVendor::kAmd;
+  f.family = 25;
   f.avx2 = f.fma = true;
   return f;
 }
@@ -35,6 +37,8 @@ CpuFeatures avx512_bf16_cpu() {  // Zen 4: AVX-512 with AVX512_BF16, no AMX
 CpuFeatures amx_cpu() {
   CpuFeatures f = avx512_bf16_cpu();
   f.model = "Intel(R) Xeon(R) Processor";
+  f.vendor = CpuVendor::kIntel;
+  f.family = 6;
   f.avx512_fp16 = f.amx_bf16 = true;
   return f;
 }
@@ -49,42 +53,60 @@ std::string refusal(const CpuFeatures& f, at::ScalarType dtype, const KernelOver
   return "(not refused)";
 }
 
-TEST(CpuKernelChoice, Fp32TakesOnednnTilesAndTheAttentionOfTheCpusVectorWidth) {
-  // AVX2: the oneDNN GEMM blocks; AVX-512: the fused flash kernel.
+TEST(CpuKernelChoice, Fp32AttentionIsTheFlashKernelOnlyOnAnIntelAvx512Cpu) {
+  // Everywhere the oneDNN tiles; the fused flash kernel (its GEMMs MKL's) on an Intel AVX-512 CPU,
+  // the oneDNN GEMM blocks elsewhere: AVX2 (of any vendor) and AMD's AVX-512.
   CpuKernels k = choose_cpu_kernels(avx2_cpu(), at::kFloat, true, {});
   EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles);
   EXPECT_EQ(k.attention, AttentionPath::kGemmBlocks);
   EXPECT_NE(k.why.find("attention: oneDNN GEMM blocks (fp32 without AVX-512)"), std::string::npos) << k.why;
-  for (const CpuFeatures& f : {avx512_bf16_cpu(), amx_cpu()}) {
-    k = choose_cpu_kernels(f, at::kFloat, true, {});
-    EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles) << f.model;
-    EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa) << f.model;
-  }
-  // ATen held to AVX2 on an AVX-512 CPU: the AVX2 machine's choice.
+  k = choose_cpu_kernels(avx512_bf16_cpu(), at::kFloat, true, {});
+  EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles);
+  EXPECT_EQ(k.attention, AttentionPath::kGemmBlocks);
+  EXPECT_NE(k.why.find("attention: oneDNN GEMM blocks (fp32 on AVX-512 outside Intel, where MKL is slow)"),
+            std::string::npos)
+      << k.why;
+  k = choose_cpu_kernels(amx_cpu(), at::kFloat, true, {});
+  EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles);
+  EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa);
+  EXPECT_NE(k.why.find("attention: fused SDPA (fp32 on an Intel AVX-512 CPU)"), std::string::npos) << k.why;
+  CpuFeatures intel_avx2 = avx2_cpu();  // an Intel AVX2 core takes the AVX2 EPYC's choice
+  intel_avx2.vendor = CpuVendor::kIntel;
+  EXPECT_EQ(choose_cpu_kernels(intel_avx2, at::kFloat, true, {}).attention, AttentionPath::kGemmBlocks);
+  // ATen held to AVX2 on an Intel AVX-512 CPU: the AVX2 machine's choice.
   KernelOverrides o;
   o.aten_capability = "avx2";
   EXPECT_EQ(choose_cpu_kernels(amx_cpu(), at::kFloat, true, o).attention, AttentionPath::kGemmBlocks);
-  // Without oneDNN's fused linears in LibTorch: ATen and its fused attention.
-  k = choose_cpu_kernels(amx_cpu(), at::kFloat, false, {});
-  EXPECT_EQ(k.gemm, GemmPath::kAten);
-  EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa);
+  // Without oneDNN's fused linears in LibTorch: ATen and its fused attention, on any CPU.
+  for (const CpuFeatures& f : {avx2_cpu(), avx512_bf16_cpu(), amx_cpu()}) {
+    k = choose_cpu_kernels(f, at::kFloat, false, {});
+    EXPECT_EQ(k.gemm, GemmPath::kAten) << f.model;
+    EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa) << f.model;
+  }
 }
 
 TEST(CpuKernelChoice, Bf16TakesOnednnWhereTheCpuMultipliesItNatively) {
-  for (const CpuFeatures& f : {avx512_bf16_cpu(), amx_cpu()}) {
-    const CpuKernels k = choose_cpu_kernels(f, at::kBFloat16, true, {});
-    EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles) << f.model;
-    EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa) << f.model;  // scores summed in fp32
-    EXPECT_TRUE(k.bf16_native) << f.model;
-  }
-  EXPECT_NE(choose_cpu_kernels(avx512_bf16_cpu(), at::kBFloat16, true, {}).why.find("AVX512_BF16"),
-            std::string::npos);
-  EXPECT_NE(choose_cpu_kernels(amx_cpu(), at::kBFloat16, true, {}).why.find("AMX-BF16"), std::string::npos);
+  // AVX512_BF16 without AMX (Zen 4 and 5): the tiles and the GEMM blocks; AMX: the tiles and the
+  // flash kernel, which multiplies in AMX tiles and sums the scores in fp32.
+  CpuKernels k = choose_cpu_kernels(avx512_bf16_cpu(), at::kBFloat16, true, {});
+  EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles);
+  EXPECT_EQ(k.attention, AttentionPath::kGemmBlocks);
+  EXPECT_TRUE(k.bf16_native);
+  EXPECT_NE(k.why.find("native bf16: AVX512_BF16"), std::string::npos) << k.why;
+  EXPECT_NE(k.why.find("attention: oneDNN GEMM blocks (bf16 on AVX512_BF16 without AMX)"), std::string::npos)
+      << k.why;
+  k = choose_cpu_kernels(amx_cpu(), at::kBFloat16, true, {});
+  EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles);
+  EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa);
+  EXPECT_TRUE(k.bf16_native);
+  EXPECT_NE(k.why.find("native bf16: AMX-BF16"), std::string::npos) << k.why;
+  EXPECT_NE(k.why.find("attention: fused SDPA (bf16 on AMX, scores summed in fp32)"), std::string::npos)
+      << k.why;
   // AVX-512 without bf16 (Skylake-X, Zen 3 has none at all): emulated, ATen's path, said so.
   CpuFeatures skx = avx2_cpu();
   skx.avx512 = true;
   for (const CpuFeatures& f : {avx2_cpu(), skx}) {
-    const CpuKernels k = choose_cpu_kernels(f, at::kBFloat16, true, {});
+    k = choose_cpu_kernels(f, at::kBFloat16, true, {});
     EXPECT_EQ(k.gemm, GemmPath::kAten);
     EXPECT_EQ(k.attention, AttentionPath::kFusedSdpa);
     EXPECT_FALSE(k.bf16_native);
@@ -99,6 +121,7 @@ TEST(CpuKernelChoice, OnednnsInstructionCapCountsAsTheCpuLackingThem) {
   o.onednn_max_isa = "AVX512_CORE_BF16";  // an AMX CPU held to AVX512_BF16 (as a Zen 4 has it)
   CpuKernels k = choose_cpu_kernels(amx_cpu(), at::kBFloat16, true, o);
   EXPECT_EQ(k.gemm, GemmPath::kOnednnTiles);
+  EXPECT_EQ(k.attention, AttentionPath::kGemmBlocks);  // the flash kernel without its AMX tiles
   EXPECT_NE(k.why.find("native bf16: AVX512_BF16"), std::string::npos) << k.why;
   o.onednn_max_isa = "avx512_core";  // oneDNN takes its names in any case
   k = choose_cpu_kernels(amx_cpu(), at::kBFloat16, true, o);

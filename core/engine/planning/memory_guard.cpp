@@ -19,6 +19,7 @@
 #include "vae/encoder_tensors.h"
 #include "vae/tiling.h"
 #include "vae/video_decoder.h"
+#include "vae/vit_decoder.h"
 
 namespace h3 {
 namespace {
@@ -34,7 +35,9 @@ int64_t sum_of(const std::vector<int64_t>& v) {
 // The DiT forward of one rank at its widest: one block's activations (the fp32 residual stream
 // and its normed copies, q/k/v and the attention kernel's head-major copies, the FFN's two
 // hidden tensors, this rank's shard of the heads and the FFN), plus the RoPE tables of the rows;
-// in fp32 on the CPU also each thread's block of attention scores over the rows.
+// in fp32 on the CPU also each thread's block of attention scores over the rows. (bf16 on an
+// AVX512_BF16 CPU without AMX takes the GEMM blocks too, its scores in bf16: up to 8 MiB a thread
+// not counted here, where the estimate stays the same on every CPU.)
 int64_t dit_bytes_per_rank(const dit::DitConfig& c, int64_t rows, const MemoryShape& s) {
   const int64_t tp = std::max(1, s.tp), e = s.activation_bytes;
   const int64_t inner = c.inner_dim() / tp, ffn = c.ffn_dim / tp;
@@ -76,10 +79,18 @@ int64_t decode_bytes(const ModelInfo& m, const ClipPlan& p, const MemoryShape& s
     }
   }
   tile_tokens += v.num_register_tokens;
+  // On the CPU also each thread's block of attention scores (vae/vit_decoder.cpp: the GEMM blocks
+  // where the CPU's choice takes them; the fused kernel's are smaller) and the blocks' head-major
+  // copies of q, k and v.
+  const int64_t scores = s.on_gpus ? 0
+                                   : cpu_attention_score_bytes(tile_tokens, tile_tokens, v.num_heads,
+                                                               vae::kAttentionScoreElements, s.cpu_threads) +
+                                         3 * tile_tokens * v.dim() * kF32;
   const int64_t vit = tile_tokens * (8 * v.dim() + 2 * v.ffn_inner()) * kF32 +
                       clip_latents * v.patch_values() *
                           (tiles_px / (dit::kVaeSpatialRatio * dit::kVaeSpatialRatio)) /
-                          std::max<int64_t>(1, g.count()) * kF32;
+                          std::max<int64_t>(1, g.count()) * kF32 +
+                      scores;
   return s.ranks_here * (2 * gathered + vit) + 2 * clip_frames * clip_px * channels * kF32 +
          clip_frame_bytes(m, p);
 }
