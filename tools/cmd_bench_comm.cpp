@@ -4,6 +4,7 @@
 // The figures include what the engine pays per call: the metadata exchange that makes
 // disagreements an agreed error, and the bounded wait.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "dist/world.h"
+#include "engine/process/rank_threads.h"
 #include "h3/error.h"
 #include "h3/limits.h"
 #include "tools/command.h"
@@ -147,7 +149,12 @@ int run(Args& args) {
   for (int64_t b = 1024; b <= (max_mib << 20); b *= 4) sizes.push_back(b);
   std::vector<Row> rows(sizes.size());
 
+  // Process ranks on this host take their share of its cores, as a process world's ranks do
+  // (engine/process/rank_threads.h): more would have OpenMP's spinning pools take the cores the
+  // peers need in every collective.
+  const int process_threads = engine_detail::threads_per_rank(engine_detail::usable_cores().count(), ranks);
   if (peer_port != 0) {  // a process rank started by rank 0 below
+    at::set_num_threads(process_threads);
     opts.cuda_device = peer_rank;
     auto g = dist::join_tcp("127.0.0.1", peer_port, ranks, peer_rank, opts);
     bench(*g, sizes, rows);
@@ -170,6 +177,7 @@ int run(Args& args) {
     }
   }
   if (mode != "threads") {
+    at::set_num_threads(process_threads);
     opts.cuda_device = 0;
     dist::TcpServer server("127.0.0.1", 0, ranks, opts);
     const std::vector<pid_t> pids = spawn_peers(ranks, server.port(), max_mib);
@@ -189,7 +197,10 @@ int run(Args& args) {
       }
     }
     if (!failed.empty()) throw Error(ErrorKind::kDistributed, "bench comm (processes): " + failed);
-    print("processes (loopback TCP)", backend, ranks, rows);
+    print(("processes (one host: shared memory unless H3_DIST_SHM=0, else loopback TCP; " +
+           std::to_string(process_threads) + " intra-op thread(s) each)")
+              .c_str(),
+          backend, ranks, rows);
   }
   return 0;
 }

@@ -38,6 +38,13 @@ constexpr int kUnprovenPlaces = 64;
 // Public keys (behind the front end, only token holders reach them; each record authenticated).
 constexpr const char* kOpenKey = "h3door/open";
 constexpr const char* kClosedKey = "h3door/closed";
+// A worker's word that it read the closed record: it only shortens rank 0's wait for its workers
+// to read it (a forged one would end that wait early, nothing more), so it carries no proof.
+std::string closed_read_key(int rank) {
+  return "h3door/closed-read/" + std::to_string(rank);
+}
+// How long a closing rank 0 gives its waiting workers to read that it closed.
+constexpr std::chrono::milliseconds kClosingGrace{300};
 
 std::string hello_key(const std::string& run, int64_t gen, int rank) {
   return "h3door/" + run + "/" + std::to_string(gen) + "/" + std::to_string(rank) + "/hello";
@@ -296,8 +303,13 @@ DoorServer::DoorServer(DoorOptions opts) : opts_(std::move(opts)) {
 DoorServer::~DoorServer() {
   try {
     store_->set(kClosedKey, bytes_of(door::encode_closed(keys_, served_)));
-    // Workers waiting for a new generation poll a few times a second: let them read it.
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // Workers waiting for a new generation poll every kPoll: let them read it before the store
+    // goes, until each has said so or left on rank 0's stop (a lost one is waited for
+    // kClosingGrace).
+    std::vector<std::string> read;
+    for (int r = 1; r < opts_.world_size; ++r) read.push_back(closed_read_key(r));
+    const auto until = Clock::now() + kClosingGrace;
+    while (Clock::now() < until && !store_->check(read)) std::this_thread::sleep_for(kPoll / 4);
   } catch (...) {
   }
 }
@@ -424,6 +436,14 @@ DoorClient::DoorClient(DoorOptions opts, int rank) : opts_(std::move(opts)), ran
 
 DoorClient::~DoorClient() = default;
 
+void DoorClient::leave() {
+  try {
+    store_->set(closed_read_key(rank_), std::vector<uint8_t>{1});
+  } catch (const std::exception&) {
+    // Rank 0 is gone already: nobody waits.
+  }
+}
+
 std::unique_ptr<Group> DoorClient::join(std::chrono::milliseconds wait) {
   const std::string me = "rank " + std::to_string(rank_);
   const auto start = Clock::now();
@@ -455,6 +475,7 @@ std::unique_ptr<Group> DoorClient::join(std::chrono::milliseconds wait) {
         std::string why;
         if (const auto served = door::verify_closed(string_of(store_->get(kClosedKey)), *run_, &why)) {
           rank0_served_ = *served;
+          leave();
           return nullptr;
         }
         // A closed record of another run, or a forgery: ignored.

@@ -98,6 +98,10 @@ class DoorClient {
   // Once join() returned nullptr: whether a world of rank 0's run ever formed.
   bool rank0_served() const { return rank0_served_; }
 
+  // Tells a closing rank 0 not to wait for this worker to read that it closed: rank 0 said stop
+  // and the worker ends (never throws).
+  void leave();
+
  private:
   DoorOptions opts_;
   int rank_;

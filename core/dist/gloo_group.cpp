@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "admission/listener_filter.h"
+#include "dist/host_memory.h"
 #include "dist/store_board.h"
 #include "h3/error.h"
 
@@ -141,6 +142,9 @@ class GlooGroup final : public StoreBoardGroup {
                                                std::to_string(timeout.count()) +
                                                " ms: " + first_line(e.what()));
     }
+    // Processes that share a host move their tensors through shared memory (dist/host_memory.h);
+    // thread ranks on Gloo (tests of the transport itself) keep it.
+    if (processes && size > 1) shm_ = HostMemory::join(*store, rank, size, timeout);
   }
 
   ~GlooGroup() override {
@@ -165,6 +169,12 @@ class GlooGroup final : public StoreBoardGroup {
 
  protected:
   void raw_all_reduce(at::Tensor& t, ReduceOp op, const char* what) override {
+    if (shm_) {
+      op == ReduceOp::kSum ? shm_->all_reduce_sum(t, shm_check(what))
+                           : shm_->all_reduce_max(t, shm_check(what));
+      note_completed();
+      return;
+    }
     std::vector<at::Tensor> tensors{t};
     c10d::AllreduceOptions o;
     o.reduceOp = op == ReduceOp::kSum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
@@ -177,6 +187,11 @@ class GlooGroup final : public StoreBoardGroup {
   // every rank zeroes the whole output, writes its own slot and the ranks sum
   // the bit patterns as integers, which is exact for any dtype (x + 0 == x).
   void raw_all_gather(const at::Tensor& in, at::Tensor& out, const char* what) override {
+    if (shm_) {
+      shm_->all_gather(in, out, shm_check(what));
+      note_completed();
+      return;
+    }
     const int64_t n = in.numel();
     out.zero_();
     out.narrow(0, rank() * n, n).copy_(in.view({-1}));
@@ -192,6 +207,11 @@ class GlooGroup final : public StoreBoardGroup {
                       const char* what) override {
     // As bytes: any dtype travels (Gloo's alltoallv knows only some), counts scaled to match.
     const int64_t item = static_cast<int64_t>(in.element_size());
+    if (shm_ && shm_->carries_all_to_all(counts, item)) {
+      shm_->all_to_all(in, out, counts, shm_check(what));
+      note_completed();
+      return;
+    }
     std::vector<int64_t> send(counts.size()), recv(counts.size());
     for (size_t r = 0; r < counts.size(); ++r) {
       send[r] = counts[static_cast<size_t>(rank())][r] * item;
@@ -203,6 +223,11 @@ class GlooGroup final : public StoreBoardGroup {
   }
 
   void raw_broadcast(at::Tensor& t, int root, const char* what) override {
+    if (shm_) {
+      shm_->broadcast(t, root, shm_check(what));
+      note_completed();
+      return;
+    }
     std::vector<at::Tensor> tensors{t};
     c10d::BroadcastOptions o;
     o.rootRank = root;
@@ -284,8 +309,39 @@ class GlooGroup final : public StoreBoardGroup {
     }
   }
 
+  // What a rank waiting in the shared segment looks at every wait slice, as wait() does for
+  // Gloo's work: a peer whose process ended (it closes no connection here; when it is rank 0 the
+  // store went with it, so that is looked at first), a peer's posted failure, and the group's
+  // timeout (a stopped peer is alive: it times out, as on Gloo).
+  HostMemory::Check shm_check(const char* what) {
+    const auto now = std::chrono::steady_clock::now();
+    return [this, what, deadline = now + timeout(), next = now]() mutable {
+      const auto t = std::chrono::steady_clock::now();
+      if (t < next && t < deadline) return;
+      next = t + kWaitSlice;
+      if (const std::vector<int> ended = shm_->ended_ranks(); !ended.empty()) {
+        if (ended.front() != 0) {
+          if (auto f = peer_failure(); f && f->rank != rank()) peer_failed(*f);  // it failed, then left
+        }
+        std::string who;
+        for (int r : ended) who += (who.empty() ? "rank " : " and rank ") + std::to_string(r);
+        fail_and_post(here(what) + " failed: " + who + (ended.size() > 1 ? " are" : " is") +
+                      " gone: its process ended (killed or crashed) while this rank waited for it; start it "
+                      "again");
+      }
+      if (auto f = peer_failure(); f && never_joins(*f)) peer_failed(*f);
+      if (t >= deadline) {
+        const std::string gone = gone_peers();
+        fail_and_post(
+            here(what) + " timed out after " + std::to_string(timeout().count()) + " ms: " +
+            (gone.empty() ? "a peer rank did not join it (group of " + std::to_string(size()) + ")" : gone));
+      }
+    };
+  }
+
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   c10::intrusive_ptr<c10d::Work> abandoned_;
+  std::unique_ptr<HostMemory> shm_;
 };
 
 }  // namespace

@@ -133,7 +133,10 @@ void run_worker(const WorkerOptions& o) {
                  o.rendezvous.c_str());
     std::exception_ptr own_load_error;
     const RankServer::Ended how = server.run(*g, &own_load_error);
-    if (how == RankServer::Ended::kStopped) return;
+    if (how == RankServer::Ended::kStopped) {
+      client.leave();  // rank 0 need not wait for this rank at its door
+      return;
+    }
     if (own_load_error) std::rethrow_exception(own_load_error);
     std::fprintf(stderr, "%sthe world broke (%s); waiting for rank 0 to form it again\n", me.c_str(),
                  server.health().broken_reason().c_str());

@@ -60,15 +60,15 @@ TEST(ProcessWorldStreams,
   ASSERT_TRUE(killed);
   // Every stream ends with the group's one failure, as a lone request does
   // (ProcessWorld.AWorkerKilledMidDenoise...): the rank that met the loss, and the rank that is gone
-  // by its signs of life (a killed worker posts nothing, and the transport names an address) with
-  // what to do, each stream's text prefixed with where it was.
+  // (a killed worker posts nothing: on one host its process is seen to end, dist/host_memory.h;
+  // across hosts its signs of life stop) with what to do, each stream's text prefixed with where
+  // it was.
   ASSERT_TRUE(together[0].error) << specs[0].name << " survived its worker's death";
   const std::string group_failure = together[0].error_text();
   EXPECT_THAT(group_failure, HasSubstr("rank 0: ")) << group_failure;
-  EXPECT_THAT(group_failure, HasSubstr("rank 1 is gone: it showed no sign of life for 2000 ms and neither "
-                                       "failed nor left on its own (its process was killed or crashed, or "
-                                       "its host or the network to it went down); start it again"))
-      << group_failure;
+  EXPECT_THAT(group_failure, HasSubstr("rank 1 is gone: ")) << group_failure;
+  EXPECT_THAT(group_failure, HasSubstr("killed or crashed")) << group_failure;
+  EXPECT_THAT(group_failure, HasSubstr("start it again")) << group_failure;
   for (size_t i = 0; i < specs.size(); ++i) {
     ASSERT_TRUE(together[i].error) << specs[i].name << " survived its worker's death";
     EXPECT_EQ(together[i].error_kind(), ErrorKind::kDistributed) << together[i].error_text();
