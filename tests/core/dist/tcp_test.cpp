@@ -11,8 +11,10 @@
 
 #include <chrono>
 #include <climits>
+#include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dist/world.h"
 #include "h3/error.h"
@@ -71,6 +73,17 @@ WorldOptions opts30() {
   return o;
 }
 
+// This process's mappings of a segment it made as rank 0 ("/dev/shm/h3-PID-..."), one line each.
+std::vector<std::string> shared_segments() {
+  std::ifstream maps("/proc/self/maps");
+  const std::string mine = "/dev/shm/h3-" + std::to_string(getpid()) + "-";
+  std::vector<std::string> found;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find(mine) != std::string::npos) found.push_back(line);
+  }
+  return found;
+}
+
 TEST(TcpWorld, TwoProcessesAllReduceAndAllGather) {
   TcpServer server("127.0.0.1", 0, 2, opts30());
   ASSERT_GT(server.port(), 0);
@@ -80,6 +93,9 @@ TEST(TcpWorld, TwoProcessesAllReduceAndAllGather) {
   EXPECT_EQ(g->rank(), 0);
   EXPECT_EQ(g->size(), 2);
   EXPECT_STREQ(g->backend(), "gloo");
+  // The processes share this host: their tensors travel through rank 0's shared segment
+  // (dist/host_memory.h), mapped here and already unlinked, so nothing is left in /dev/shm.
+  EXPECT_THAT(shared_segments(), ::testing::ElementsAre(::testing::HasSubstr(" (deleted)")));
   at::Tensor t = at::full({1000}, 1.0f);
   g->all_reduce(t);
   EXPECT_TRUE(at::equal(t, at::full({1000}, 3.0f)));
