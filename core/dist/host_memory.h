@@ -53,8 +53,6 @@ class HostMemory {
   void all_to_all(const at::Tensor& in, at::Tensor& out, const std::vector<std::vector<int64_t>>& counts,
                   const Check& check);
 
-  int64_t slot_bytes() const { return slot_bytes_; }
-
   // The ranks whose process has ended (killed, crashed or exited; a zombie counts as ended): a
   // process that dies closes no connection here, and when it is rank 0 the store its signs of
   // life are read from has gone with it. The ranks' processes share a pid namespace (join checks).
