@@ -83,48 +83,6 @@ def fp32_one_minus(value: float) -> float:
 
 
 # --- the streams ------------------------------------------------------------------------------------------
-def endless_track(spec: data.Spec, frames: np.ndarray, rng: np.random.Generator, fresh: bool) -> data.Track:
-    """The shape's place at the given global frame numbers of an endless stream of `spec`. The motions go
-    on: a shape moving right leaves at the right edge and comes back in at the left (likewise left, up
-    and down), a bounce goes on, a growing shape grows from 0.6 x to 1.6 x its size over 56 frames and
-    starts again (pulses). The speeds are the captioned clips' (data.CAPTIONED: half the frame in 56
-    frames). fresh: the stream starts where a captioned clip starts; else at a random phase."""
-    g = data.CAPTIONED
-    r0 = rng.uniform(*g.radius)
-    span_x, span_y = rng.uniform(*g.span_x) * data.WIDTH, rng.uniform(*g.span_y) * data.HEIGHT
-    f = frames.astype(np.float64)
-    x = np.full(len(f), rng.uniform(*g.x) * data.WIDTH)
-    y = np.full(len(f), rng.uniform(*g.y) * data.HEIGHT)
-    r = np.full(len(f), r0)
-    bounces: list[int] = []
-
-    def wrap(start, speed, extent):
-        period = extent + 2 * r0
-        offset = 0.0 if fresh else rng.uniform(0, period)
-        return np.mod(start + r0 + offset + speed * f, period) - r0
-
-    if spec.motion == "moving right":
-        x = wrap(data.WIDTH / 2 - span_x / 2, span_x / 55, data.WIDTH)
-    elif spec.motion == "moving left":
-        x = data.WIDTH - wrap(data.WIDTH / 2 - span_x / 2, span_x / 55, data.WIDTH)
-    elif spec.motion == "moving down":
-        y = wrap(data.HEIGHT / 2 - span_y / 2, span_y / 55, data.HEIGHT)
-    elif spec.motion == "moving up":
-        y = data.HEIGHT - wrap(data.HEIGHT / 2 - span_y / 2, span_y / 55, data.HEIGHT)
-    elif spec.motion == "growing":
-        phase = 0.0 if fresh else rng.uniform(0, 1)
-        r = r0 * (0.6 + np.mod(f / 55 + phase, 1.0))
-    elif spec.motion == "bouncing":
-        period = rng.uniform(*g.period)
-        phase = rng.uniform(*g.phase) if fresh else rng.uniform(0, 1)
-        t = f / data.FPS / period + phase
-        floor, top = data.HEIGHT * 0.78, data.HEIGHT * 0.3
-        frac = t - np.floor(t)
-        y = floor - (floor - top) * 4.0 * frac * (1.0 - frac)
-        bounces = [i for i in range(1, len(f)) if math.floor(t[i]) != math.floor(t[i - 1])]
-    return data.Track(x=x, y=y, r=r, bounces=bounces)
-
-
 def audio_span(chunk: int) -> tuple[int, int]:
     """Audio latents [begin, end) of full chunk c: c * 85/3 <= j < (c + 1) * 85/3 (chunk_layout.h)."""
     return math.ceil(chunk * 85 / 3), math.ceil((chunk + 1) * 85 / 3)
@@ -170,12 +128,12 @@ def make_stream(rng: np.random.Generator, specs: list, stats: dict) -> Stream:
     a_latents = audio_span(last)[1]
     samples = a_latents * audio_vae.HOP
     cut = places[switch] * CHUNK_FRAMES if switch < CHUNKS else len(local)
-    track = endless_track(spec_a, clock, rng, fresh)
+    track = data.endless_track(spec_a, clock, rng, fresh)
     video = data.render_video(spec_a, data.Track(track.x[:cut], track.y[:cut], track.r[:cut], []))
     # the soundtrack over the same frames (render_audio holds a sample to its frame's place)
     audio = encode_audio(data.render_audio(spec_a, track, samples))
     if switch < CHUNKS:
-        track = endless_track(spec_b, clock, rng, fresh)
+        track = data.endless_track(spec_b, clock, rng, fresh)
         later = data.Track(track.x[cut:], track.y[cut:], track.r[cut:], [])
         video = np.concatenate([video, data.render_video(spec_b, later)])
         a0 = audio_span(places[switch])[0]

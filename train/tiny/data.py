@@ -91,6 +91,9 @@ WIDE = Geometry(x=(0.3, 0.7), y=(0.35, 0.65), radius=(18, 26), span_x=(0.45, 0.6
 # Clips their caption nearly fixes: what the DiT learns from. With WIDE clips, the shape's place not
 # given by the caption, the tiny DiT (6,000 steps) learnt a blur of all places and sampled scattered
 # blocks of colour; a caption that fixes the clip to within 5 % of the frame is learnt in the budget.
+# (So is the place along the motion at each frame's time, which an endless stream's late chunks then
+# follow instead of the chunk before them: docs/causal.md. Clips at a random phase of their endless
+# motion, endless_track, gave the blur again: train/tiny/README.md, run 8.)
 # The shape is larger than the decoder's (radius 36-40 px, a sixth of the frame): at 20-24 px its colour
 # moved the video loss too little for the DiT to learn it from the text (train/tiny/README.md, run 6).
 CAPTIONED = Geometry(x=(0.45, 0.55), y=(0.45, 0.55), radius=(36, 40), span_x=(0.5, 0.55), span_y=(0.42, 0.48),
@@ -125,6 +128,48 @@ def make_track(spec: Spec, frames: int, rng: np.random.Generator, geometry: Geom
         frac = t - np.floor(t)
         y = floor - (floor - top) * 4.0 * frac * (1.0 - frac)
         bounces = [i for i in range(1, frames) if math.floor(t[i]) != math.floor(t[i - 1])]
+    return Track(x=x, y=y, r=r, bounces=bounces)
+
+
+def endless_track(spec: Spec, frames: np.ndarray, rng: np.random.Generator, fresh: bool) -> Track:
+    """The shape's place at the given global frame numbers of an endless stream of `spec`. The motions go
+    on: a shape moving right leaves at the right edge and comes back in at the left (likewise left, up
+    and down), a bounce goes on, a growing shape grows from 0.6 x to 1.6 x its size over 56 frames and
+    starts again (pulses). The speeds are the captioned clips' (CAPTIONED: half the frame in 56
+    frames). fresh: the stream starts where a captioned clip starts; else at a random phase."""
+    g = CAPTIONED
+    r0 = rng.uniform(*g.radius)
+    span_x, span_y = rng.uniform(*g.span_x) * WIDTH, rng.uniform(*g.span_y) * HEIGHT
+    f = frames.astype(np.float64)
+    x = np.full(len(f), rng.uniform(*g.x) * WIDTH)
+    y = np.full(len(f), rng.uniform(*g.y) * HEIGHT)
+    r = np.full(len(f), r0)
+    bounces: list[int] = []
+
+    def wrap(start, speed, extent):
+        period = extent + 2 * r0
+        offset = 0.0 if fresh else rng.uniform(0, period)
+        return np.mod(start + r0 + offset + speed * f, period) - r0
+
+    if spec.motion == "moving right":
+        x = wrap(WIDTH / 2 - span_x / 2, span_x / 55, WIDTH)
+    elif spec.motion == "moving left":
+        x = WIDTH - wrap(WIDTH / 2 - span_x / 2, span_x / 55, WIDTH)
+    elif spec.motion == "moving down":
+        y = wrap(HEIGHT / 2 - span_y / 2, span_y / 55, HEIGHT)
+    elif spec.motion == "moving up":
+        y = HEIGHT - wrap(HEIGHT / 2 - span_y / 2, span_y / 55, HEIGHT)
+    elif spec.motion == "growing":
+        phase = 0.0 if fresh else rng.uniform(0, 1)
+        r = r0 * (0.6 + np.mod(f / 55 + phase, 1.0))
+    elif spec.motion == "bouncing":
+        period = rng.uniform(*g.period)
+        phase = rng.uniform(*g.phase) if fresh else rng.uniform(0, 1)
+        t = f / FPS / period + phase
+        floor, top = HEIGHT * 0.78, HEIGHT * 0.3
+        frac = t - np.floor(t)
+        y = floor - (floor - top) * 4.0 * frac * (1.0 - frac)
+        bounces = [i for i in range(1, len(f)) if math.floor(t[i]) != math.floor(t[i - 1])]
     return Track(x=x, y=y, r=r, bounces=bounces)
 
 

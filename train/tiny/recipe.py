@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,11 @@ DEFAULT_SEED = 20261201
 THREADS = 2
 STEPS = {"vae": 1500, "dit": 18000, "dit_whole": 2500, "causal": 300}
 CLIPS = 400
+# --endless-clips (an experiment, not the default's recipe: train/tiny/README.md, run 8): the DiT's clips
+# start at a random phase of their endless motion (data.endless_track), and a caption needs more clips
+# for its shape to be seen across the frame: 2,400 (about 7.6 a caption).
+ENDLESS_CLIPS = 2400
+ENDLESS = False  # set by --endless-clips
 FRAMES = 56                # what the engine generates for the default 48 frames (17 * 3 + 5, trimmed)
 LATENT = (17, 10, 16)      # video latent frames, height, width for 56 frames at 256 x 160
 AUDIO_LATENTS = 93         # round(56 * 5 / 3)
@@ -147,20 +153,47 @@ def dataset_specs(seed: int) -> list:
 
 
 def dataset_track(seed: int, i: int):
-    """Clip i's caption and track: its frames and its soundtrack are both rendered from it."""
+    """Clip i's caption and track: its frames and its soundtrack are both rendered from it. With
+    --endless-clips the track is a stretch of the caption's endless motion at a random phase (a shape
+    moving right leaves at the right edge and comes back at the left), so that where the shape is
+    cannot be read from the frame's time, only from the frames around it, as a chunk of an endless
+    stream has to (docs/causal.md, "The default's causal adapter")."""
     spec = dataset_specs(seed)[i]
+    if ENDLESS:
+        return spec, data.endless_track(spec, np.arange(FRAMES), clip_rng(seed, i), fresh=False)
     return spec, data.make_track(spec, FRAMES, clip_rng(seed, i))
 
 
+_ENCODER = []  # the dataset workers' VAE (inherited through fork)
+
+
+def encode_dataset_clip(seed: int, i: int) -> dict:
+    spec, track = dataset_track(seed, i)
+    torch.set_num_threads(1)  # one per worker, THREADS workers: the same sums whatever the split
+    # no graph and a copy: the encoder's output is otherwise a view that keeps the whole clip's
+    # frames (28 MB) alive, once a clip
+    with torch.no_grad():
+        mean = video_vae.encode_clip(_ENCODER[0], data.render_video(spec, track)).clone()
+    return {"caption": spec.caption, "video_mean": mean}
+
+
+def track_key() -> dict:
+    """The dataset stages' cache key for the tracks (the captioned clips' key is as it always was)."""
+    return {"track": "endless, random phase"} if ENDLESS else {}
+
+
 def stage_dataset(seed: int, vae) -> list:
-    """Every clip's video latents (the posterior mean) and caption."""
+    """Every clip's video latents (the posterior mean) and caption, rendered and encoded by THREADS
+    worker processes (a clip: 0.15 s to render, 0.15 s to encode)."""
+    import multiprocessing
+    _ENCODER[:] = [vae]
     clips = []
     t0 = time.time()
-    for i in range(CLIPS):
-        spec, track = dataset_track(seed, i)
-        clips.append({"caption": spec.caption, "video_mean": video_vae.encode_clip(vae, data.render_video(spec, track))})
-        if i % 50 == 0:
-            print(f"dataset      {i + 1:5d}/{CLIPS} ({time.time() - t0:.0f} s)", flush=True)
+    with multiprocessing.get_context("fork").Pool(THREADS) as pool:
+        for i, clip in enumerate(pool.imap(partial(encode_dataset_clip, seed), range(CLIPS), chunksize=10)):
+            clips.append(clip)
+            if i % 200 == 0:
+                print(f"dataset      {i + 1:5d}/{CLIPS} ({time.time() - t0:.0f} s)", flush=True)
     return clips
 
 
@@ -190,7 +223,9 @@ def write_json(path: Path, value) -> None:
     path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
-def summary(losses: list) -> dict:
+def summary(losses) -> dict:
+    if isinstance(losses, dict):  # already a summary (a reused stage: reused_decoder)
+        return losses
     tail = losses[-100:]
     return {"steps": len(losses), "first": round(losses[0], 6), "last_100_mean": round(float(np.mean(tail)), 6)}
 
@@ -205,7 +240,7 @@ def drop_encoder(path: Path, prefixes: tuple) -> None:
 
 
 def export(out: Path, work: Path, seed: int, vae, avae, transformer, stats: dict, losses: dict, audio_error: float,
-           force: bool) -> None:
+           force: bool, vae_from: str | None = None) -> None:
     staging = out.with_name(out.name + ".staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -245,14 +280,31 @@ def export(out: Path, work: Path, seed: int, vae, avae, transformer, stats: dict
                      "safetensors": safetensors.__version__},
         "machine": {"cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
         "losses": {name: summary(v) for name, v in losses.items()},
+        "dit_clips": ("a random phase of each caption's endless motion (data.endless_track)" if ENDLESS
+                      else "where the caption puts them (data.make_track)"),
         "audio_vae": {"constructed": "additive synthesiser of 40-Hz harmonics (audio_vae.py)",
                       "harmonics": list(audio_vae.HARMONICS), "round_trip_mae": audio_error},
         "files": files,
     }
+    if vae_from:
+        record["vae_reused_from"] = vae_from
     write_json(staging / "manifest.json", record)
     if out.exists():
         shutil.rmtree(out) if force else sys.exit(f"{out}: exists (use --force to replace it)")
     staging.rename(out)
+
+
+def reused_decoder(model: Path) -> dict:
+    """The video decoder of a finished model of this recipe (--vae-from): the same stage's weights, so
+    that a change to the DiT's stages does not train the decoder again (5 min). Its losses are the
+    model's manifest's summary of them."""
+    from safetensors.torch import load_file
+    record = json.loads((model / "manifest.json").read_text())
+    if record.get("steps", {}).get("vae") != STEPS["vae"] or record.get("seed") != DEFAULT_SEED:
+        sys.exit(f"--vae-from {model}: its decoder was not made by this recipe's vae stage (steps, seed)")
+    state = load_file(model / "vae" / "diffusion_pytorch_model.safetensors")
+    print(f"vae          reused from {model}", flush=True)
+    return {"state": state, "losses": record["losses"]["vae"], "reused_from": model.name}
 
 
 def read_stats(base: Path) -> dict:
@@ -344,10 +396,17 @@ def main() -> int:
                     help="only the chunk-causal adapter's stage, from the finished model --base")
     ap.add_argument("--base", type=Path, default=Path(__file__).resolve().parent.parent.parent / "data" / "default",
                     help="--causal-only: the finished model (default: the committed data/default)")
+    ap.add_argument("--vae-from", type=Path,
+                    help="take the video decoder from a finished model of this recipe instead of training it")
+    ap.add_argument("--endless-clips", action="store_true",
+                    help="the DiT's clips at a random phase of their endless motion (an experiment: README, run 8)")
     ap.add_argument("--smoke", action="store_true",
                     help="a few steps of every stage on 6 clips (checks the recipe and its determinism; an untrained model)")
     args = ap.parse_args()
-    global CLIPS
+    global CLIPS, ENDLESS
+    if args.endless_clips:
+        ENDLESS = True
+        CLIPS = ENDLESS_CLIPS
     if args.smoke:
         STEPS.update(vae=3, dit=5, dit_whole=3, causal=3)
         CLIPS = 6
@@ -370,7 +429,6 @@ def main() -> int:
         embeds = cached(work, "text_direct", TEXT_KEY, lambda: stage_text_direct(args.h3, work, base))
         stage_causal(base, args.out.resolve(), work, seed, embeds, log, args.force)
         return check(args.out)
-    embeds = cached(work, "text", TEXT_KEY, lambda: stage_text(args.h3, work))
 
     torch.manual_seed(seed)  # the decoder's initial weights (torch's own initial seed is not fixed)
     vae = video_vae.build()
@@ -380,11 +438,16 @@ def main() -> int:
         losses = video_vae.train_decoder(vae, STEPS["vae"], seed + 1, log)
         return {"state": vae.state_dict(), "losses": losses}
 
-    decoder = cached(work, "vae", {"seed": seed, "steps": STEPS["vae"], "config": video_vae.CONFIG,
-                                   "encoder": "pool_clip", "weight": video_vae.FOREGROUND_WEIGHT}, make_vae)
-    vae.load_state_dict(decoder["state"])
+    vae_key = {"seed": seed, "steps": STEPS["vae"], "config": video_vae.CONFIG, "encoder": "pool_clip",
+               "weight": video_vae.FOREGROUND_WEIGHT}
+    decoder = reused_decoder(args.vae_from) if args.vae_from else cached(work, "vae", vae_key, make_vae)
+    # a reused decoder's file has no encoder tensors (drop_encoder): this model encodes by pooling
+    missing = vae.load_state_dict(decoder["state"], strict=False).missing_keys
+    if any(not k.startswith(("encoder.", "quant_conv.")) for k in missing):
+        sys.exit(f"vae: decoder tensors missing: {[k for k in missing if not k.startswith('encoder.')][:5]}")
     vae.eval()
-    clips = cached(work, "dataset", {"seed": seed, "clips": CLIPS, "encoder": "pool_clip", "geometry": data.CAPTIONED},
+    clips = cached(work, "dataset", {"seed": seed, "clips": CLIPS, "encoder": "pool_clip", "geometry": data.CAPTIONED,
+                                          **track_key()},
                    lambda: stage_dataset(seed, vae))
 
     torch.manual_seed(seed + 2)  # the unused encoder's initial weights (dropped at export)
@@ -392,7 +455,7 @@ def main() -> int:
     audio_error = audio_vae.round_trip_error(avae, render_dataset_sound(seed, 0))
     print(f"audio vae    constructed; round trip of clip 0: mean abs error {audio_error:.6f}", flush=True)
     key = {"seed": seed, "clips": CLIPS, "audio": "fourier", "harmonics": audio_vae.HARMONICS,
-           "tones": data.TONE_HZ, "geometry": data.CAPTIONED}
+           "tones": data.TONE_HZ, "geometry": data.CAPTIONED, **track_key()}
     sounds = cached(work, "audio_dataset", key, lambda: stage_audio_dataset(seed))
     for clip, sound in zip(clips, sounds):
         clip["audio_mean"] = sound
@@ -407,6 +470,7 @@ def main() -> int:
              "video_rows": patchify_video_latents(((c["video_mean"] - vm) / vs)[None], dit.PATCH).contiguous(),
              "audio_rows": dit.audio_rows((c["audio_mean"] - am) / as_).contiguous()} for c in clips]
     layouts = dit.Layouts(*LATENT, AUDIO_LATENTS)
+    embeds = cached(work, "text", TEXT_KEY, lambda: stage_text(args.h3, work))
 
     def make_dit():
         torch.manual_seed(seed + 5)
@@ -434,7 +498,8 @@ def main() -> int:
     transformer = dit.build()
     transformer.load_state_dict(whole["state"])
     losses = {"vae": decoder["losses"], "dit": trained["losses"], "dit_whole": whole["losses"]}
-    export(args.out, work, seed, vae, avae, transformer, stats, losses, round(audio_error, 6), args.force)
+    export(args.out, work, seed, vae, avae, transformer, stats, losses, round(audio_error, 6), args.force,
+           decoder.get("reused_from"))
     stage_causal(args.out.resolve(), args.out.resolve(), work, seed, embeds, log, True)
     return check(args.out)
 

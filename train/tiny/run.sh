@@ -2,7 +2,10 @@
 # Trains the tiny model of train/tiny/README.md (the embedded default, data/default) and writes it to
 # BUILD/trained-tiny, its chunk-causal adapter (causal-lora/) included.
 #
-#   bash train/tiny/run.sh [--force] [--out DIR] [--seed S] [--smoke]
+#   bash train/tiny/run.sh [--force] [--out DIR] [--seed S] [--smoke] [--vae-from DIR]
+#       --vae-from data/default: the video decoder from a finished model instead of its stage (5 min)
+#       --endless-clips: the DiT's clips at a random phase of their endless motion (README, run 8; not
+#       the embedded default's recipe)
 #   bash train/tiny/run.sh --causal-only [--base DIR] [--out DIR] [--force]
 #       only the adapter's stage, from a finished model (default: the committed data/default): OUT is
 #       that model with causal-lora/ made again and the manifest updated (its 300 steps: 10 min on
@@ -25,7 +28,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --seed) args+=(--seed "$2"); shift 2 ;;
     --base) args+=(--base "$(realpath "$2")"); shift 2 ;;
-    --force|--smoke|--causal-only) args+=("$1"); shift ;;
+    --vae-from) args+=(--vae-from "$(realpath "$2")"); shift 2 ;;
+    --force|--smoke|--causal-only|--endless-clips) args+=("$1"); shift ;;
     *) echo "run.sh: unknown option '$1' (--force, --out DIR, --seed S, --smoke, --causal-only, --base DIR)" >&2
        exit 2 ;;
   esac
