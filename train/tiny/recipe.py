@@ -280,12 +280,13 @@ def export(out: Path, work: Path, seed: int, vae, avae, transformer, stats: dict
                      "safetensors": safetensors.__version__},
         "machine": {"cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
         "losses": {name: summary(v) for name, v in losses.items()},
-        "dit_clips": ("a random phase of each caption's endless motion (data.endless_track)" if ENDLESS
-                      else "where the caption puts them (data.make_track)"),
         "audio_vae": {"constructed": "additive synthesiser of 40-Hz harmonics (audio_vae.py)",
                       "harmonics": list(audio_vae.HARMONICS), "round_trip_mae": audio_error},
         "files": files,
     }
+    # only where the run differs from the default's recipe, so that its manifest stays what it was
+    if ENDLESS:
+        record["dit_clips"] = "a random phase of each caption's endless motion (data.endless_track)"
     if vae_from:
         record["vae_reused_from"] = vae_from
     write_json(staging / "manifest.json", record)
@@ -442,9 +443,10 @@ def main() -> int:
                "weight": video_vae.FOREGROUND_WEIGHT}
     decoder = reused_decoder(args.vae_from) if args.vae_from else cached(work, "vae", vae_key, make_vae)
     # a reused decoder's file has no encoder tensors (drop_encoder): this model encodes by pooling
-    missing = vae.load_state_dict(decoder["state"], strict=False).missing_keys
-    if any(not k.startswith(("encoder.", "quant_conv.")) for k in missing):
-        sys.exit(f"vae: decoder tensors missing: {[k for k in missing if not k.startswith('encoder.')][:5]}")
+    missing = [k for k in vae.load_state_dict(decoder["state"], strict=False).missing_keys
+               if not k.startswith(("encoder.", "quant_conv."))]
+    if missing:
+        sys.exit(f"vae: decoder tensors missing: {missing[:5]}")
     vae.eval()
     clips = cached(work, "dataset", {"seed": seed, "clips": CLIPS, "encoder": "pool_clip", "geometry": data.CAPTIONED,
                                           **track_key()},
