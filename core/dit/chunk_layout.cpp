@@ -75,9 +75,11 @@ at::Tensor chunk_positions(int64_t text_rows, const ChunkSpan& span, int64_t gri
   }
   for (int64_t f = span.video_begin; f < span.video_end; ++f) {
     // The pixel frames before latent f within its chunk: 1 for the chunk's first latent, 4 each after.
-    const int64_t k = f % kChunkLatents;
+    // Floor division, so that a chunk moved before the clip's start keeps its latents' spacing.
+    const int64_t chunk = f >= 0 ? f / kChunkLatents : -((-f + kChunkLatents - 1) / kChunkLatents);
+    const int64_t k = f - chunk * kChunkLatents;
     const double within = k == 0 ? 0.0 : static_cast<double>(1 + (k - 1) * kFramesPerLatent);
-    const double t = origin + chunk_start_time(f / kChunkLatents) + kAudioLatentsPerFrame * within;
+    const double t = origin + chunk_start_time(chunk) + kAudioLatentsPerFrame * within;
     for (int64_t i = 0; i < grid_h; ++i) {
       for (int64_t j = 0; j < grid_w; ++j, ++r) {
         p[r * 3] = t;
@@ -89,8 +91,8 @@ at::Tensor chunk_positions(int64_t text_rows, const ChunkSpan& span, int64_t gri
   return pos;
 }
 
-int64_t relative_anchor(int64_t trained_chunks, int64_t sink, int64_t window) {
-  return std::max(trained_chunks - 2, (sink - 1) + window + 2);
+int64_t relative_anchor(int64_t trained_chunks) {
+  return std::max(trained_chunks - 2, kPositionStep - 1);
 }
 
 int64_t relative_shift(int64_t chunk, bool tail, int64_t trained_chunks, int64_t anchor) {
@@ -99,7 +101,7 @@ int64_t relative_shift(int64_t chunk, bool tail, int64_t trained_chunks, int64_t
 }
 
 ChunkSpan shifted_span(const ChunkSpan& s, int64_t chunks) {
-  if (chunks % kPositionStep != 0 || chunks < 0 || chunks > s.index) {
+  if (chunks % kPositionStep != 0 || chunks < 0) {
     throw Error(ErrorKind::kInternal, "relative positions: chunk " + std::to_string(s.index) +
                                           " cannot move " + std::to_string(chunks) + " chunks back");
   }

@@ -43,7 +43,8 @@ std::vector<ChunkSpan> cut_chunks(int64_t video_latents, int64_t audio_latents);
 // The fp64 positions [rows, 3] of a chunk's rows in its forward's order: its audio rows
 // (left channel's latents, then the right's: t = L + j, h = 0, w = the grid's first / last
 // value), then its video latents frame-major with row-major patches (t = L + floor(f / 5) *
-// 85 / 3 + 5/3 * (1, 4, 4, 4, 4)[: f mod 5] summed, the area-normalised (h, w) grid).
+// 85 / 3 + 5/3 * (1, 4, 4, 4, 4)[: f mod 5] summed, the area-normalised (h, w) grid). A chunk
+// moved before the clip's start (negative latents) follows the same rule, floor and mod included.
 at::Tensor chunk_positions(int64_t text_rows, const ChunkSpan& span, int64_t grid_h, int64_t grid_w);
 
 // Relative positions (docs/causal.md "Positions"). The audio cut repeats every 3 chunks (85
@@ -53,10 +54,13 @@ at::Tensor chunk_positions(int64_t text_rows, const ChunkSpan& span, int64_t gri
 constexpr int64_t kPositionStep = 3;
 
 // The highest chunk the current chunk sits at with relative positions: the last whole chunk of a
-// clip of `trained_chunks` chunks (the tail included: trained_chunks - 2), but at least
-// (sink - 1) + window + 2, so that the window, moved back in steps of 3, still follows the
-// sink's chunks. sink >= 1, window >= 0, trained_chunks >= 2.
-int64_t relative_anchor(int64_t trained_chunks, int64_t sink, int64_t window);
+// clip of `trained_chunks` chunks (the tail included: trained_chunks - 2), but at least 2 (a
+// 3-chunk cycle from chunk 0), so that the current chunk always sits where a clip of the trained
+// length has a whole chunk. The window's chunks sit just before it, however far back that is: at
+// the sink's places, or before the clip's start (negative chunks) when the trained clip is short.
+// (The current chunk's place decides what the DiT draws where: docs/causal.md "Positions".)
+// trained_chunks >= 2.
+int64_t relative_anchor(int64_t trained_chunks);
 
 // How many chunks chunk `chunk` (a 2-latent tail when `tail`) and the window's records are moved
 // back with relative positions: 0 while it lies within a clip of `trained_chunks` chunks or at or
@@ -65,8 +69,9 @@ int64_t relative_anchor(int64_t trained_chunks, int64_t sink, int64_t window);
 int64_t relative_shift(int64_t chunk, bool tail, int64_t trained_chunks, int64_t anchor);
 
 // Span `s` moved `chunks` (a multiple of 3) chunks back: index, video and audio latents; its
-// chunk_positions are then those of chunk s.index - chunks of a finite clip. Throws
-// h3::Error(kInternal) for a shift that is not a multiple of 3 or passes the clip's start.
+// chunk_positions are then those of chunk s.index - chunks of a finite clip, which may be before
+// the clip's start (a negative chunk: the same layout, 85/3 audio latents per chunk earlier).
+// Throws h3::Error(kInternal) for a shift that is not a non-negative multiple of 3.
 ChunkSpan shifted_span(const ChunkSpan& s, int64_t chunks);
 
 // The sampler's audio latents [1, channels, 2, A] <-> the DiT's audio rows [2A, channels]

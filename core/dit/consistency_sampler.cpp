@@ -114,7 +114,7 @@ CausalSampler::CausalSampler(const Transformer& model, CausalRequest request)
   }
   origin_ = req_.text.size(0);
   if (req_.settings.relative_positions) {
-    anchor_ = relative_anchor(req_.settings.trained_chunks, req_.settings.sink, *req_.settings.window);
+    anchor_ = relative_anchor(req_.settings.trained_chunks);
   }
   prefill_text(model_, req_.text, req_.text_tags, cache_);
   ++forwards_;

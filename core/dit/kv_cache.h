@@ -11,10 +11,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <vector>
 
 namespace h3::dit {
+
+// Where the prompt's record sits (KvCache::placed): at no chunk. Not -1, which relative
+// positions may give a window chunk moved before the clip's start.
+inline constexpr int64_t kPromptPlace = std::numeric_limits<int64_t>::min();
 
 class KvCache {
  public:
@@ -33,8 +38,8 @@ class KvCache {
 
   // Appends one record (one tensor per layer, all with the same rows) and evicts what the
   // policy no longer retains, every layer at once. `placed`: the chunk whose positions its keys
-  // were rotated at (-1: the prompt's).
-  void commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> values, int64_t placed = -1);
+  // were rotated at (kPromptPlace: the prompt's).
+  void commit(std::vector<at::Tensor> keys, std::vector<at::Tensor> values, int64_t placed = kPromptPlace);
 
   int64_t committed() const { return committed_; }  // records committed so far
   // Whether the next record committed would be retained (false with window 0 once the sink is
@@ -48,7 +53,7 @@ class KvCache {
   void commit_dropped();
   // The retained records' numbers (0 = the text, j = media chunk j - 1), in time order.
   const std::vector<int64_t>& records() const { return ids_; }
-  // Each retained record's rows, and the chunk whose positions its keys sit at (-1: the prompt):
+  // Each retained record's rows, and the chunk whose positions its keys sit at (kPromptPlace: the prompt):
   // its own chunk, or with relative positions that chunk moved back (move_window).
   const std::vector<int64_t>& record_rows() const { return rows_; }
   const std::vector<int64_t>& placed() const { return placed_; }
@@ -69,7 +74,7 @@ class KvCache {
   std::vector<at::Tensor> k_, v_;  // per layer, retained records concatenated
   std::vector<int64_t> ids_;       // retained records
   std::vector<int64_t> rows_;      // rows of each retained record
-  std::vector<int64_t> placed_;    // the chunk each retained record's keys sit at (-1: the prompt)
+  std::vector<int64_t> placed_;    // the chunk each retained record's keys sit at (kPromptPlace: the prompt)
   int64_t committed_ = 0;
 };
 

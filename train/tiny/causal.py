@@ -17,12 +17,17 @@ What the engine runs (docs/causal.md, "The chunk-causal DiT") and what a trainin
 One sample is a stream of CHUNKS = 4 chunks: sink chunk + window + 1 is the most a chunk ever sees. With
 relative positions (an endless stream's default, docs/causal.md "Positions") the engine keeps the
 prompt and the sink chunk where they are and moves the window and the current chunk back in steps of 3
-chunks, so a late chunk sits at place p = 3, 4 or 5 (the anchor A = 5 of the tiny default: sink 2,
-window 2, 4 trained chunks) with the window's two at p - 2 and p - 1. A sample draws p and puts its 4
-chunks at places [0, p - 2, p - 1, p]: the layouts a chunk of a long stream runs in. The sink chunk is
-the stream's first 17 frames; the three after it are either the frames of their places or a stretch
-from later in the same endless motion (as the cache of a long stream holds chunk 0 beside the latest
-two). Every group of rows is packed into one differentiable forward whose
+chunks, so a late chunk sits at place p = 0, 1 or 2 (the anchor A = 2 of the tiny default: its 4
+trained chunks, the last a tail) with the window's two at p - 2 and p - 1 (before the clip's start
+when p < 2). A sample draws p and puts its 4 chunks at places [0, p - 2, p - 1, p]: the layouts every
+chunk of a long stream from chunk 3 on runs in. What they show is the endless motion as those places
+cycle it (LOOP): the captioned clip's first 51 frames (3 chunks, 85 audio latents: one cycle of the
+places) again and again, so that a chunk at place q shows the clip's frames of place q mod 3 (a
+shape moving right crosses the middle half of the frame and comes back in at the left every 2.1 s, a
+growing shape pulses, a bounce goes on). The DiT draws a shape where the clip's frame at its place
+has it (docs/causal.md, "Why no recipe holds the motion"); motions that go on at another period
+asked it for places it does not draw at them, and the adapter trained on them scattered the shape
+(train/tiny/README.md). Every group of rows is packed into one differentiable forward whose
 attention is computed per group over exactly the keys the engine's forward of that chunk sees: text
 rows over their prompt; the clean (committing) copy of chunk j and the noisy copy of chunk c over
 [the records retained before them | their own rows].
@@ -51,10 +56,11 @@ import data
 import video_vae
 
 CHUNKS = 4                # sink chunk + window + 1
-ANCHOR = 5                # the last place relative positions put a chunk at (docs/causal.md, "Positions")
+ANCHOR = 2                # the last place relative positions put a chunk at (docs/causal.md, "Positions")
 SINK, WINDOW = 2, 2       # records (the prompt is record 0): the engine's defaults
 CHUNK_FRAMES, CHUNK_LATENTS = 17, 5
-FRAMES = (ANCHOR + 1) * CHUNK_FRAMES   # the frames up to the last place a chunk is put at
+CYCLE = 3                 # chunks a late chunk's place cycles over (chunk_layout.h kPositionStep)
+LOOP = CYCLE * CHUNK_FRAMES   # 51 frames: the motion's period in the samples (85 audio latents)
 LATENT_H, LATENT_W = 10, 16   # 256 x 160
 PATCH = (1, 2, 2)
 CLEAN_T = 0.999
@@ -65,7 +71,6 @@ TARGETS = ("attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "ff.net.0.pro
 # are drawn from it, the rest from the whole shifted range (other step counts).
 GRID_SHARE = 0.75
 SWITCH_SHARE = 0.35       # samples whose prompt changes at a chunk boundary
-LATER_SHARE = 0.5         # samples whose chunks 1-3 come from later in the stream than chunk 0
 CONTEXT_NOISE = 0.3       # the largest deviation of the context corruption (normalised latents)
 LR, WARMUP, BATCH = 1e-3, 30, 1   # cosine from LR after the warmup down to LR / 10 (video_vae.cosine_lr)
 
@@ -106,45 +111,46 @@ class Stream:
     captions: list          # per chunk
     places: list            # per chunk: the chunk of a clip whose positions it runs at ([0, p - 2, p - 1, p])
     video: torch.Tensor     # [24, CHUNKS * 5, h, w] normalised latents of the sample's chunks
-    audio: torch.Tensor     # [2, 32, A] normalised latents of the frames up to the last place
-                            # (A = audio_span(places[-1])[1]; a chunk's rows are those of its place)
+    audio: list             # per chunk: [2, 32, a] normalised latents (a = its place's audio count)
+
+
+def loop_latents(spec, rng: np.random.Generator, stats: dict) -> tuple[list, list]:
+    """One cycle of `spec`'s endless motion as the places cycle it: the captioned clip's first LOOP frames
+    (its track as data.make_track draws it for the DiT's clips), per place q = 0, 1, 2 the normalised
+    video latents [24, 5, h, w] of its 17 frames and audio latents [2, 32, a] of audio_span(q)."""
+    import audio_vae
+    track = data.make_track(spec, data.CLIP_FRAMES, rng)
+    track = data.Track(track.x[:LOOP], track.y[:LOOP], track.r[:LOOP], [b for b in track.bounces if b < LOOP])
+    x = video_vae.to_model_space(data.render_video(spec, track))[None].contiguous()
+    audio = encode_audio(data.render_audio(spec, track, audio_span(CYCLE - 1)[1] * audio_vae.HOP))
+    vm, vs = torch.tensor(stats["video_mean"]).view(-1, 1, 1, 1), torch.tensor(stats["video_std"]).view(-1, 1, 1, 1)
+    am, as_ = torch.tensor(stats["audio_mean"]).view(1, -1, 1), torch.tensor(stats["audio_std"]).view(1, -1, 1)
+    video = [(video_vae.pool_clip(x[:, :, q * CHUNK_FRAMES:(q + 1) * CHUNK_FRAMES]).chunk(2, dim=1)[0][0] - vm) / vs
+             for q in range(CYCLE)]
+    audio = [(audio[..., slice(*audio_span(q))] - am) / as_ for q in range(CYCLE)]
+    return video, audio
 
 
 def make_stream(rng: np.random.Generator, specs: list, stats: dict) -> Stream:
-    """A sample: its chunks' captions, places and latents. Chunk 0 is the stream's first 17 frames at place 0;
-    chunks 1-3 sit at places p - 2 .. p (p = 3, 4 or 5) and show the frames of those places, or (LATER_SHARE)
-    a stretch from later on. A prompt switch (SWITCH_SHARE) at chunk k: from k on another caption's stream
-    (its own track over the same clock), an abrupt cut."""
-    import audio_vae
-    last = int(rng.integers(CHUNKS - 1, ANCHOR + 1))
-    places = [0] + list(range(last - CHUNKS + 2, last + 1))
+    """A sample: its chunks' captions, places and latents. Chunk 0 (the sink) is the stream's first 17 frames at
+    place 0; chunks 1-3 are a late chunk and the two before it, at places p - 2 .. p (p = 0, 1 or 2), each
+    showing its place's frames of the looped motion (place q: the loop's q mod 3). A prompt switch
+    (SWITCH_SHARE) at chunk k: from k on another caption's loop, an abrupt cut."""
+    p = int(rng.integers(0, ANCHOR + 1))
+    places = [0] + list(range(p - CHUNKS + 2, p + 1))
     spec_a = specs[int(rng.integers(len(specs)))]
     switch = int(rng.integers(1, CHUNKS)) if rng.random() < SWITCH_SHARE else CHUNKS
     spec_b = specs[int(rng.integers(len(specs)))] if switch < CHUNKS else spec_a
-    gap = int(rng.integers(CHUNK_FRAMES, 40 * CHUNK_FRAMES)) if rng.random() < LATER_SHARE else 0
-    fresh = rng.random() < 0.5
-    local = np.arange((last + 1) * CHUNK_FRAMES)
-    clock = np.where(local < CHUNK_FRAMES, local, local + gap)   # the global frame of each frame shown
-    a_latents = audio_span(last)[1]
-    samples = a_latents * audio_vae.HOP
-    cut = places[switch] * CHUNK_FRAMES if switch < CHUNKS else len(local)
-    track = data.endless_track(spec_a, clock, rng, fresh)
-    video = data.render_video(spec_a, data.Track(track.x[:cut], track.y[:cut], track.r[:cut], []))
-    # the soundtrack over the same frames (render_audio holds a sample to its frame's place)
-    audio = encode_audio(data.render_audio(spec_a, track, samples))
+    loops = [loop_latents(spec_a, rng, stats)]
     if switch < CHUNKS:
-        track = data.endless_track(spec_b, clock, rng, fresh)
-        later = data.Track(track.x[cut:], track.y[cut:], track.r[cut:], [])
-        video = np.concatenate([video, data.render_video(spec_b, later)])
-        a0 = audio_span(places[switch])[0]
-        audio[..., a0:] = encode_audio(data.render_audio(spec_b, track, samples))[..., a0:]
-    x = video_vae.to_model_space(video)[None].contiguous()
-    latents = torch.cat([video_vae.pool_clip(x[:, :, p * CHUNK_FRAMES:(p + 1) * CHUNK_FRAMES]).chunk(2, dim=1)[0]
-                         for p in places], dim=2)[0]
-    vm, vs = torch.tensor(stats["video_mean"]).view(-1, 1, 1, 1), torch.tensor(stats["video_std"]).view(-1, 1, 1, 1)
-    am, as_ = torch.tensor(stats["audio_mean"]).view(1, -1, 1), torch.tensor(stats["audio_std"]).view(1, -1, 1)
+        loops.append(loop_latents(spec_b, rng, stats))
+    video, audio = [], []
+    for c, q in enumerate(places):
+        v, a = loops[0 if c < switch else 1]
+        video.append(v[q % CYCLE])
+        audio.append(a[q % CYCLE])
     captions = [spec_a.caption if c < switch else spec_b.caption for c in range(CHUNKS)]
-    return Stream(captions, places, (latents - vm) / vs, (audio - am) / as_)
+    return Stream(captions, places, torch.cat(video, dim=1), audio)
 
 
 # --- the layout -------------------------------------------------------------------------------------------
@@ -155,6 +161,13 @@ def chunk_positions(text_rows: int, chunk: int) -> torch.Tensor:
     from diffusers.modular_pipelines.minimax_h3.before_denoise import (_frame_position_grid,
                                                                        _temporal_position_grid)
     frame_grid, width_grid = _frame_position_grid(LATENT_H, LATENT_W, PATCH[1], PATCH[2])
+    if chunk < 0:
+        # Before the clip's start (a window chunk behind a current chunk at 0 or 1): chunk c + 3m's
+        # layout, 85m audio latents earlier (chunk_layout.h shifted_span).
+        m = (-chunk + CYCLE - 1) // CYCLE
+        moved = chunk_positions(text_rows, chunk + CYCLE * m)
+        moved[:, 0] -= 85.0 * m
+        return moved
     a0, a1 = audio_span(chunk)
     n = a1 - a0
     audio = torch.zeros(2 * n, 3, dtype=torch.float64)
@@ -177,8 +190,7 @@ def chunk_rows(stream: Stream, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A chunk's video rows [5 * 40, 96] (patches) and audio rows [2a, 32] (left, then right; its place's)."""
     from diffusers.modular_pipelines.minimax_h3.before_denoise import patchify_video_latents
     v = stream.video[:, chunk * CHUNK_LATENTS:(chunk + 1) * CHUNK_LATENTS]
-    a0, a1 = audio_span(stream.places[chunk])
-    a = stream.audio[..., a0:a1]
+    a = stream.audio[chunk]
     return patchify_video_latents(v[None], PATCH), a.permute(0, 2, 1).reshape(-1, a.shape[1])
 
 
@@ -459,7 +471,7 @@ class RecordCache:
 @torch.no_grad()
 def check_against_lane(model, texts: dict, stats: dict, shifts, seed: int) -> float:
     """The packed training forward against bench/reference/causal's lane (the engine's causal forward,
-    chunk by chunk through a KV cache) on one sample at places 0, 3, 4, 5 with a prompt switch and a
+    chunk by chunk through a KV cache) on one sample at places 0, -2, -1, 0 with a prompt switch and a
     non-zero LoRA: the largest absolute difference of the noisy chunks' velocities."""
     causal_lane, lane = lane_of(model)
     torch.manual_seed(seed)
@@ -469,7 +481,7 @@ def check_against_lane(model, texts: dict, stats: dict, shifts, seed: int) -> fl
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
     stream = make_stream(rng, data.training_specs(), stats)
-    while stream.places[-1] != ANCHOR:   # the window and the current chunk moved back: places 0, 3, 4, 5
+    while stream.places[-1] != 0:   # the window before the clip's start: places 0, -2, -1, 0
         stream = make_stream(rng, data.training_specs(), stats)
     stream.captions[2:] = [data.all_specs()[0].caption] * (CHUNKS - 2)   # a switch at chunk 2
     noisy, clean, _ = sample_inputs(stream, rng, gen, shifts, False)

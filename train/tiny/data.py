@@ -21,6 +21,7 @@ import numpy as np
 FPS = 24
 SAMPLE_RATE = 32000
 WIDTH, HEIGHT = 256, 160
+CLIP_FRAMES = 56          # the DiT's clips: what the engine generates for the default 48 frames (17 * 3 + 5)
 
 # name -> sRGB in 0..255; six hues far apart, so that a dominant colour is unambiguous
 COLOURS = {

@@ -56,12 +56,17 @@ at::Tensor other_text() {
 // ---- Relative positions ----
 
 TEST(CausalRelativePositions, AMovedChunkSitsWhereAFiniteClipsChunkDoes) {
-  // The anchor: the trained clip's last whole chunk, at least (sink - 1) + window + 2.
-  EXPECT_EQ(relative_anchor(4, 2, 2), 5);  // the tiny default (48 frames: 4 chunks), sink 2, window 2
-  EXPECT_EQ(relative_anchor(8, 2, 2), 6);  // the release (124 frames: 8 chunks)
-  EXPECT_EQ(relative_anchor(8, 1, 0), 6);
-  EXPECT_EQ(relative_anchor(2, 1, 0), 2);
-  // The shift of chunk c with anchor 5: 0 up to 5, then 3 for 6..8, 6 for 9..11, ..., 36 for 39..41.
+  // The anchor: the trained clip's last whole chunk, at least 2 (whatever the sink and window).
+  EXPECT_EQ(relative_anchor(4), 2);  // the tiny default (48 frames: 4 chunks)
+  EXPECT_EQ(relative_anchor(8), 6);  // the release (124 frames: 8 chunks)
+  EXPECT_EQ(relative_anchor(3), 2);
+  EXPECT_EQ(relative_anchor(2), 2);
+  // The shift of chunk c with anchor 2: 0 up to 2, then 3 for 3..5, 6 for 6..8, ..., 39 for 39..41.
+  for (int64_t c = 0; c <= 2; ++c) EXPECT_EQ(relative_shift(c, false, 4, 2), 0) << c;
+  const std::vector<std::pair<int64_t, int64_t>> at2{
+      {3, 3}, {5, 3}, {6, 6}, {8, 6}, {9, 9}, {39, 39}, {40, 39}, {41, 39}, {42, 42}, {100, 99}};
+  for (auto [c, d] : at2) EXPECT_EQ(relative_shift(c, false, 4, 2), d) << c;
+  // With anchor 5: 0 up to 5, then 3 for 6..8, 6 for 9..11, ..., 36 for 39..41.
   for (int64_t c = 0; c <= 5; ++c) EXPECT_EQ(relative_shift(c, false, 4, 5), 0) << c;
   const std::vector<std::pair<int64_t, int64_t>> want{
       {6, 3}, {7, 3}, {8, 3}, {9, 6}, {11, 6}, {12, 9}, {39, 36}, {40, 36}, {41, 36}, {42, 39}, {100, 96}};
@@ -73,10 +78,12 @@ TEST(CausalRelativePositions, AMovedChunkSitsWhereAFiniteClipsChunkDoes) {
   EXPECT_EQ(relative_shift(8, true, 8, 6), 3);
 
   // A moved chunk's positions are those of chunk c - d of a finite clip, bit for bit, and every
-  // row, audio and video alike, sits exactly 85 d / 3 earlier on the media clock.
+  // row, audio and video alike, sits exactly 85 d / 3 earlier on the media clock; also when it
+  // lands before the clip's start (a window chunk behind a current chunk at 0 or 1: chunk c - d
+  // negative, laid out by the same rule).
   const int64_t L = 9, gh = 2, gw = 3;
-  for (int64_t c = 3; c <= 60; ++c) {
-    for (int64_t d = 3; d <= c; d += 3) {
+  for (int64_t c = 0; c <= 60; ++c) {
+    for (int64_t d = 3; d <= c + 6; d += 3) {
       const ChunkSpan moved = shifted_span(full_chunk(c), d);
       EXPECT_EQ(moved.index, c - d);
       EXPECT_EQ(moved.audio_latents(), full_chunk(c).audio_latents()) << c;
@@ -89,7 +96,18 @@ TEST(CausalRelativePositions, AMovedChunkSitsWhereAFiniteClipsChunkDoes) {
     }
   }
   EXPECT_THROW(shifted_span(full_chunk(8), 2), Error);  // not a multiple of 3: the audio would not fit
-  EXPECT_THROW(shifted_span(full_chunk(2), 3), Error);  // before the clip's start
+  EXPECT_THROW(shifted_span(full_chunk(8), -3), Error);
+  // Chunk -1 (chunk 2 moved 3 back): 28 audio latents [-28, 0), video latents [-5, 0) at
+  // t = L - 85/3 + (0, 5/3, 5/3 + 20/3, ...): the spacing of every chunk.
+  const ChunkSpan before = shifted_span(full_chunk(2), 3);
+  EXPECT_EQ(before.index, -1);
+  EXPECT_EQ(before.audio_begin, -28);
+  EXPECT_EQ(before.audio_end, 0);
+  EXPECT_EQ(before.video_begin, -5);
+  const auto t = chunk_positions(L, before, 1, 1).select(1, 0);
+  EXPECT_DOUBLE_EQ(t[2 * 28].item<double>(), L - 85.0 / 3);
+  EXPECT_DOUBLE_EQ(t[2 * 28 + 1].item<double>(), L - 85.0 / 3 + 5.0 / 3);
+  EXPECT_DOUBLE_EQ(t[2 * 28 + 4].item<double>(), L - 85.0 / 3 + 5.0 / 3 + 3 * 20.0 / 3);
 }
 
 // What the DiT sees while it makes chunk c: the chunk each cache record's keys sit at (-1: the
@@ -115,34 +133,40 @@ TEST(CausalRelativePositions, AnEndlessStreamAtChunk41SeesWhatItSawAtChunk8) {
   const auto model = tiny_with_lora();
   CausalRequest r = endless_request();
   r.settings.relative_positions = true;
-  r.settings.trained_chunks = 4;  // the tiny default's 48 frames: anchor 5
+  r.settings.trained_chunks = 4;  // the tiny default's 48 frames: anchor 2
   const auto seen = run_endless(model, r, 42);
   ASSERT_EQ(seen.size(), 42u);
-  // Chunk 8 (moved 3 back): the prompt, chunk 0 (the sink) at 0, chunks 6 and 7 at 3 and 4, itself at 5.
-  EXPECT_EQ(seen[8].placed, (std::vector<int64_t>{-1, 0, 3, 4}));
-  EXPECT_EQ(seen[8].current, 5);
-  // Chunk 41 (moved 36 back) sees the very same layout; the positions repeat every 3 chunks (the
+  constexpr int64_t P = kPromptPlace;
+  // Up to the anchor nothing moves: chunk 2 sees the prompt, chunks 0 and 1 where they are.
+  EXPECT_EQ(seen[2].placed, (std::vector<int64_t>{P, 0, 1}));
+  EXPECT_EQ(seen[2].current, 2);
+  // Chunk 8 (moved 6 back): the prompt, chunk 0 (the sink) at 0, chunks 6 and 7 at 0 and 1, itself at 2.
+  EXPECT_EQ(seen[8].placed, (std::vector<int64_t>{P, 0, 0, 1}));
+  EXPECT_EQ(seen[8].current, 2);
+  // Chunk 41 (moved 39 back) sees the very same layout; the positions repeat every 3 chunks (the
   // audio cut's period), so chunk 40 sees chunk 7's.
   EXPECT_TRUE(seen[41] == seen[8]);
   EXPECT_TRUE(seen[40] == seen[7]);
-  EXPECT_EQ(seen[40].current, 4);
-  // Chunk 9 moved the window 3 more: chunks 7 and 8 from 4 and 5 to 1 and 2, itself at 3; chunk
-  // 39 the same.
-  EXPECT_EQ(seen[9].placed, (std::vector<int64_t>{-1, 0, 1, 2}));
-  EXPECT_EQ(seen[9].current, 3);
+  EXPECT_EQ(seen[40].placed, (std::vector<int64_t>{P, 0, -1, 0}));
+  EXPECT_EQ(seen[40].current, 1);
+  // Chunk 9 moved the window 3 more: chunks 7 and 8 from 1 and 2 to -2 and -1 (before the clip's
+  // start), itself at 0; chunk 39 the same.
+  EXPECT_EQ(seen[9].placed, (std::vector<int64_t>{P, 0, -2, -1}));
+  EXPECT_EQ(seen[9].current, 0);
   EXPECT_TRUE(seen[39] == seen[9]);
-  // Up to the anchor nothing moves: chunk 5 sees chunks 3 and 4 where they are.
-  EXPECT_EQ(seen[5].placed, (std::vector<int64_t>{-1, 0, 3, 4}));
-  EXPECT_EQ(seen[5].current, 5);
-  // No chunk ever sits past the anchor, and the window never reaches back into the sink.
+  // Every chunk sits at 0, 1 or 2 (where the trained clip has a whole chunk), its window's chunks
+  // just before it.
   for (size_t c = 0; c < seen.size(); ++c) {
-    EXPECT_LE(seen[c].current, 5) << c;
-    for (size_t i = 2; i < seen[c].placed.size(); ++i) EXPECT_GE(seen[c].placed[i], 1) << c;
+    EXPECT_EQ(seen[c].current, static_cast<int64_t>(c % 3)) << c;
+    if (c < 3) continue;
+    ASSERT_EQ(seen[c].placed.size(), 4u) << c;
+    EXPECT_EQ(seen[c].placed[2], seen[c].current - 2) << c;
+    EXPECT_EQ(seen[c].placed[3], seen[c].current - 1) << c;
   }
   // Absolute positions: chunk 41 at 41, its window at 39 and 40.
   r.settings.relative_positions = false;
   const auto absolute = run_endless(model, r, 42);
-  EXPECT_EQ(absolute[41].placed, (std::vector<int64_t>{-1, 0, 39, 40}));
+  EXPECT_EQ(absolute[41].placed, (std::vector<int64_t>{P, 0, 39, 40}));
   EXPECT_EQ(absolute[41].current, 41);
 }
 
@@ -169,7 +193,7 @@ TEST(CausalRelativePositions, TheTurnedWindowEqualsKeysComputedAtTheMovedPositio
   move_window_back(model, turned, 6);
   in.position_shift = 6;
   forward_chunk(model, in, moved, ChunkPass::kCommit);
-  EXPECT_EQ(turned.placed(), (std::vector<int64_t>{-1, 3}));
+  EXPECT_EQ(turned.placed(), (std::vector<int64_t>{kPromptPlace, 3}));
   EXPECT_EQ(moved.placed(), turned.placed());
   const int64_t l = r.text.size(0), rows = turned.rows() - l;
   const double dk = max_abs_diff(turned.keys(0).narrow(0, l, rows), moved.keys(0).narrow(0, l, rows));
@@ -311,6 +335,23 @@ TEST(CausalRecache, WithWindowZeroTheSinkIsRecomputedOrNothing) {
   const Switch recache2 = run_switch(model, r, 5, 3, night);
   EXPECT_EQ(recache2.forwards, keep2.forwards + 1);
   EXPECT_GT(max_abs_diff(recache2.video[3], keep2.video[3]), 1e-4);
+}
+
+TEST(CausalRecache, RecomputesWindowChunksMovedBeforeTheClipsStart) {
+  // Anchor 2: at chunk 9 the window (chunks 7 and 8) sits at -2 and -1. A recache there
+  // recomputes both at those positions: one commit forward each more than keep, and the chunk
+  // after the switch differs from keep's.
+  CausalRequest r = endless_request();
+  r.settings.relative_positions = true;
+  r.settings.trained_chunks = 4;
+  const auto model = tiny_with_lora();
+  const at::Tensor night = other_text();
+  const Switch keep = run_switch(model, r, 11, 9, night);
+  r.settings.recache_on_switch = true;
+  const Switch recache = run_switch(model, r, 11, 9, night);
+  EXPECT_EQ(recache.forwards, keep.forwards + 3) << "the sink chunk and the two window chunks";
+  for (size_t c = 0; c < 9; ++c) EXPECT_TRUE(at::equal(recache.video[c], keep.video[c])) << c;
+  EXPECT_GT(max_abs_diff(recache.video[9], keep.video[9]), 1e-4);
 }
 
 TEST(CausalRecache, TwoRanksRecacheAlikeAndAsOneRank) {
