@@ -29,6 +29,12 @@ std::vector<std::string> candidates(const std::string& plugin_dir) {
   return out;
 }
 
+std::string not_found(const std::string& tried) {
+  return "could not load the gst-h3 engine module (" + std::string(kEngineModuleFile) + "); tried: " +
+         (tried.empty() ? std::string("nothing (the plugin's folder is unknown)") : tried) +
+         ". Reinstall gst-h3, or set H3_ENGINE_MODULE to the module's path";
+}
+
 }  // namespace
 
 std::string plugin_dir_of(GstElement* element) {
@@ -85,12 +91,20 @@ const EngineModule* load_engine_module(const std::string& plugin_dir, std::strin
     if (loaded_from) *loaded_from = g_path;
     return g_module;
   }
-  if (error) {
-    *error = "could not load the gst-h3 engine module (" + std::string(kEngineModuleFile) + "); tried: " +
-             (tried.empty() ? std::string("nothing (the plugin's folder is unknown)") : tried) +
-             ". Reinstall gst-h3, or set H3_ENGINE_MODULE to the module's path";
-  }
+  if (error) *error = not_found(tried);
   return nullptr;
+}
+
+bool engine_module_present(const std::string& plugin_dir, std::string* error) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_module) return true;
+  std::string tried;
+  for (const std::string& path : candidates(plugin_dir)) {
+    if (g_file_test(path.c_str(), G_FILE_TEST_IS_REGULAR)) return true;
+    tried += (tried.empty() ? "" : "; ") + path + ": no such file";
+  }
+  if (error) *error = not_found(tried);
+  return false;
 }
 
 }  // namespace h3gst

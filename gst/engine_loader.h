@@ -23,4 +23,9 @@ std::string plugin_dir_of(GstElement* element);
 const EngineModule* load_engine_module(const std::string& plugin_dir, std::string* error,
                                        std::string* loaded_from = nullptr);
 
+// Whether the module is loaded, or a file is where load_engine_module looks first: a look at the
+// folder, nothing loaded (the start asks before its worker loads the module, so that a missing
+// module fails the state change itself). False with `error` worded as load_engine_module words it.
+bool engine_module_present(const std::string& plugin_dir, std::string* error);
+
 }  // namespace h3gst

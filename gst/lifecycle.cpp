@@ -97,6 +97,14 @@ bool Lifecycle::start(bool audio) {
   post_open_progress(element_, GST_PROGRESS_TYPE_START, "opening the H3 engine");
   Generation::Request request;
   request.plugin_dir = plugin_dir_of(element_);
+  // A module that is not there fails the start here, not on the worker a moment later: an error
+  // posted from another thread while the application is still between set_state() and its bus
+  // loop can be missed (gst-launch-1.0 quits its main loop from its bus sync handler; a quit before
+  // the loop runs is lost, and it waits for the preroll forever).
+  if (std::string missing; !engine_module_present(request.plugin_dir, &missing)) {
+    module_missing(missing);
+    return false;
+  }
   request.engine = to_engine_options(s);
   try {
     request.clip = to_request(s);

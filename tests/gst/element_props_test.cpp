@@ -1,13 +1,16 @@
 // h3videosrc before any engine work: registration, properties, and the bad
 // settings the element itself refuses. The engine module is pointed at a file
-// that does not exist, so nothing here loads the engine; the engine's own
-// failures are tested in element_errors_test.cpp.
+// that does not exist, so nothing here loads the engine (a missing module fails
+// the state change itself); the engine's own failures are tested in
+// element_errors_test.cpp.
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
+#include "../temp_dir.h"
 #include "gst_test_util.h"
 #include "h3/limits.h"
 
@@ -200,7 +203,47 @@ INSTANTIATE_TEST_SUITE_P(
                       BadSetting{"h3videosrc ! fakesink", gst_library_error_quark, GST_LIBRARY_ERROR_INIT,
                                  "H3_ENGINE_MODULE"}));
 
+// H3_ENGINE_MODULE set to a file that is there but is no module, for one test: the start passes
+// the element's own checks, reaches PAUSED and fails on its worker when the file does not load.
+class NotAModule {
+ public:
+  NotAModule() : dir_("gst-not-a-module") {
+    const std::string path = dir_ / "libgsth3-engine.so";
+    std::ofstream(path) << "not a shared library";
+    setenv("H3_ENGINE_MODULE", path.c_str(), 1);
+  }
+  ~NotAModule() { setenv("H3_ENGINE_MODULE", "/nonexistent/libgsth3-engine.so", 1); }
+
+ private:
+  h3::test::TempDir dir_;
+};
+
+TEST(H3VideoSrcElement, AMissingEngineModuleFailsTheStateChangeItself) {
+  // Not an error posted from the start's worker a moment later, which an application still on its
+  // way to its bus loop could miss (gst-launch-1.0 then waited for the preroll forever).
+  for (const char* launch : {"h3videosrc ! fakesink", "h3src name=s s.video ! fakesink s.audio ! fakesink"}) {
+    SCOPED_TRACE(launch);
+    GstElement* p = parse(launch);
+    ASSERT_NE(p, nullptr);
+    GstBus* bus = gst_element_get_bus(p);
+    EXPECT_EQ(gst_element_set_state(p, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    GstMessage* m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);  // posted before set_state returned
+    ASSERT_NE(m, nullptr);
+    GError* err = nullptr;
+    gst_message_parse_error(m, &err, nullptr);
+    EXPECT_EQ(err->domain, GST_LIBRARY_ERROR);
+    EXPECT_NE(std::string(err->message).find("/nonexistent/libgsth3-engine.so: no such file"), std::string::npos)
+        << err->message;
+    g_error_free(err);
+    gst_message_unref(m);
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(bus);
+    gst_object_unref(p);
+  }
+}
+
 TEST(H3VideoSrcElement, APropertyChangedOutsideNullOrReadyIsRefusedWithAWarning) {
+  const NotAModule not_a_module;
   GstElement* p = parse("h3videosrc name=src prompt=first ! fakesink");
   ASSERT_NE(p, nullptr);
   GstElement* src = h3test::by_name(p, "src");
