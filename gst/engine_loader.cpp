@@ -30,8 +30,8 @@ std::vector<std::string> candidates(const std::string& plugin_dir) {
 }
 
 std::string not_found(const std::string& tried) {
-  return "could not load the gst-h3 engine module (" + std::string(kEngineModuleFile) + "); tried: " +
-         (tried.empty() ? std::string("nothing (the plugin's folder is unknown)") : tried) +
+  return "could not load the gst-h3 engine module (" + std::string(kEngineModuleFile) +
+         "); tried: " + (tried.empty() ? std::string("nothing (the plugin's folder is unknown)") : tried) +
          ". Reinstall gst-h3, or set H3_ENGINE_MODULE to the module's path";
 }
 

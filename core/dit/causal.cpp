@@ -24,7 +24,8 @@ enum class Keep { kNothing, kCommit, kReplaceFirst };
 // itself); unless kNothing, stages every layer's keys and values and writes them once after the
 // last layer (all layers evict together).
 void run_blocks(const Transformer& model, at::Tensor& h, const Modulation& mod, const at::Tensor& tags,
-                const RopeTable& rope, KvCache& cache, Keep keep, bool attend_cache, int64_t placed = kPromptPlace) {
+                const RopeTable& rope, KvCache& cache, Keep keep, bool attend_cache,
+                int64_t placed = kPromptPlace) {
   const auto& c = model.config();
   const auto& w = model.weights();
   // Under sequence parallelism each rank runs its share of the rows; the cache holds every row

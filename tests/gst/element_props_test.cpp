@@ -232,7 +232,8 @@ TEST(H3VideoSrcElement, AMissingEngineModuleFailsTheStateChangeItself) {
     GError* err = nullptr;
     gst_message_parse_error(m, &err, nullptr);
     EXPECT_EQ(err->domain, GST_LIBRARY_ERROR);
-    EXPECT_NE(std::string(err->message).find("/nonexistent/libgsth3-engine.so: no such file"), std::string::npos)
+    EXPECT_NE(std::string(err->message).find("/nonexistent/libgsth3-engine.so: no such file"),
+              std::string::npos)
         << err->message;
     g_error_free(err);
     gst_message_unref(m);

@@ -218,7 +218,8 @@ TEST(GlooGroup, RanksOutOfStepFailOnEveryRankInsteadOfAbortingTheProcess) {
         g.all_gather(large);
       },
       o);
-  const std::string skipped = "the ranks are out of step: rank 0 is in all_reduce, rank 1 is in all_gather" + why;
+  const std::string skipped =
+      "the ranks are out of step: rank 0 is in all_reduce, rank 1 is in all_gather" + why;
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].error, "rank 0: all_reduce: " + skipped);
   EXPECT_EQ(results[1].error, "rank 1: all_gather: " + skipped);

@@ -63,8 +63,8 @@ TEST(CausalRelativePositions, AMovedChunkSitsWhereAFiniteClipsChunkDoes) {
   EXPECT_EQ(relative_anchor(2), 2);
   // The shift of chunk c with anchor 2: 0 up to 2, then 3 for 3..5, 6 for 6..8, ..., 39 for 39..41.
   for (int64_t c = 0; c <= 2; ++c) EXPECT_EQ(relative_shift(c, false, 4, 2), 0) << c;
-  const std::vector<std::pair<int64_t, int64_t>> at2{
-      {3, 3}, {5, 3}, {6, 6}, {8, 6}, {9, 9}, {39, 39}, {40, 39}, {41, 39}, {42, 42}, {100, 99}};
+  const std::vector<std::pair<int64_t, int64_t>> at2{{3, 3},   {5, 3},   {6, 6},   {8, 6},   {9, 9},
+                                                     {39, 39}, {40, 39}, {41, 39}, {42, 42}, {100, 99}};
   for (auto [c, d] : at2) EXPECT_EQ(relative_shift(c, false, 4, 2), d) << c;
   // With anchor 5: 0 up to 5, then 3 for 6..8, 6 for 9..11, ..., 36 for 39..41.
   for (int64_t c = 0; c <= 5; ++c) EXPECT_EQ(relative_shift(c, false, 4, 5), 0) << c;

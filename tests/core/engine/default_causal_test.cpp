@@ -171,7 +171,8 @@ void expect_shown(const Look& l, const Prompted& p, const std::string& where) {
   EXPECT_NEAR(l.tone_hz, p.tone_hz, 10.0) << "the strongest frequency of the chunks' soundtrack";
   const double along = std::string(p.motion) == "right" ? l.step_x : -l.step_x;
   EXPECT_GE(along, 0.5) << "px a frame " << p.motion << " (step x " << l.step_x << ")";
-  EXPECT_GT(along, std::abs(l.step_y)) << "steps more " << p.motion << " than across (step y " << l.step_y << ")";
+  EXPECT_GT(along, std::abs(l.step_y))
+      << "steps more " << p.motion << " than across (step y " << l.step_y << ")";
 }
 
 class DefaultCausal : public ::testing::Test {
