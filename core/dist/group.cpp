@@ -36,7 +36,7 @@ enum MetaStatus : int64_t {
 };
 
 // The collectives, as an opening row names them (its last entry).
-constexpr const char* kCollectives[] = {"all_reduce", "all_gather", "broadcast", "all_to_all",
+constexpr const char* kCollectives[] = {"all_reduce",     "all_gather",    "broadcast", "all_to_all",
                                         "all_reduce_int", "broadcast_int", "barrier"};
 
 int64_t collective_code(const char* what) {
@@ -246,7 +246,8 @@ std::vector<int64_t> Group::open(std::vector<int64_t> row, const char* what) {
   if (!same) {
     std::string who;
     for (int r = 0; r < size_; ++r) {
-      who += (r ? ", rank " : "rank ") + std::to_string(r) + " is in " + collective_name(rows[(r + 1) * len - 1]);
+      who += (r ? ", rank " : "rank ") + std::to_string(r) + " is in " +
+             collective_name(rows[(r + 1) * len - 1]);
     }
     fail("rank " + std::to_string(rank_) + ": " + what + ": the ranks are out of step: " + who +
          "; a rank skipped, added or reordered a collective (every rank must run the same collectives in the "
