@@ -25,7 +25,7 @@ cycle it (LOOP): the captioned clip's first 51 frames (3 chunks, 85 audio latent
 places) again and again, so that a chunk at place q shows the clip's frames of place q mod 3 (a
 shape moving right crosses the middle half of the frame and comes back in at the left every 2.1 s, a
 growing shape pulses, a bounce goes on). The DiT draws a shape where the clip's frame at its place
-has it (docs/causal.md, "Why no recipe holds the motion"); motions that go on at another period
+has it (docs/causal.md, "How the motion was found"); motions that go on at another period
 asked it for places it does not draw at them, and the adapter trained on them scattered the shape
 (train/tiny/README.md). Every group of rows is packed into one differentiable forward whose
 attention is computed per group over exactly the keys the engine's forward of that chunk sees: text

@@ -156,8 +156,9 @@ def dataset_track(seed: int, i: int):
     """Clip i's caption and track: its frames and its soundtrack are both rendered from it. With
     --endless-clips the track is a stretch of the caption's endless motion at a random phase (a shape
     moving right leaves at the right edge and comes back at the left), so that where the shape is
-    cannot be read from the frame's time, only from the frames around it, as a chunk of an endless
-    stream has to (docs/causal.md, "The default's causal adapter")."""
+    cannot be read from the frame's time, only from the frames around it (what an endless stream seemed
+    to need before relative positions kept its chunks within the trained clip: docs/causal.md, "How the
+    motion was found")."""
     spec = dataset_specs(seed)[i]
     if ENDLESS:
         return spec, data.endless_track(spec, np.arange(FRAMES), clip_rng(seed, i), fresh=False)

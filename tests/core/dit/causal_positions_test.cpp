@@ -110,7 +110,7 @@ TEST(CausalRelativePositions, AMovedChunkSitsWhereAFiniteClipsChunkDoes) {
   EXPECT_DOUBLE_EQ(t[2 * 28 + 4].item<double>(), L - 85.0 / 3 + 5.0 / 3 + 3 * 20.0 / 3);
 }
 
-// What the DiT sees while it makes chunk c: the chunk each cache record's keys sit at (-1: the
+// What the DiT sees while it makes chunk c: the chunk each cache record's keys sit at (kPromptPlace: the
 // prompt), then where chunk c itself sits.
 struct Seen {
   std::vector<int64_t> placed;
