@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../../free_port.h"
+#include "admission/proc_sockets.h"
 #include "admission/store_gate.h"
 #include "dist_test_util.h"
 #include "h3/error.h"
@@ -586,13 +587,28 @@ TEST(StoreGate, ALocalStrangerCannotReachTheStoreAndItsFloodCostsRankZeroNothing
   const pid_t early = fork();
   if (early == 0) {
     const int fd = h3test_net::connect_loopback(store_port);
-    (void)!write(ready[1], "x", 1);
+    sockaddr_in own{};
+    socklen_t len = sizeof own;
+    const int own_port =
+        fd >= 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&own), &len) == 0 ? ntohs(own.sin_port) : -1;
+    (void)!write(ready[1], &own_port, sizeof own_port);
     _exit(fd >= 0 && read_until_closed(fd, 10s).second ? 0 : 1);
   }
-  char x = 0;
-  ASSERT_EQ(read(ready[0], &x, 1), 1);
+  int early_port = 0;
+  ASSERT_EQ(read(ready[0], &early_port, sizeof early_port), static_cast<ssize_t>(sizeof early_port));
+  ASSERT_GT(early_port, 0) << "the early stranger could not connect";
   close(ready[0]);
   close(ready[1]);
+  // "Before the gate closed" means the store's side has finished the handshake: the stranger's
+  // connect() returns as soon as its own side has, and under load the handshake's last ACK may
+  // still be on its way; the gate's filter would drop it (the stranger kept out, but never taken,
+  // so nothing to shut out: 4 runs at once, 1 in 12 failed that way).
+  ASSERT_TRUE(eventually([&] {
+    for (const TcpEntry& e : tcp_entries()) {
+      if (e.local_port == store_port && e.remote_port == early_port && e.state == 1) return true;
+    }
+    return false;
+  })) << "the store never finished the early stranger's handshake";
   auto gate = std::make_shared<StoreGate>(loopback.fd);
   EXPECT_EQ(gate->close_to_strangers(2s), 1) << "the stranger that came early was not shut out";
   int status = -1;
