@@ -105,7 +105,10 @@ def refusals_and_limits(build, src):
                 held[cycle] = (s.rss_kib(), s.descriptors(), s.threads())
         print(f"live webrtc: after 10 and 30 join/leave cycles: memory {held[10][0]} and {held[30][0]} KiB, "
               f"descriptors {held[10][1]} and {held[30][1]}, threads {held[10][2]} and {held[30][2]}")
-        expect("descriptors after 30 cycles as after 10", held[30][1], held[10][1])
+        # Not more (a leaked viewer adds 6 or more a cycle); one fewer happens: a descriptor still
+        # open at the 10th sample (14 then 13, seen once in a clean-clone CI) was gone by the 30th.
+        if held[30][1] > held[10][1]:
+            failures.append(f"the server's descriptors went from {held[10][1]} to {held[30][1]} from cycle 10 to 30")
         if held[30][2] > held[10][2] + 4:
             failures.append(f"the server's threads went from {held[10][2]} to {held[30][2]} from cycle 10 to 30")
         if held[30][0] - held[10][0] > 64 * 1024:
